@@ -1,0 +1,1 @@
+"""Export to SavedModel, TF Hub-style pairs and TFLite (installed as keras_bert.export)."""

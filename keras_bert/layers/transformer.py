@@ -1,0 +1,133 @@
+"""The BERT Transformer block: multi-head self-attention and feed-forward, post-LayerNorm.
+
+Dimensions: B batch, S sequence, H hidden, N heads, D head size (H / N), I intermediate.
+Sub-layer names follow the original checkpoint (attention/self/query, attention/output/dense,
+attention/output/LayerNorm, intermediate/dense, output/dense, output/LayerNorm).
+"""
+
+import keras
+import tensorflow as tf
+
+from keras_bert.layers import utils
+
+# Added to attention scores at padded keys. The original uses -10000; exp() of
+# it underflows to exactly 0 in float32 and float16 alike.
+MASK_VALUE = -10000.0
+
+
+def attention_bias(input_mask, dtype):
+    """Additive attention bias [B, 1, 1, S] from an input mask [B, S] (1 = real token)."""
+    mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]  # (B, 1, 1, S)
+    return (1.0 - mask) * tf.cast(MASK_VALUE, dtype)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class TransformerBlock(keras.layers.Layer):
+    """One BERT encoder layer.
+
+    Args:
+        num_attention_heads: int. Heads N.
+        intermediate_size: int. Feed-forward inner width I.
+        hidden_act: str. Feed-forward activation name ("gelu" = erf form).
+        hidden_dropout_prob: float. Dropout after the attention and feed-forward outputs.
+        attention_probs_dropout_prob: float. Dropout on attention weights.
+        layer_norm_eps: float. LayerNorm epsilon.
+        initializer_range: float. Stddev of the truncated-normal initializer.
+
+    Call arguments:
+        x: float tensor [B, S, H].
+        attention_bias: float tensor [B, 1, 1, S] from `attention_bias()`, or None.
+        training: bool.
+
+    Returns:
+        float tensor [B, S, H].
+
+    Example:
+    >>> block = TransformerBlock(num_attention_heads=2, intermediate_size=32)
+    >>> block(tf.zeros([2, 5, 8])).shape
+    TensorShape([2, 5, 8])
+    """
+
+    def __init__(self, num_attention_heads, intermediate_size, hidden_act="gelu",
+                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                 layer_norm_eps=1e-12, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+        self._activation = utils.activation(hidden_act)
+
+    def build(self, input_shape):
+        hidden = input_shape[-1]
+        if hidden % self.num_attention_heads:
+            raise ValueError(f"Hidden size {hidden} is not divisible by {self.num_attention_heads} heads.")
+        self.hidden_size = hidden
+        self.head_size = hidden // self.num_attention_heads
+
+        def dense(units, name, activation=None):
+            layer = keras.layers.Dense(units, activation=activation, name=name, dtype=self.dtype_policy,
+                                       kernel_initializer=utils.initializer(self.initializer_range))
+            return layer
+
+        def layer_norm(name):
+            return keras.layers.LayerNormalization(epsilon=self.layer_norm_eps, name=name, dtype=self.dtype_policy)
+
+        # === Layers ===
+        self.query = dense(hidden, "query")
+        self.key = dense(hidden, "key")
+        self.value = dense(hidden, "value")
+        self.attention_output = dense(hidden, "attention_output_dense")
+        self.attention_layer_norm = layer_norm("attention_output_LayerNorm")
+        self.intermediate = dense(self.intermediate_size, "intermediate_dense", activation=self._activation)
+        self.output_dense = dense(hidden, "output_dense")
+        self.output_layer_norm = layer_norm("output_LayerNorm")
+        self.attention_dropout = keras.layers.Dropout(self.attention_probs_dropout_prob, dtype=self.dtype_policy)
+        self.hidden_dropout = keras.layers.Dropout(self.hidden_dropout_prob, dtype=self.dtype_policy)
+        seq_shape = (None, None, hidden)
+        for layer in (self.query, self.key, self.value, self.attention_output, self.intermediate):
+            layer.build(seq_shape)
+        self.output_dense.build((None, None, self.intermediate_size))
+        self.attention_layer_norm.build(seq_shape)
+        self.output_layer_norm.build(seq_shape)
+        self.built = True
+
+    def _split_heads(self, x):
+        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        x = tf.reshape(x, [batch, seq, self.num_attention_heads, self.head_size])  # (B, S, N, D)
+        return tf.transpose(x, [0, 2, 1, 3])  # (B, N, S, D)
+
+    def call(self, x, attention_bias=None, training=None):
+        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        # Scale the queries rather than the (larger) score matrix.
+        q = self._split_heads(self.query(x)) * tf.cast(self.head_size ** -0.5, x.dtype)  # (B, N, S, D)
+        k = self._split_heads(self.key(x))  # (B, N, S, D)
+        v = self._split_heads(self.value(x))  # (B, N, S, D)
+        scores = tf.matmul(q, k, transpose_b=True)  # (B, N, S, S)
+        if attention_bias is not None:
+            scores += tf.cast(attention_bias, scores.dtype)
+        # Softmax in float32 under mixed precision.
+        probs = tf.cast(tf.nn.softmax(tf.cast(scores, "float32"), axis=-1), x.dtype)
+        probs = self.attention_dropout(probs, training=training)
+        context = tf.matmul(probs, v)  # (B, N, S, D)
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch, seq, self.hidden_size])  # (B, S, H)
+        attended = self.hidden_dropout(self.attention_output(context), training=training)
+        x = self.attention_layer_norm(x + attended)  # (B, S, H)
+
+        inner = self.intermediate(x)  # (B, S, I)
+        out = self.hidden_dropout(self.output_dense(inner), training=training)
+        return self.output_layer_norm(x + out)  # (B, S, H)
+
+    def compute_output_shape(self, x_shape, attention_bias_shape=None):
+        return x_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_attention_heads=self.num_attention_heads, intermediate_size=self.intermediate_size,
+                      hidden_act=self.hidden_act, hidden_dropout_prob=self.hidden_dropout_prob,
+                      attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+                      layer_norm_eps=self.layer_norm_eps, initializer_range=self.initializer_range)
+        return config

@@ -1,0 +1,135 @@
+"""BertEncoder: embeddings, L Transformer blocks and the pooler, as a functional keras.Model.
+
+Dimensions: B batch, S sequence, H hidden.
+Inputs and outputs use the TF Hub BERT names.
+"""
+
+import keras
+import tensorflow as tf
+
+from keras_bert.config import BertConfig
+from keras_bert.layers import utils
+from keras_bert.layers.embeddings import BertEmbeddings
+from keras_bert.layers.transformer import TransformerBlock, attention_bias
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def encoder_inputs():
+    """Symbolic int32 inputs [B, S] with the TF Hub names; S is left dynamic."""
+    return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class BertEncoder(keras.Model):
+    """The bidirectional Transformer encoder of BERT.
+
+    Args:
+        config: `BertConfig` (or its dict, or a preset name).
+
+    Call arguments:
+        inputs: dict of int32 [B, S] tensors `input_word_ids`, `input_mask`
+            (1 for real tokens, 0 for padding) and `input_type_ids`.
+
+    Returns:
+        dict with `sequence_output` [B, S, H], `pooled_output` [B, H] (tanh dense on
+        the [CLS] state) and `encoder_outputs` (list of L tensors [B, S, H]).
+
+    Example:
+    >>> encoder = BertEncoder(BertConfig.preset("tiny", vocab_size=100))
+    >>> ids = tf.constant([[2, 5, 3, 0]])
+    >>> out = encoder({"input_word_ids": ids, "input_mask": tf.cast(ids > 0, "int32"),
+    ...                "input_type_ids": tf.zeros_like(ids)})
+    >>> out["pooled_output"].shape
+    TensorShape([1, 128])
+    """
+
+    def __init__(self, config=None, **kwargs):
+        config = _as_config(config)
+        dtype = kwargs.pop("dtype", None)
+        policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
+
+        # === Layers ===
+        embeddings = BertEmbeddings(
+            vocab_size=config.vocab_size, hidden_size=config.hidden_size,
+            max_position_embeddings=config.max_position_embeddings, type_vocab_size=config.type_vocab_size,
+            dropout=config.hidden_dropout_prob, layer_norm_eps=config.layer_norm_eps,
+            initializer_range=config.initializer_range, dtype=policy, name="embeddings")
+        blocks = [
+            TransformerBlock(
+                num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
+                hidden_act=config.hidden_act, hidden_dropout_prob=config.hidden_dropout_prob,
+                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+                layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
+                dtype=policy, name=f"layer_{i}")
+            for i in range(config.num_hidden_layers)
+        ]
+        pooler = keras.layers.Dense(config.hidden_size, activation="tanh", name="pooler_dense", dtype=policy,
+                                    kernel_initializer=utils.initializer(config.initializer_range))
+
+        # === Functional Model ===
+        inputs = encoder_inputs()
+        x = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])  # (B, S, H)
+        bias = _AttentionBias(dtype=policy, name="attention_bias")(inputs["input_mask"])  # (B, 1, 1, S)
+        layer_outputs = []
+        for block in blocks:
+            x = block(x, bias)
+            layer_outputs.append(x)
+        cls = _FirstToken(dtype=policy, name="first_token")(x)  # (B, H)
+        outputs = {"sequence_output": x, "pooled_output": pooler(cls), "encoder_outputs": layer_outputs}
+        super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)
+
+        # === Config ===
+        self.config = config
+        self.embeddings = embeddings
+        self.transformer_layers = blocks
+        self.pooler = pooler
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
+                "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(config=BertConfig.from_dict(config.pop("config")), **config)
+
+    @classmethod
+    def from_checkpoint(cls, path, **kwargs):
+        """An encoder with weights from a Google TF1 checkpoint or a Hugging Face directory."""
+        from keras_bert import checkpoints  # Checkpoints build on the models, not the reverse.
+        return checkpoints.load_encoder(path, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class _AttentionBias(keras.layers.Layer):
+    """input_mask [B, S] -> additive attention bias [B, 1, 1, S] in the compute dtype."""
+
+    def call(self, input_mask):
+        return attention_bias(input_mask, self.compute_dtype)
+
+    def compute_output_shape(self, shape):
+        return (shape[0], 1, 1, shape[1])
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class _FirstToken(keras.layers.Layer):
+    """[B, S, H] -> the [CLS] state [B, H]."""
+
+    def call(self, x):
+        return x[:, 0, :]
+
+    def compute_output_shape(self, shape):
+        return (shape[0], shape[2])
+
+
+def _as_config(config):
+    if config is None:
+        return BertConfig()
+    if isinstance(config, BertConfig):
+        return config
+    if isinstance(config, str):
+        return BertConfig.preset(config)
+    if isinstance(config, dict):
+        return BertConfig.from_dict(config)
+    raise TypeError(f"config must be a BertConfig, dict or preset name, got {type(config).__name__}.")

@@ -1,0 +1,147 @@
+"""BertPretrainer: the encoder with the masked-LM and next-sentence heads, loss and metrics.
+
+Dimensions: B batch, P masked positions per sequence, V vocab.
+Training data follows the original TFRecord feature names: inputs `input_word_ids`,
+`input_mask`, `input_type_ids`, `masked_lm_positions`; labels `masked_lm_ids`,
+`masked_lm_weights`, `next_sentence_labels`.
+"""
+
+import keras
+import tensorflow as tf
+
+from keras_bert.layers import utils
+from keras_bert.layers.heads import MaskedLMHead
+from keras_bert.models.encoder import BertEncoder, encoder_inputs
+
+LABEL_NAMES = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+
+def masked_lm_loss_sums(masked_lm_ids, masked_lm_weights, mlm_logits):
+    """(sum of weighted token cross-entropies, sum of weights) over the masked positions.
+
+    Returned as sums so that a distributed loop can all-reduce both before dividing.
+    """
+    ids = tf.cast(masked_lm_ids, "int32")
+    weights = tf.cast(masked_lm_weights, "float32")
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=tf.cast(mlm_logits, "float32"))  # (B, P)
+    return tf.reduce_sum(xent * weights), tf.reduce_sum(weights)
+
+
+def pretraining_loss(labels, outputs):
+    """The paper's loss: MLM cross-entropy averaged over real masked positions, plus NSP.
+
+    Args:
+        labels: dict with `masked_lm_ids` [B, P], `masked_lm_weights` [B, P] (1.0 for real
+            predictions, 0.0 for padding) and, with NSP, `next_sentence_labels` [B] or [B, 1]
+            (0 = IsNext, 1 = NotNext, as in the original).
+        outputs: dict with `mlm_logits` [B, P, V] and optionally `nsp_logits` [B, 2].
+
+    Returns:
+        dict of scalar float32 `loss`, `mlm_loss` and (with NSP) `nsp_loss`.
+    """
+    total, count = masked_lm_loss_sums(labels["masked_lm_ids"], labels["masked_lm_weights"], outputs["mlm_logits"])
+    mlm_loss = total / (count + 1e-5)  # The original's denominator.
+    result = {"mlm_loss": mlm_loss, "loss": mlm_loss}
+    if "nsp_logits" in outputs:
+        nsp_labels = tf.reshape(tf.cast(labels["next_sentence_labels"], "int32"), [-1])
+        nsp_loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=nsp_labels, logits=tf.cast(outputs["nsp_logits"], "float32")))
+        result.update(nsp_loss=nsp_loss, loss=mlm_loss + nsp_loss)
+    return result
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class BertPretrainer(keras.Model):
+    """Masked LM + next sentence prediction on a `BertEncoder`.
+
+    The MLM output projection is tied to the encoder's word embeddings. `fit()` works
+    with `(inputs, labels)` batches as described in the module docstring and reports
+    `loss`, `mlm_loss`, `nsp_loss`, `mlm_accuracy`, `nsp_accuracy`.
+
+    Args:
+        encoder: `BertEncoder`.
+        next_sentence: bool. Include the NSP head and loss (False gives the
+            RoBERTa-style MLM-only objective).
+
+    Call arguments:
+        inputs: dict of encoder inputs plus `masked_lm_positions` int32 [B, P].
+
+    Returns:
+        dict with `mlm_logits` [B, P, V] and, with NSP, `nsp_logits` [B, 2] (float32).
+
+    Example:
+    >>> encoder = BertEncoder(BertConfig.preset("tiny", vocab_size=100))
+    >>> pretrainer = BertPretrainer(encoder)
+    >>> pretrainer.compile(optimizer="adam")
+    """
+
+    def __init__(self, encoder, next_sentence=True, **kwargs):
+        config = encoder.config
+        policy = encoder.dtype_policy
+
+        # === Layers ===
+        mlm_head = MaskedLMHead(encoder.embeddings, hidden_act=config.hidden_act,
+                                layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
+                                dtype=policy, name="cls_predictions")
+        nsp_head = keras.layers.Dense(2, name="cls_seq_relationship", dtype="float32",
+                                      kernel_initializer=utils.initializer(config.initializer_range)) \
+            if next_sentence else None
+
+        # === Functional Model ===
+        inputs = encoder_inputs()
+        inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
+        encoded = encoder({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")})
+        outputs = {"mlm_logits": mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"])}
+        if next_sentence:
+            outputs["nsp_logits"] = nsp_head(encoded["pooled_output"])
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        # === Config ===
+        self.encoder = encoder
+        self.next_sentence = next_sentence
+        self.masked_lm_head = mlm_head
+        self.next_sentence_head = nsp_head
+
+        # === Metrics ===
+        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
+        self.mlm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")
+        if next_sentence:
+            self.nsp_loss_tracker = keras.metrics.Mean(name="nsp_loss")
+            self.nsp_accuracy = keras.metrics.SparseCategoricalAccuracy(name="nsp_accuracy")
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        losses = pretraining_loss(y, y_pred)
+        self.mlm_loss_tracker.update_state(losses["mlm_loss"])
+        if self.next_sentence:
+            self.nsp_loss_tracker.update_state(losses["nsp_loss"])
+        total = losses["loss"]
+        extra = self.losses  # Regularization losses, if a user added any.
+        if extra:
+            total = total + tf.add_n([tf.cast(l, total.dtype) for l in extra])
+        # Keras sums gradients over replicas, so each replica's loss is scaled by
+        # 1 / replicas (what Keras does for compiled losses).
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        return total / replicas if replicas > 1 else total
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        self.mlm_accuracy.update_state(y["masked_lm_ids"], y_pred["mlm_logits"],
+                                       sample_weight=y["masked_lm_weights"])
+        if self.next_sentence:
+            self.nsp_accuracy.update_state(tf.reshape(y["next_sentence_labels"], [-1]), y_pred["nsp_logits"])
+        return self.get_metrics_result()
+
+    def get_config(self):
+        return {"encoder": keras.saving.serialize_keras_object(self.encoder),
+                "next_sentence": self.next_sentence, "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)
+
+    @classmethod
+    def from_checkpoint(cls, path, **kwargs):
+        """A pretrainer with encoder and head weights from a Google TF1 checkpoint or HF directory."""
+        from keras_bert import checkpoints
+        return checkpoints.load_pretrainer(path, **kwargs)

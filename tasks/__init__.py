@@ -1,0 +1,1 @@
+"""Task heads and benchmark runners (installed as keras_bert.tasks)."""
