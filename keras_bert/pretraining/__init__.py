@@ -1,0 +1,1 @@
+"""Pre-training: corpus to examples (static TFRecords, dynamic masking), data reading, the runner."""

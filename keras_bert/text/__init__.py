@@ -1,0 +1,1 @@
+"""Text: in-graph WordPiece tokenization (tensorflow-text), vocabularies, input packing."""

@@ -1,0 +1,1 @@
+"""Training utilities: optimizers and schedules, distribution strategies, checkpoint/resume."""
