@@ -1,0 +1,32 @@
+"""Command line: build a WordPiece vocab.txt from text files.
+
+    python -m keras_bert.text.build_vocab --input='corpus/*.txt' --vocab_size=30000 \
+        --lower_case=true --output=vocab.txt
+"""
+
+from absl import app, flags, logging
+
+from keras_bert.text import vocab_builder
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("input", None, "Text files or glob patterns (local or gs://), comma-separated; one passage per line.")
+flags.DEFINE_integer("vocab_size", 30000, "Maximum vocabulary size, reserved tokens included.")
+flags.DEFINE_boolean("lower_case", True, "Uncased vocabulary (lower-case + accent stripping); must match the tokenizer.")
+flags.DEFINE_list("reserved_tokens", list(vocab_builder.RESERVED_TOKENS), "Tokens placed first, in this order.")
+flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet limit: the most frequent characters kept.")
+flags.DEFINE_string("output", None, "Path of the vocab.txt to write (atomically).")
+flags.mark_flags_as_required(["input", "output"])
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    tokens = vocab_builder.build_vocabulary(
+        FLAGS.input, FLAGS.vocab_size, lower_case=FLAGS.lower_case,
+        reserved_tokens=FLAGS.reserved_tokens, max_unique_chars=FLAGS.max_unique_chars)
+    vocab_builder.write_vocabulary(tokens, FLAGS.output)
+    logging.info("Wrote %d tokens to %s.", len(tokens), FLAGS.output)
+
+
+if __name__ == "__main__":
+    app.run(main)
