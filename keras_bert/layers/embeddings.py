@@ -77,8 +77,8 @@ class BertEmbeddings(keras.layers.Layer):
         ]
         with tf.control_dependencies(checks):
             words = tf.gather(self.word_embeddings, input_word_ids)  # (B, S, H)
-        types = tf.gather(self.token_type_embeddings, input_type_ids)  # (B, S, H)
-        positions = self.position_embeddings[:seq_length]  # (S, H)
+            types = tf.gather(self.token_type_embeddings, input_type_ids)  # (B, S, H)
+            positions = self.position_embeddings[:seq_length]  # (S, H)
         x = words + types + positions[tf.newaxis]
         x = self.layer_norm(x)
         return self.dropout_layer(x, training=training)

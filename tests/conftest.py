@@ -1,0 +1,18 @@
+"""Shared pytest set-up: TensorFlow backend, quiet logs, deterministic seeds."""
+
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _reset_keras_state():
+    """Each test starts from float32, seeded, with a clean Keras session."""
+    keras.config.set_dtype_policy("float32")
+    keras.utils.set_random_seed(1234)
+    yield
+    keras.config.set_dtype_policy("float32")
