@@ -5,6 +5,13 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two test workers share the 2 cores: one compute thread each avoids oversubscription.
+    # (Inter-op threads stay at the default: in-process collectives need more than one.)
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+
 import keras  # noqa: E402
 import pytest  # noqa: E402
 
