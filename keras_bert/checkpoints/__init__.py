@@ -1,1 +1,100 @@
-"""Checkpoints in and out: original Google TF1 checkpoints and Hugging Face BERT directories."""
+"""Checkpoints in and out: original Google TF1 checkpoints and Hugging Face BERT directories.
+
+>>> encoder = load_encoder("uncased_L-12_H-768_A-12")              # doctest: +SKIP
+>>> pretrainer = load_pretrainer("bert-base-uncased-hf-dir")       # doctest: +SKIP
+>>> save(pretrainer, "out_dir", format="google", vocab="vocab.txt")  # doctest: +SKIP
+
+Policy on mismatches: a missing file, a missing variable or a shape mismatch raises
+(`FileNotFoundError` / `CheckpointError`, naming the file, the variable and expected vs
+found shapes); variables the model does not use give a warning, except optimizer state
+(adam_m, adam_v, global_step) and, when loading an encoder, the pre-training heads.
+"""
+
+import os
+
+from keras_bert.checkpoints import google, huggingface
+from keras_bert.checkpoints.weights import CheckpointError
+
+FORMATS = {"google": google, "huggingface": huggingface}
+
+__all__ = ["CheckpointError", "FORMATS", "detect_format", "load_encoder", "load_pretrainer", "save"]
+
+
+def detect_format(path):
+    """"google" or "huggingface" for a checkpoint path, by the files present.
+
+    Raises:
+        FileNotFoundError: if the path holds neither.
+    """
+    path = os.fspath(path)
+    if huggingface.is_directory(path):
+        return "huggingface"
+    if google.is_checkpoint(path):
+        return "google"
+    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+        raise FileNotFoundError(f"No checkpoint at {path}: the path does not exist.")
+    raise FileNotFoundError(
+        f"No checkpoint at {path}: expected a Google checkpoint ({google.CONFIG_NAME} + "
+        f"{google.CHECKPOINT_NAME}.index) or a Hugging Face directory ({huggingface.CONFIG_NAME} + "
+        f"{huggingface.WEIGHTS_NAME}).")
+
+
+def load_encoder(path, format=None, config=None, dtype=None, allow_pickle=False):
+    """A `BertEncoder` with weights from a Google checkpoint or a Hugging Face directory.
+
+    Args:
+        path: checkpoint directory, Google checkpoint prefix, or HF directory.
+        format: "google", "huggingface" or None (detect from the files).
+        config: optional `BertConfig` used instead of the config file.
+        dtype: optional Keras dtype policy (e.g. "mixed_bfloat16").
+        allow_pickle: bool. Hugging Face only: read pytorch_model.bin with torch.
+
+    Returns:
+        `BertEncoder`.
+    """
+    return _load(path, format, heads=False, config=config, dtype=dtype, allow_pickle=allow_pickle)
+
+
+def load_pretrainer(path, format=None, next_sentence=None, config=None, dtype=None, allow_pickle=False):
+    """A `BertPretrainer` with encoder and pre-training head weights.
+
+    Args:
+        path, format, config, dtype, allow_pickle: as in `load_encoder`.
+        next_sentence: bool or None. Include the NSP head; None means "if the
+            checkpoint has one" (e.g. Hugging Face BertForMaskedLM has none).
+
+    Returns:
+        `BertPretrainer`.
+    """
+    return _load(path, format, heads=True, next_sentence=next_sentence, config=config, dtype=dtype,
+                 allow_pickle=allow_pickle)
+
+
+def save(model, path, format="google", vocab=None, overwrite=False):
+    """Writes a `BertEncoder` or `BertPretrainer` in the original or Hugging Face format.
+
+    Args:
+        model: `BertEncoder` or `BertPretrainer`.
+        path: output directory. A new directory appears whole (one rename); in an
+            existing one each file is replaced atomically and other files are kept.
+        format: "google" (bert_config.json + bert_model.ckpt.*) or "huggingface"
+            (config.json + model.safetensors).
+        vocab: optional vocab.txt path or sequence of tokens, written as vocab.txt.
+        overwrite: bool. Replace existing files of the same names; otherwise
+            `FileExistsError`.
+    """
+    _module(format).save(model, path, vocab=vocab, overwrite=overwrite)
+
+
+def _load(path, format, heads, config, dtype, allow_pickle, next_sentence=None):
+    format = format or detect_format(path)
+    kwargs = dict(heads=heads, next_sentence=next_sentence, config=config, dtype=dtype)
+    if format == "huggingface":
+        kwargs["allow_pickle"] = allow_pickle
+    return _module(format).load(path, **kwargs)
+
+
+def _module(format):
+    if format not in FORMATS:
+        raise ValueError(f"Unknown checkpoint format {format!r}; use one of {sorted(FORMATS)}.")
+    return FORMATS[format]
