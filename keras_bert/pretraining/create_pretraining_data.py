@@ -1,0 +1,309 @@
+"""Corpus -> static pre-training TFRecords (the original `create_pretraining_data.py`, fast and parallel).
+
+    python -m keras_bert.pretraining.create_pretraining_data --input_file=corpus/*.txt \\
+        --output_dir=data/seq128 --vocab_file=vocab.txt --max_seq_length=128 --num_shards=16
+
+The corpus is streamed in chunks of `documents_per_chunk` documents (random next segments come from
+another document of the same chunk). Each chunk is tokenized in one call of the in-graph tokenizer,
+turned into examples `dupe_factor` times (`keras_bert.pretraining.examples`) and serialized with NumPy
+(`example_proto`). Chunks run on `num_workers` processes; the main process writes their examples
+round-robin into `num_shards` files in chunk order, so the output depends only on the corpus, the
+settings and `seed`, never on `num_workers`. Files are written as `*.tmp` and renamed at the end.
+
+Records have the original feature names and dtypes: int64 input_ids, input_mask, segment_ids [S],
+masked_lm_positions, masked_lm_ids [P], float masked_lm_weights [P], int64 next_sentence_labels [1]
+(0 = IsNext, 1 = random next).
+"""
+
+import collections
+import itertools
+import json
+import multiprocessing
+import os
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bert.pretraining import corpus as corpus_lib
+from keras_bert.pretraining import examples as examples_lib
+from keras_bert.pretraining.example_proto import serialize_examples
+
+FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+                 "masked_lm_weights", "next_sentence_labels")
+
+
+class ExampleFactory:
+    """Tokenizes chunks of documents and turns them into serialized examples (one per process).
+
+    Args:
+      tokenizer: a `keras_bert.text.BertTokenizer` (tf.string [B] -> ragged ids [B, (T)] with
+        vocabulary, vocab_size, cls_id, sep_id, mask_id, pad_id).
+      settings: dict of create_pretraining_data's example settings (max_seq_length,
+        max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor, whole_word_masking, seed).
+    """
+
+    def __init__(self, tokenizer, settings):
+        self.tokenizer = tokenizer
+        self.settings = dict(settings)
+        vocabulary = tokenizer.vocabulary
+        self.is_continuation = None
+        if self.settings["whole_word_masking"]:
+            self.is_continuation = np.array([t.startswith("##") and len(t) > 2 for t in vocabulary])
+
+    def tokenize(self, documents):
+        """documents: list of lists of str sentences -> examples_lib.TokenizedChunk."""
+        sentences = [s for doc in documents for s in doc]
+        ids = self.tokenizer(tf.constant(sentences, tf.string)) if sentences else None
+        if ids is None:
+            return examples_lib.TokenizedChunk.from_sentence_lengths(np.zeros([0], np.int64), [], [])
+        return examples_lib.TokenizedChunk.from_sentence_lengths(
+            ids.flat_values.numpy().astype(np.int64), ids.row_lengths().numpy(), [len(d) for d in documents])
+
+    def __call__(self, chunk_index, documents):
+        """Returns a list of (serialized records, stats) per duplicate of the chunk."""
+        s, tok = self.settings, self.tokenizer
+        chunk = self.tokenize(documents)
+        results = []
+        for dupe in range(s["dupe_factor"]):
+            if chunk.num_documents == 0:
+                results.append(([], collections.Counter()))
+                continue
+            features = examples_lib.create_examples(
+                chunk, s["max_seq_length"], s["max_predictions_per_seq"], s["masked_lm_prob"],
+                s["short_seq_prob"], tok.vocab_size, tok.cls_id, tok.sep_id, tok.mask_id, tok.pad_id,
+                np.random.SeedSequence([s["seed"], chunk_index, dupe]), self.is_continuation)
+            stats = collections.Counter(
+                examples=len(features["input_ids"]), tokens=int(features["input_mask"].sum()),
+                masked_tokens=int(features["masked_lm_weights"].sum()),
+                random_next=int(features["next_sentence_labels"].sum()))
+            results.append((serialize_examples({k: features[k] for k in FEATURE_ORDER}), stats))
+        stats = collections.Counter(documents=chunk.num_documents, sentences=len(chunk.sentence_starts) - 1,
+                                    corpus_tokens=len(chunk.token_ids))
+        results[0][1].update(stats)
+        return results
+
+
+def _make_tokenizer(vocab_file, lower_case):
+    from keras_bert.text.tokenizer import BertTokenizer  # Keras import only where tokenizing.
+
+    return BertTokenizer(vocab_file, lower_case=lower_case)
+
+
+_WORKER_FACTORY = None
+
+
+def _init_worker(vocab_file, lower_case, settings):
+    global _WORKER_FACTORY
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    _WORKER_FACTORY = ExampleFactory(_make_tokenizer(vocab_file, lower_case), settings)
+
+
+def _run_worker(chunk_index, documents):
+    return _WORKER_FACTORY(chunk_index, documents)
+
+
+def _chunks(documents, documents_per_chunk, max_chunk_sentences):
+    """Groups a document stream into chunks by document count, capped by sentences."""
+    chunk, sentences = [], 0
+    for doc in documents:
+        chunk.append(doc)
+        sentences += len(doc)
+        if len(chunk) >= documents_per_chunk or sentences >= max_chunk_sentences:
+            yield chunk
+            chunk, sentences = [], 0
+    if chunk:
+        yield chunk
+
+
+def _ordered_results(chunks, num_workers, vocab_file, lower_case, settings):
+    """Yields each chunk's results in chunk order, computing up to 2 * num_workers chunks ahead."""
+    if num_workers <= 1:
+        factory = ExampleFactory(_make_tokenizer(vocab_file, lower_case), settings)
+        for index, chunk in enumerate(chunks):
+            yield factory(index, chunk)
+        return
+    context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe.
+    with context.Pool(num_workers, _init_worker, (vocab_file, lower_case, settings)) as pool:
+        pending = collections.deque()
+        indexed = enumerate(chunks)
+        for index, chunk in itertools.islice(indexed, 2 * num_workers):
+            pending.append(pool.apply_async(_run_worker, (index, chunk)))
+        while pending:
+            result = pending.popleft().get()
+            for index, chunk in itertools.islice(indexed, 1):
+                pending.append(pool.apply_async(_run_worker, (index, chunk)))
+            yield result
+
+
+class _Progress:
+    """One status line on stderr, refreshed at most once a second."""
+
+    def __init__(self, enabled):
+        self.enabled = enabled
+        self.start = self.last = time.time()
+
+    def update(self, stats, final=False):
+        now = time.time()
+        if not self.enabled or (not final and now - self.last < 1.0):
+            return
+        self.last = now
+        rate = stats["examples"] / max(now - self.start, 1e-9)
+        end = "\n" if final or not sys.stderr.isatty() else "\r"
+        sys.stderr.write(f"documents {stats['documents']:,} | examples {stats['examples']:,} | "
+                         f"{rate:,.0f} examples/s | {now - self.start:,.0f}s{end}")
+        sys.stderr.flush()
+
+
+def _check_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor,
+                    num_shards, documents_per_chunk):
+    checks = [(max_seq_length >= 5, f"max_seq_length must be >= 5, got {max_seq_length}"),
+              (max_predictions_per_seq >= 1, f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}"),
+              (0.0 < masked_lm_prob <= 1.0, f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}"),
+              (0.0 <= short_seq_prob <= 1.0, f"short_seq_prob must be in [0, 1], got {short_seq_prob}"),
+              (dupe_factor >= 1, f"dupe_factor must be >= 1, got {dupe_factor}"),
+              (num_shards >= 1, f"num_shards must be >= 1, got {num_shards}"),
+              (documents_per_chunk >= 2, f"documents_per_chunk must be >= 2, got {documents_per_chunk}")]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+
+
+def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True, max_seq_length=128,
+                            max_predictions_per_seq=20, masked_lm_prob=0.15, short_seq_prob=0.1,
+                            dupe_factor=10, whole_word_masking=False, num_shards=1, num_workers=1, seed=12345,
+                            file_format="sentences", documents=None, output_prefix="pretraining",
+                            documents_per_chunk=1000, max_chunk_sentences=50000, progress=False):
+    """Writes pre-training TFRecords from a corpus (see the module docstring).
+
+    Args:
+      input_files: str (comma-separated glob patterns) or list of patterns; ignored when `documents`
+        is given.
+      output_dir: str, created if needed (local or gs://).
+      vocab_file: str, the WordPiece vocab.txt (or anything `keras_bert.text.vocab.load_vocabulary` reads).
+      lower_case: bool, uncased tokenization.
+      max_seq_length: int S.
+      max_predictions_per_seq: int P.
+      masked_lm_prob: float, share of tokens to predict.
+      short_seq_prob: float, probability of a shorter random target length.
+      dupe_factor: int, passes over the corpus with different pairs and masks.
+      whole_word_masking: bool, mask all pieces of a word together.
+      num_shards: int, output files.
+      num_workers: int, processes creating examples (the output does not depend on it).
+      seed: int.
+      file_format: "sentences" (original), "text" or "lines"; see `keras_bert.pretraining.corpus`.
+      documents: optional iterable of documents (lists of str sentences), e.g. from
+        `corpus.tfds_documents("wikipedia/20230601.en")`, used instead of `input_files`.
+      output_prefix: str, files are named `{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord`.
+      documents_per_chunk: int, documents per chunk (the pool random next segments come from).
+      max_chunk_sentences: int, a chunk also ends at this many sentences (bounds memory).
+      progress: bool, a status line on stderr.
+
+    Returns:
+      list of str, the written files. Statistics (documents, sentences, examples, tokens,
+      masked_tokens, random_next, per-shard example counts) are written to
+      `{output_dir}/{prefix}-stats.json` and logged.
+    """
+    _check_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor,
+                    num_shards, documents_per_chunk)
+    if documents is None:
+        documents = corpus_lib.read_documents(input_files, file_format=file_format)
+        corpus_lib.expand_input_files(input_files)  # Fail early, before any file is created.
+    settings = dict(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
+                    masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob, dupe_factor=dupe_factor,
+                    whole_word_masking=whole_word_masking, seed=seed)
+    tf.io.gfile.makedirs(output_dir)
+    files = [os.path.join(output_dir, f"{output_prefix}-{i:05d}-of-{num_shards:05d}.tfrecord")
+             for i in range(num_shards)]
+    writers = [tf.io.TFRecordWriter(f + ".tmp") for f in files]
+    stats = collections.Counter()
+    shard_counts = [0] * num_shards
+    progress_line = _Progress(progress)
+    try:
+        chunks = _chunks(documents, documents_per_chunk, max_chunk_sentences)
+        shard = 0
+        for results in _ordered_results(chunks, max(1, num_workers), vocab_file, lower_case, settings):
+            for records, unit_stats in results:
+                stats.update(unit_stats)
+                for record in records:
+                    writers[shard].write(record)
+                    shard_counts[shard] += 1
+                    shard = (shard + 1) % num_shards
+            progress_line.update(stats)
+        if stats["examples"] == 0:
+            raise ValueError("The corpus gave no examples (no document with a non-empty sentence).")
+        for writer in writers:
+            writer.close()
+        for f in files:
+            tf.io.gfile.rename(f + ".tmp", f, overwrite=True)
+    except BaseException:
+        for writer, f in zip(writers, files):
+            writer.close()
+            if tf.io.gfile.exists(f + ".tmp"):
+                tf.io.gfile.remove(f + ".tmp")
+        raise
+    progress_line.update(stats, final=True)
+    summary = dict(stats, shard_examples=shard_counts, settings=settings,
+                   files=[os.path.basename(f) for f in files])
+    stats_file = os.path.join(output_dir, f"{output_prefix}-stats.json")
+    with tf.io.gfile.GFile(stats_file + ".tmp", "w") as f:
+        json.dump(summary, f, indent=2)
+    tf.io.gfile.rename(stats_file + ".tmp", stats_file, overwrite=True)
+    return files
+
+
+def _define_flags():
+    from absl import flags
+
+    flags.DEFINE_string("input_file", None, "Comma-separated input files / glob patterns.")
+    flags.DEFINE_string("tfds_name", None, "A tensorflow-datasets corpus (e.g. wikipedia/20230601.en) "
+                        "used instead of --input_file.")
+    flags.DEFINE_string("tfds_split", "train", "Split of --tfds_name.")
+    flags.DEFINE_string("tfds_field", "text", "Text field of --tfds_name.")
+    flags.DEFINE_string("output_dir", None, "Output directory.")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
+    flags.DEFINE_bool("lower_case", True, "Uncased tokenization.")
+    flags.DEFINE_enum("file_format", "sentences", list(corpus_lib.FORMATS), "Input file format.")
+    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
+    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
+    flags.DEFINE_integer("dupe_factor", 10, "Passes over the corpus (different masks).")
+    flags.DEFINE_bool("whole_word_masking", False, "Mask whole words.")
+    flags.DEFINE_integer("num_shards", 1, "Output files.")
+    flags.DEFINE_integer("num_workers", os.cpu_count() or 1, "Worker processes.")
+    flags.DEFINE_integer("seed", 12345, "Random seed.")
+    flags.DEFINE_integer("documents_per_chunk", 1000, "Documents per chunk (random next pool).")
+    flags.DEFINE_string("output_prefix", "pretraining", "Output file name prefix.")
+    flags.mark_flags_as_required(["output_dir", "vocab_file"])
+    return flags.FLAGS
+
+
+def main(argv):
+    del argv
+    from absl import flags
+
+    FLAGS = flags.FLAGS
+    if bool(FLAGS.input_file) == bool(FLAGS.tfds_name):
+        raise SystemExit("Give exactly one of --input_file and --tfds_name.")
+    documents = None
+    if FLAGS.tfds_name:
+        documents = corpus_lib.tfds_documents(FLAGS.tfds_name, FLAGS.tfds_split, FLAGS.tfds_field)
+    files = create_pretraining_data(
+        FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, lower_case=FLAGS.lower_case,
+        max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
+        dupe_factor=FLAGS.dupe_factor, whole_word_masking=FLAGS.whole_word_masking,
+        num_shards=FLAGS.num_shards, num_workers=FLAGS.num_workers, seed=FLAGS.seed,
+        file_format=FLAGS.file_format, documents=documents, output_prefix=FLAGS.output_prefix,
+        documents_per_chunk=FLAGS.documents_per_chunk, progress=True)
+    print("\n".join(files))
+
+
+if __name__ == "__main__":
+    from absl import app
+
+    _define_flags()
+    app.run(main)
