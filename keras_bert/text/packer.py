@@ -5,7 +5,6 @@ Dimensions: B batch, T segment length (ragged), S packed sequence length.
 
 import keras
 import tensorflow as tf
-import tensorflow_text as tf_text
 
 TRUNCATIONS = ("longest_first", "waterfall")
 
@@ -15,7 +14,9 @@ class BertPacker(keras.layers.Layer):
     """Packs token ids into `input_word_ids`, `input_mask` and `input_type_ids`.
 
     The sequence is `[CLS] A [SEP]` (type 0) followed by `B [SEP]` (type 1) for pairs,
-    then `pad_id` up to the length. Runs in-graph on batches: in tf.data, in a
+    then `pad_id` up to the length. As in the original `convert_single_example`, a row
+    whose B has no tokens is packed as a single text (no second [SEP]; A truncated to
+    seq_length - 2), and a B cut to nothing (seq_length 3 or 4) leaves no [SEP] either. Runs in-graph on batches: in tf.data, in a
     functional model, in a SavedModel.
 
     Args:
@@ -69,33 +70,52 @@ class BertPacker(keras.layers.Layer):
             raise ValueError("Segments must be all batched [B, (T)] or all unbatched [T].")
         if unbatched:
             segments = [tf.RaggedTensor.from_tensor(s[tf.newaxis]) for s in segments]
+        if self.seq_length is not None and self.seq_length < 1 + len(segments):
+            raise ValueError(f"seq_length {self.seq_length} cannot hold [CLS] and {len(segments)} [SEP] tokens; "
+                             f"pairs need seq_length >= 3.")
+        first, second = segments[0], segments[1] if len(segments) == 2 else None
         if self.seq_length is not None:
-            budget = self.seq_length - 1 - len(segments)  # room left by [CLS] and the [SEP]s
-            if budget < 0:
-                raise ValueError(f"seq_length {self.seq_length} cannot hold [CLS] and {len(segments)} [SEP] tokens; "
-                                 f"pairs need seq_length >= 3.")
-            segments = self._truncate(segments, budget)
-        ids, type_ids = tf_text.combine_segments(segments, self.cls_id, self.sep_id)  # (B, (S)) each
+            first, second = self._truncate(first, second)
+        ids, type_ids = self._combine(first, second)  # (B, (S)) each
         shape = [None, self.seq_length]
         outputs = {
             "input_word_ids": ids.to_tensor(self.pad_id, shape=shape),
             "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
-            "input_type_ids": tf.cast(type_ids, tf.int32).to_tensor(0, shape=shape),
+            "input_type_ids": type_ids.to_tensor(0, shape=shape),
         }  # (B, S) each
         if unbatched:
             outputs = {k: v[0] for k, v in outputs.items()}
         return outputs
 
-    def _truncate(self, segments, budget):
-        lengths = [tf.cast(s.row_lengths(), tf.int32) for s in segments]  # (B,) each
-        if len(segments) == 1:
-            keep = [tf.minimum(lengths[0], budget)]
-        elif self.truncation == "waterfall":
-            keep_a = tf.minimum(lengths[0], budget)
-            keep = [keep_a, tf.minimum(lengths[1], budget - keep_a)]
+    def _truncate(self, first, second):
+        """Cuts A (and B) so that the packed row fits in seq_length."""
+        len_a = tf.cast(first.row_lengths(), tf.int32)  # (B,)
+        single_budget = self.seq_length - 2
+        if second is None:
+            return _first_n(first, tf.minimum(len_a, single_budget)), None
+        len_b = tf.cast(second.row_lengths(), tf.int32)  # (B,)
+        budget = self.seq_length - 3
+        if self.truncation == "waterfall":
+            keep_a = tf.minimum(len_a, budget)
+            keep_b = tf.minimum(len_b, budget - keep_a)
         else:
-            keep = longest_first_lengths(lengths[0], lengths[1], budget)
-        return [_first_n(s, k) for s, k in zip(segments, keep)]
+            keep_a, keep_b = longest_first_lengths(len_a, len_b, budget)
+        # A row whose B has no tokens is a single text (the original's `if tokens_b:`).
+        keep_a = tf.where(len_b == 0, tf.minimum(len_a, single_budget), keep_a)
+        return _first_n(first, keep_a), _first_n(second, keep_b)
+
+    def _combine(self, first, second):
+        """[CLS] A [SEP] (type 0), then B [SEP] (type 1) where B has tokens."""
+        column = tf.ones([first.nrows(), 1], tf.int32)  # (B, 1)
+        head = tf.concat([tf.RaggedTensor.from_tensor(column * self.cls_id), first,
+                          tf.RaggedTensor.from_tensor(column * self.sep_id)], axis=1)  # (B, (S))
+        if second is None:
+            return head, tf.zeros_like(head)
+        has_second = tf.cast(second.row_lengths() > 0, second.row_splits.dtype)  # (B,)
+        sep = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(has_second)], self.sep_id), has_second)  # (B, (0 or 1))
+        tail = tf.concat([second, sep], axis=1)  # (B, (T))
+        return tf.concat([head, tail], axis=1), tf.concat([tf.zeros_like(head), tf.ones_like(tail)], axis=1)
 
     def compute_output_spec(self, inputs):
         segments = inputs if isinstance(inputs, (tuple, list)) else [inputs]
@@ -156,4 +176,7 @@ def _as_ragged(segment):
             raise ValueError(f"A dense segment must be [tokens] or [batch, tokens], got shape {segment.shape}.")
     if not segment.dtype.is_integer:
         raise TypeError(f"Segments must hold integer token ids, got {segment.dtype.name}.")
-    return tf.cast(segment, tf.int32)
+    segment = tf.cast(segment, tf.int32)
+    if isinstance(segment, tf.RaggedTensor):
+        segment = segment.with_row_splits_dtype(tf.int64)
+    return segment

@@ -28,13 +28,13 @@ def _reference(a, b, seq_length):
     """One example as in run_classifier.convert_single_example (ids instead of tokens)."""
     a, b = list(a), None if b is None else list(b)
     if seq_length is not None:
-        if b is not None:
+        if b:
             _truncate_seq_pair(a, b, seq_length - 3)
         else:
             a = a[:seq_length - 2]
     ids = [CLS] + a + [SEP]
     types = [0] * len(ids)
-    if b is not None:
+    if b:
         ids += b + [SEP]
         types += [1] * (len(b) + 1)
     return ids, types
@@ -96,7 +96,7 @@ def test_waterfall_keeps_first_segment():
     packer = BertPacker(8, cls_id=CLS, sep_id=SEP, truncation="waterfall")
     out = packer((tf.ragged.constant([[1, 2, 3, 4], [1, 2, 3, 4, 5, 6, 7]]), tf.ragged.constant([[9, 9, 9], [9]])))
     assert out["input_word_ids"].numpy().tolist() == [
-        [CLS, 1, 2, 3, 4, SEP, 9, SEP], [CLS, 1, 2, 3, 4, 5, SEP, SEP]]
+        [CLS, 1, 2, 3, 4, SEP, 9, SEP], [CLS, 1, 2, 3, 4, 5, SEP, 0]]
 
 
 def test_word_level_ragged_and_dense_inputs():
