@@ -17,7 +17,7 @@ from keras_bert.checkpoints.weights import CheckpointError
 
 FORMATS = {"google": google, "huggingface": huggingface}
 
-__all__ = ["CheckpointError", "FORMATS", "detect_format", "load_encoder", "load_pretrainer", "save"]
+__all__ = ["CheckpointError", "FORMATS", "detect_format", "load_encoder", "load_pretrainer", "save", "vocab_path"]
 
 
 def detect_format(path):
@@ -84,6 +84,13 @@ def save(model, path, format="google", vocab=None, overwrite=False):
             `FileExistsError`.
     """
     _module(format).save(model, path, vocab=vocab, overwrite=overwrite)
+
+
+def vocab_path(path):
+    """The vocab.txt beside a checkpoint (directory, prefix or weights file), or None."""
+    path = os.fspath(path)
+    candidate = os.path.join(path if os.path.isdir(path) else os.path.dirname(path), "vocab.txt")
+    return candidate if os.path.isfile(candidate) else None
 
 
 def _load(path, format, heads, config, dtype, allow_pickle, next_sentence=None):

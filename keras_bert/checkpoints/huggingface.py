@@ -2,9 +2,10 @@
 
 Reads the bare `BertModel` key names (`embeddings.word_embeddings.weight`, ...) and the
 "bert."-prefixed `BertForPreTraining` / `BertForMaskedLM` names with their `cls.*` heads,
-including old-style `LayerNorm.gamma` / `LayerNorm.beta`. Linear weights are stored
-[out, in], the transpose of a Keras kernel. The MLM decoder is tied to the word embeddings:
-a stored `cls.predictions.decoder.weight` must equal them.
+including old-style `LayerNorm.gamma` / `LayerNorm.beta`. Files without a pooler
+(BertForMaskedLM) load with a warning, the pooler keeping its random initial values.
+Linear weights are stored [out, in], the transpose of a Keras kernel. The MLM decoder is
+tied to the word embeddings: a stored `cls.predictions.decoder.weight` must equal them.
 
 Writes a `BertEncoder` with the bare `BertModel` names (architectures ["BertModel"]) and a
 `BertPretrainer` with the `BertForPreTraining` names (tied decoder weights left out, as
@@ -58,6 +59,7 @@ NSP_KEY = "cls.seq_relationship.weight"
 WORD_EMBEDDINGS_KEY = "embeddings.word_embeddings.weight"
 DECODER_WEIGHT_KEY = "cls.predictions.decoder.weight"  # Tied to the word embeddings.
 DECODER_BIAS_KEY = "cls.predictions.decoder.bias"  # Tied to cls.predictions.bias.
+POOLER_KEYS = ("pooler.dense.weight", "pooler.dense.bias")  # Absent from BertForMaskedLM files.
 _BUFFERS = ("embeddings.position_ids",)  # Non-weight buffers in older files.
 
 
@@ -142,7 +144,9 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
         _check_tied(tensors, key)
     hint = " (the file has no cls.* pre-training heads; load it with load_encoder)" \
         if heads and not any(k.startswith("cls.") for k in tensors) else ""
-    used = weights.assign_arrays(HF_NAMES, model, lambda name: tensors.get(key(name)), source=source, hint=hint)
+    # BertForMaskedLM files have no pooler (add_pooling_layer=False): warn, keep it random.
+    used = weights.assign_arrays(HF_NAMES, model, lambda name: tensors.get(key(name)), source=source, hint=hint,
+                                 optional=POOLER_KEYS)
     used = {key(name) for name in used}
     weights.warn_unused(tensors, used, source=source, ignored=lambda n: (
         n in (key(b) for b in _BUFFERS) or n in (DECODER_WEIGHT_KEY, DECODER_BIAS_KEY)

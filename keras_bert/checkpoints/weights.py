@@ -127,7 +127,7 @@ def export_arrays(table, model):
     return arrays
 
 
-def assign_arrays(table, model, lookup, source, hint=""):
+def assign_arrays(table, model, lookup, source, hint="", optional=()):
     """Copies arrays from a checkpoint into the model, after checking all of them.
 
     Args:
@@ -136,6 +136,8 @@ def assign_arrays(table, model, lookup, source, hint=""):
         lookup: callable external name -> NumPy array, or None when absent.
         source: str naming the file, for error messages.
         hint: str appended to a missing-variables error.
+        optional: external names that may be absent: they keep their initial
+            values, with a warning.
 
     Returns:
         set of external names used.
@@ -144,11 +146,11 @@ def assign_arrays(table, model, lookup, source, hint=""):
         CheckpointError: naming every missing variable and every shape mismatch
             (expected vs found, in the file's layout); nothing is assigned then.
     """
-    missing, mismatched, pending = [], [], []
+    missing, mismatched, pending, left = [], [], [], []
     for _, external, transpose, variable in expand(table, model):
         array = lookup(external)
         if array is None:
-            missing.append(external)
+            (left if external in optional else missing).append(external)
             continue
         expected = tuple(variable.shape)[::-1] if transpose else tuple(variable.shape)
         if tuple(array.shape) != expected:
@@ -162,9 +164,11 @@ def assign_arrays(table, model, lookup, source, hint=""):
         problems.append(f"shape mismatches: {_listing(mismatched)}")
     if problems:
         raise CheckpointError(f"{source}: " + "; ".join(problems))
+    if left:
+        warnings.warn(f"{source}: no {_listing(left)}; these keep their random initial values.", stacklevel=3)
     for variable, array in pending:
         variable.assign(np.asarray(array, dtype=variable.dtype))
-    return {row[1] for row in expand(table, model)}
+    return {row[1] for row in expand(table, model)} - set(left)
 
 
 def is_optimizer_state(name):

@@ -102,6 +102,7 @@ def test_pretrainer_round_trip_uses_released_names(tmp_path, next_sentence):
     if next_sentence:
         assert shapes["cls/seq_relationship/output_weights"] == [2, CONFIG.hidden_size]
     assert (tmp_path / "out" / "vocab.txt").read_text().splitlines() == vocab
+    assert checkpoints.vocab_path(tmp_path / "out" / "bert_model.ckpt") == str(tmp_path / "out" / "vocab.txt")
     assert keras_bert.BertConfig.from_json_file(tmp_path / "out" / "bert_config.json") == CONFIG
 
     loaded = checkpoints.load_pretrainer(tmp_path / "out")
@@ -117,6 +118,10 @@ def test_encoder_round_trip_writes_only_bert_variables(tmp_path):
     names = tf.train.load_checkpoint(str(tmp_path / "bert_model.ckpt")).get_variable_to_shape_map()
     assert all(n.startswith("bert/") for n in names) and len(names) == len(encoder.weights)
     assert_same_outputs(encoder, checkpoints.load_encoder(tmp_path))
+    assert checkpoints.vocab_path(tmp_path) is None
+    mixed = checkpoints.load_encoder(tmp_path, dtype="mixed_bfloat16")
+    assert mixed.transformer_layers[0].compute_dtype == "bfloat16"
+    assert_weights_equal(mixed, {w.path: w.numpy() for w in encoder.weights})  # Variables stay float32.
     with pytest.raises(checkpoints.CheckpointError, match="no pre-training heads; load it with load_encoder"):
         checkpoints.load_pretrainer(tmp_path)
 

@@ -97,14 +97,17 @@ def test_bert_for_pretraining_with_tied_decoder(tmp_path, old_layer_norm):
     assert_weights_equal(encoder, {k: v for k, v in weights.items() if not k.startswith("cls_")})
 
 
-def test_masked_lm_without_nsp_and_untied_decoder(tmp_path):
+def test_masked_lm_without_nsp_or_pooler_and_untied_decoder(tmp_path):
     weights = random_weights(CONFIG, next_sentence=False)
     tensors = to_hf(weights, prefix="bert.")
+    del tensors["bert.pooler.dense.weight"], tensors["bert.pooler.dense.bias"]  # As BertForMaskedLM saves.
     write_hf_dir(tmp_path / "mlm", tensors)
-    model = checkpoints.load_pretrainer(tmp_path / "mlm")
+    with pytest.warns(UserWarning, match="no pooler.dense.weight, pooler.dense.bias; these keep their random"):
+        model = checkpoints.load_pretrainer(tmp_path / "mlm")
     assert model.next_sentence_head is None
-    assert_weights_equal(model, weights)
-    assert_matches_reference(model, weights)
+    pooler = {w.path: w.numpy() for w in model.encoder.pooler.weights}
+    assert_weights_equal(model, {**weights, **pooler})
+    assert_matches_reference(model, weights)  # MLM logits do not use the pooler.
     with pytest.raises(checkpoints.CheckpointError, match="missing variables cls.seq_relationship.weight"):
         checkpoints.load_pretrainer(tmp_path / "mlm", next_sentence=True)
     tensors["cls.predictions.decoder.weight"] = tensors["bert.embeddings.word_embeddings.weight"] + 1.0
