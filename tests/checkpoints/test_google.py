@@ -186,3 +186,27 @@ def test_save_refuses_to_clobber_and_is_atomic(tmp_path):
         checkpoints.save(object(), tmp_path / "x", format="google")
     with pytest.raises(ValueError, match="Unknown checkpoint format"):
         checkpoints.save(encoder, tmp_path / "x", format="onnx")
+
+
+def test_training_directory_with_several_checkpoints(tmp_path):
+    """Like run_pretraining.py's output: model.ckpt-N files and a `checkpoint` state file."""
+    first, second = random_weights(CONFIG, seed=1), random_weights(CONFIG, seed=2)
+    for step, weights in ((10, first), (20, second)):
+        variables = {released_name(k): tf.Variable(v.T if k == "cls_seq_relationship/kernel" else v)
+                     for k, v in weights.items()}
+        tf.compat.v1.train.Saver(var_list=variables).save(
+            None, str(tmp_path / "model.ckpt"), global_step=step, write_meta_graph=False)
+    (tmp_path / "bert_config.json").write_text(json.dumps(CONFIG.to_dict()))
+    assert_weights_equal(checkpoints.load_pretrainer(tmp_path), second)  # The latest, as the state file says.
+    assert_weights_equal(checkpoints.load_pretrainer(tmp_path / "model.ckpt-10"), first)
+    os.remove(tmp_path / "checkpoint")
+    with pytest.raises(FileNotFoundError, match="found 2 \\*.index files"):
+        checkpoints.load_pretrainer(tmp_path)
+
+
+@pytest.mark.slow
+def test_base_size_round_trip_through_both_formats(tmp_path):
+    model = keras_bert.BertPretrainer(keras_bert.BertEncoder(keras_bert.BertConfig.preset("base")))
+    checkpoints.save(model, tmp_path / "google", format="google")
+    checkpoints.save(checkpoints.load_pretrainer(tmp_path / "google"), tmp_path / "hf", format="huggingface")
+    assert_weights_equal(checkpoints.load_pretrainer(tmp_path / "hf"), {w.path: w.numpy() for w in model.weights})
