@@ -12,6 +12,9 @@ import warnings
 
 import numpy as np
 
+from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.pretrainer import BertPretrainer
+
 # Optimizer state and step counters found in training checkpoints; never model weights.
 _OPTIMIZER_RE = re.compile(r"(^|/)(adam_m|adam_v|Adam|Adam_1|Momentum|AdamWeightDecay\w*)$|^global_step$")
 
@@ -27,9 +30,6 @@ def rows(ours, theirs, leaves):
 
 def build_model(config, heads=False, next_sentence=True, dtype=None):
     """A fresh `BertEncoder`, or with `heads` a `BertPretrainer`, to load weights into."""
-    from keras_bert.models.encoder import BertEncoder
-    from keras_bert.models.pretrainer import BertPretrainer
-
     encoder = BertEncoder(config) if dtype is None else BertEncoder(config, dtype=dtype)
     return BertPretrainer(encoder, next_sentence=next_sentence) if heads else encoder
 
@@ -48,9 +48,6 @@ def warn_unused(names, used, ignored, source):
 
 def split_model(model):
     """(encoder, pretrainer or None) for a `BertEncoder` or `BertPretrainer`."""
-    from keras_bert.models.encoder import BertEncoder
-    from keras_bert.models.pretrainer import BertPretrainer
-
     if isinstance(model, BertPretrainer):
         return model.encoder, model
     if isinstance(model, BertEncoder):

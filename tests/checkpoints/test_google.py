@@ -65,6 +65,14 @@ def write_released_checkpoint(directory, weights, extra=None, config=None, drop=
     return arrays
 
 
+def test_canonical_names_are_the_keras_paths():
+    from keras_bert.checkpoints import weights
+
+    model = keras_bert.BertPretrainer(keras_bert.BertEncoder(CONFIG))
+    assert {name: v.path for name, v in weights.model_variables(model).items()} == {
+        w.path: w.path for w in model.weights}
+
+
 def test_released_pretraining_checkpoint_matches_numpy_reference(tmp_path):
     weights = random_weights(CONFIG)
     slots = {"global_step": np.int64(1000), "bert/pooler/dense/kernel/adam_m": np.zeros((32, 32), "float32"),
