@@ -1,1 +1,5 @@
 """Pre-training: corpus to examples (static TFRecords, dynamic masking), data reading, the runner."""
+
+# Data (corpus -> examples). The static writer: keras_bert.pretraining.create_pretraining_data.
+from keras_bert.pretraining.corpus import read_documents, tfds_documents  # noqa: E402,F401
+from keras_bert.pretraining.dynamic import dynamic_masking  # noqa: E402,F401

@@ -1,0 +1,178 @@
+"""Dynamic masking in tf.data: masked LM predictions re-drawn every epoch (RoBERTa), seeded.
+
+Dimensions: B batch, S sequence length, P max_predictions_per_seq, W words.
+
+`dynamic_masking` maps batches of packed, unmasked token ids (from raw text tokenized and packed, or
+from TFRecords written without masks) to the `(inputs, labels)` that `BertPretrainer.fit` consumes,
+with the names of `keras_bert.pretraining.records`. Selection and scattering are tensorflow-text's
+`mask_language_model` with a `RandomItemSelector` (its selection vectorized over the batch) and a
+`MaskValuesChooser`, both drawing from one `tf.random.Generator` seeded once:
+the same seed gives the same sequence of batches, and every epoch gets new masks (a stateless or
+op-seeded random op in a `Dataset.map` would repeat the same masks each epoch).
+
+Differences from the static (original) rules, as in tensorflow-text: the number of predictions is
+ceil(masked_lm_prob * selectable items), items being tokens (or words with whole-word masking) other
+than [CLS]/[SEP]/[PAD], capped at P; with whole-word masking the 80/10/10 choice is made per piece
+and a word that would overshoot P is left unmasked.
+"""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+
+class _GeneratorMaskValuesChooser(tf_text.MaskValuesChooser):
+    """`MaskValuesChooser` drawing its random numbers from a `tf.random.Generator`."""
+
+    def __init__(self, generator, vocab_size, mask_token, mask_token_rate=0.8, random_token_rate=0.1):
+        super().__init__(vocab_size, mask_token, mask_token_rate, random_token_rate)
+        self.generator = generator
+
+    def get_mask_values(self, masked_lm_ids):
+        ids = masked_lm_ids.flat_values
+        action = self.generator.uniform(tf.shape(ids))
+        random_ids = self.generator.uniform(tf.shape(ids), 0, self.vocab_size, dtype=tf.int64)
+        values = tf.where(action < self._mask_token_rate, tf.cast(self.mask_token, ids.dtype),
+                          tf.where(action < self._mask_token_rate + self.random_token_rate,
+                                   tf.cast(random_ids, ids.dtype), ids))
+        return masked_lm_ids.with_flat_values(values)
+
+
+class _GeneratorItemSelector(tf_text.RandomItemSelector):
+    """`RandomItemSelector` along axis 1 with a `tf.random.Generator`, vectorized over the batch.
+
+    Same rule as the parent (ceil(selection_rate * selectable items), at most
+    max_selections_per_batch, uniformly at random) without its per-row `map_fn`: each selectable item
+    gets a uniform key and the rows' smallest keys are chosen.
+    """
+
+    def __init__(self, generator, max_selections_per_batch, selection_rate, unselectable_ids):
+        super().__init__(max_selections_per_batch, selection_rate, unselectable_ids)
+        self.generator = generator
+
+    def get_selection_mask(self, input_ids, axis=1):
+        if axis != 1:
+            raise ValueError(f"Only axis=1 is supported, got {axis}")
+        selectable = self.get_selectable(input_ids, axis)  # (B, (W)) bool
+        keys = tf.where(selectable.flat_values, self.generator.uniform(tf.shape(selectable.flat_values)), 2.0)
+        keys = selectable.with_flat_values(keys).to_tensor(3.0)  # (B, W_max)
+        ranks = tf.argsort(tf.argsort(keys, axis=1), axis=1)  # (B, W_max): rank of each item's key
+        count = tf.reduce_sum(tf.cast(selectable, tf.float32), axis=1)  # (B,)
+        num = tf.minimum(tf.math.ceil(count * self.selection_rate), float(self.max_selections_per_batch))
+        chosen = ranks < tf.cast(num, tf.int32)[:, None]
+        return tf.RaggedTensor.from_tensor(chosen, lengths=selectable.row_lengths())
+
+
+def _vocabulary_facts(vocabulary):
+    tokens = getattr(vocabulary, "vocabulary", None)
+    if tokens is None:
+        from keras_bert.text.vocab import load_vocabulary
+
+        tokens = load_vocabulary(vocabulary)
+    tokens = list(tokens)
+    index = {t: i for i, t in enumerate(tokens)}
+    missing = [t for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]") if t not in index]
+    if missing:
+        raise ValueError(f"The vocabulary lacks {missing}")
+    return tokens, index
+
+
+def _words(ragged_ids, is_continuation, special_ids):
+    """[B, (T)] ids -> [B, (W), (pieces)]: a "##" piece joins the word before it (not after a special)."""
+    flat = ragged_ids.flat_values  # (T,)
+    first_in_row = tf.equal(tf.range(tf.size(flat, out_type=tf.int64)),
+                            tf.gather(ragged_ids.row_starts(), ragged_ids.value_rowids()))
+    prev = tf.concat([tf.zeros([1], flat.dtype), flat[:-1]], axis=0)
+    prev_special = tf.reduce_any(tf.equal(prev[:, None], tf.constant(special_ids, flat.dtype)[None, :]), -1)
+    starts = ~tf.gather(is_continuation, flat) | first_in_row | prev_special  # (T,)
+    word_ids = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+    words = tf.RaggedTensor.from_value_rowids(flat, word_ids)  # (W_total, (pieces))
+    words_per_row = tf.math.unsorted_segment_sum(tf.cast(starts, tf.int64), ragged_ids.value_rowids(),
+                                                 ragged_ids.nrows())
+    return tf.RaggedTensor.from_row_lengths(words, words_per_row), word_ids
+
+
+def dynamic_masking(dataset, vocabulary, max_predictions_per_seq=20, masked_lm_prob=0.15,
+                    whole_word_masking=False, mask_token_rate=0.8, random_token_rate=0.1, seed=0):
+    """Masks batches of packed ids afresh every time the dataset is iterated.
+
+    Args:
+      dataset: tf.data.Dataset of batched dicts (or (inputs, labels) tuples of dicts) with
+        `input_word_ids` (or `input_ids`) [B, S]; optional `input_mask` (default: ids != [PAD]),
+        `input_type_ids` (or `segment_ids`, default 0) and `next_sentence_labels` [B] or [B, 1]
+        (0 = IsNext, 1 = random; left out of the labels when absent, for `next_sentence=False`).
+      vocabulary: a `keras_bert.text.BertTokenizer`, a list of tokens or a vocab.txt path.
+      max_predictions_per_seq: int P.
+      masked_lm_prob: float, the share of selectable tokens (or words) to predict.
+      whole_word_masking: bool, select all "##" pieces of a word together.
+      mask_token_rate: float, share of predictions replaced by [MASK] (0.8).
+      random_token_rate: float, share replaced by a random id (0.1); the rest stay unchanged.
+      seed: int, seeds the `tf.random.Generator` behind all choices.
+
+    Returns:
+      tf.data.Dataset of (inputs, labels): inputs input_word_ids (masked), input_mask, input_type_ids
+      int32 [B, S], masked_lm_positions int32 [B, P]; labels masked_lm_ids int32 [B, P],
+      masked_lm_weights float32 [B, P] and next_sentence_labels int32 [B, 1] when given.
+    """
+    if not 0.0 < masked_lm_prob <= 1.0:
+        raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
+    if max_predictions_per_seq < 1:
+        raise ValueError(f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}")
+    if mask_token_rate < 0 or random_token_rate < 0 or mask_token_rate + random_token_rate > 1:
+        raise ValueError("mask_token_rate and random_token_rate must be >= 0 with a sum <= 1, got "
+                         f"{mask_token_rate} and {random_token_rate}")
+    tokens, index = _vocabulary_facts(vocabulary)
+    pad_id, cls_id, sep_id, mask_id = (index[t] for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]"))
+    special_ids = [cls_id, sep_id, pad_id]
+    is_continuation = tf.constant([t.startswith("##") and len(t) > 2 for t in tokens])
+    generator = tf.random.Generator.from_seed(seed)
+    P = max_predictions_per_seq
+    selector = _GeneratorItemSelector(generator, P, masked_lm_prob, special_ids)
+    chooser = _GeneratorMaskValuesChooser(generator, len(tokens), mask_id, mask_token_rate, random_token_rate)
+
+    def mask_batch(*element):
+        features = dict(element[0])
+        if len(element) > 1:
+            features.update(element[1])
+        word_key = "input_word_ids" if "input_word_ids" in features else "input_ids"
+        if word_key not in features:
+            raise KeyError(f"dynamic_masking needs input_word_ids or input_ids; got {sorted(features)}")
+        ids = tf.cast(features[word_key], tf.int64)  # (B, S)
+        if ids.shape.rank != 2:
+            raise ValueError(f"{word_key} must be batched ids [B, S], got shape {ids.shape}")
+        input_mask = tf.cast(features.get("input_mask", tf.not_equal(ids, pad_id)), tf.int32)
+        type_ids = features.get("input_type_ids", features.get("segment_ids", tf.zeros_like(ids)))
+        ragged = tf.RaggedTensor.from_tensor(ids, lengths=tf.reduce_sum(input_mask, axis=1))  # (B, (T))
+        items = ragged
+        if whole_word_masking:
+            items, word_ids = _words(ragged, is_continuation, special_ids)
+        masked, positions, masked_ids = tf_text.mask_language_model(items, selector, chooser, axis=1)
+        new_ids = tf.where(tf.cast(input_mask, bool), masked.to_tensor(0, shape=tf.shape(ids)), ids)
+        if whole_word_masking:  # A word that would overshoot P is left unmasked, all its pieces.
+            position_words = tf.gather(word_ids, ragged.row_starts()[:, None] + positions)  # (B, (k))
+            overshoot = tf.where(position_words.row_lengths() > P,
+                                 position_words[:, P:].to_tensor(-1, shape=[None, 1])[:, 0], -1)
+            keep = tf.not_equal(position_words, overshoot[:, None])
+            keep = tf.logical_and(keep, tf.ragged.range(positions.row_lengths()) < P)
+            extra = tf.ragged.boolean_mask(positions, ~keep)
+            indices = tf.stack([extra.value_rowids(), extra.flat_values], axis=1)  # (E, 2)
+            new_ids = tf.tensor_scatter_nd_update(new_ids, indices, tf.gather_nd(ids, indices))
+            positions, masked_ids = tf.ragged.boolean_mask(positions, keep), tf.ragged.boolean_mask(masked_ids, keep)
+        positions, masked_ids = positions[:, :P], masked_ids[:, :P]
+        shape = tf.stack([tf.shape(ids, out_type=tf.int64)[0], P])
+        inputs = {
+            "input_word_ids": tf.cast(new_ids, tf.int32),
+            "input_mask": input_mask,
+            "input_type_ids": tf.cast(type_ids, tf.int32),
+            "masked_lm_positions": tf.cast(positions.to_tensor(0, shape=shape), tf.int32),
+        }
+        labels = {
+            "masked_lm_ids": tf.cast(masked_ids.to_tensor(0, shape=shape), tf.int32),
+            "masked_lm_weights": tf.ones_like(positions, tf.float32).to_tensor(0.0, shape=shape),
+        }
+        if "next_sentence_labels" in features:
+            labels["next_sentence_labels"] = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32),
+                                                        [-1, 1])
+        return inputs, labels
+
+    # Sequential map: the generator's draws happen in batch order (deterministic).
+    return dataset.map(mask_batch)
