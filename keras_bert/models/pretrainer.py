@@ -111,6 +111,16 @@ class BertPretrainer(keras.Model):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         losses = pretraining_loss(y, y_pred)
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        if replicas > 1:
+            # The MLM mean over the GLOBAL masked tokens (all replicas), as on one device:
+            # each replica contributes its sum / the global count, times replicas because
+            # the loss below is scaled by 1 / replicas.
+            total, count = masked_lm_loss_sums(y["masked_lm_ids"], y["masked_lm_weights"], y_pred["mlm_logits"])
+            count = tf.distribute.get_replica_context().all_reduce("sum", count)
+            mlm_loss = total / (count + 1e-5) * replicas
+            losses["loss"] += mlm_loss - losses["mlm_loss"]
+            losses["mlm_loss"] = mlm_loss
         self.mlm_loss_tracker.update_state(losses["mlm_loss"])
         if self.next_sentence:
             self.nsp_loss_tracker.update_state(losses["nsp_loss"])
@@ -120,7 +130,6 @@ class BertPretrainer(keras.Model):
             total = total + tf.add_n([tf.cast(l, total.dtype) for l in extra])
         # Keras sums gradients over replicas, so each replica's loss is scaled by
         # 1 / replicas (what Keras does for compiled losses).
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
         return total / replicas if replicas > 1 else total
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):

@@ -1,0 +1,74 @@
+"""Command line: pre-train BERT on TFRecords (flags are `PretrainingConfig` field names).
+
+Example (a tiny model on a laptop; the same command with --strategy tpu --tpu local and
+gs:// paths runs on a TPU VM):
+
+    python -m keras_bert.pretraining.run_pretraining --model tiny --vocab_size 30522 \\
+        --train_files 'data/train-*.tfrecord' --eval_files 'data/eval-*.tfrecord' \\
+        --batch_size 32 --num_train_steps 1000 --num_warmup_steps 100 --learning_rate 1e-4 \\
+        --model_dir runs/tiny
+
+Running the same command again resumes from the newest checkpoint in --model_dir.
+"""
+
+import dataclasses
+import json
+
+from absl import app, flags
+
+from keras_bert.pretraining.runner import PRECISIONS, PretrainingConfig, run_pretraining
+from keras_bert.training.distribute import STRATEGIES
+from keras_bert.training.optimizers import OPTIMIZERS
+
+_D = PretrainingConfig.__dataclass_fields__
+FLAGS = flags.FLAGS
+
+
+def _default(name):
+    return _D[name].default
+
+
+def define_flags():
+    """Define the flags (idempotent, so tests can call `main` more than once)."""
+    if "train_files" in FLAGS:
+        return
+    flags.DEFINE_string("model", _default("model"), "BertConfig preset: tiny mini small medium base large, L-x_H-y.")
+    flags.DEFINE_string("bert_config_file", None, "An original bert_config.json (overrides --model).")
+    flags.DEFINE_integer("vocab_size", None, "Vocabulary size replacing the preset's.")
+    flags.DEFINE_string("train_files", None, "Comma-separated TFRecord file patterns (local or gs://).")
+    flags.DEFINE_string("eval_files", None, "Held-out TFRecords for the final MLM/NSP accuracy.")
+    flags.DEFINE_string("model_dir", None, "Run directory: checkpoints, TensorBoard logs, plot, summary.")
+    flags.DEFINE_string("init_checkpoint", None, "Google TF1 checkpoint or Hugging Face directory to start from.")
+    flags.DEFINE_string("tpu", None, "TPU name or address for --strategy tpu ('local' on a TPU VM).")
+    for name in ("batch_size", "seq_length", "max_predictions_per_seq", "num_train_steps", "num_warmup_steps",
+                 "grad_accumulation_steps", "steps_per_execution", "checkpoint_every", "keep_checkpoints",
+                 "seed", "shuffle_buffer"):
+        flags.DEFINE_integer(name, _default(name), f"PretrainingConfig.{name}.")
+    for name in ("steps_per_loop", "eval_batch_size", "max_eval_steps"):
+        flags.DEFINE_integer(name, None, f"PretrainingConfig.{name} (default: automatic).")
+    for name in ("learning_rate", "weight_decay", "clip_norm"):
+        flags.DEFINE_float(name, _default(name), f"PretrainingConfig.{name}.")
+    for name in ("jit_compile", "next_sentence", "deterministic", "verbose", "plot"):
+        flags.DEFINE_bool(name, _default(name), f"PretrainingConfig.{name}.")
+    flags.DEFINE_enum("optimizer", _default("optimizer"), OPTIMIZERS, "Optimizer.")
+    flags.DEFINE_enum("strategy", _default("strategy"), STRATEGIES, "tf.distribute strategy.")
+    flags.DEFINE_enum("mixed_precision", _default("mixed_precision"), PRECISIONS, "Precision policy.")
+    flags.mark_flags_as_required(["train_files", "model_dir"])
+
+
+def config_from_flags():
+    """A `PretrainingConfig` from the parsed flags (flag name = field name)."""
+    names = [f.name for f in dataclasses.fields(PretrainingConfig) if f.name in FLAGS]
+    return PretrainingConfig(**{name: FLAGS[name].value for name in names})
+
+
+def main(argv):
+    del argv
+    summary = run_pretraining(config_from_flags())
+    summary = {k: v for k, v in summary.items() if k not in ("model", "history")}
+    print(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

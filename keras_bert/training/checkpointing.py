@@ -1,0 +1,100 @@
+"""Training checkpoints: model, optimizer (with its step and learning rate) and dropout seeds.
+
+`tf.train.CheckpointManager` writes `ckpt-<step>` files and only then rewrites the small
+`checkpoint` state file (atomically), so a run killed while saving resumes from the previous
+complete checkpoint. Restoring first reads every tensor of the checkpoint (catching truncated
+or corrupt files), and a checkpoint that does not fit is rolled back: a broken checkpoint is
+reported with `CheckpointError`, never half-loaded. Paths may be local or `gs://`.
+"""
+
+import os
+
+import tensorflow as tf
+
+from keras_bert.training import distribute
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be restored (corrupt, truncated or for another model)."""
+
+
+class TrainingCheckpoint:
+    """Save and restore the whole training state every N steps.
+
+    The step is the optimizer's update counter, so restoring a checkpoint also restores the
+    learning rate of the schedule. The state of the dropout seed generators is saved too, so
+    a resumed run draws the same dropout masks as an uninterrupted one.
+
+    Args:
+        directory: str. Where checkpoints are written (the run's model_dir).
+        model: `keras.Model`.
+        optimizer: built `keras.optimizers.Optimizer`.
+        max_to_keep: int. Checkpoints kept (older ones are deleted).
+        strategy: optional `tf.distribute.Strategy`; in multi-worker training every worker
+            saves (the save is collective) but only the chief's files are kept.
+
+    Example:
+    >>> ckpt = TrainingCheckpoint(model_dir, model, optimizer, max_to_keep=3)
+    >>> start_step = ckpt.restore_latest()  # 0 when there is none
+    >>> ckpt.save(step)
+    """
+
+    def __init__(self, directory, model, optimizer, max_to_keep=5, strategy=None):
+        self.directory = directory
+        self.optimizer = optimizer
+        self.is_chief = strategy is None or distribute.is_chief(strategy)
+        seeds = {f"seed_{i}": v for i, v in enumerate(model.non_trainable_variables) if "seed_generator" in v.path}
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, seed_generators=seeds)
+        self._variables = list(model.variables) + list(optimizer.variables)
+        write_dir = directory if self.is_chief else os.path.join(
+            directory, f".worker_{distribute.worker_id(strategy)}_tmp")
+        self.manager = tf.train.CheckpointManager(self.checkpoint, write_dir, max_to_keep=max_to_keep,
+                                                  checkpoint_name="ckpt")
+        self._reader_manager = self.manager if self.is_chief else tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep=max_to_keep, checkpoint_name="ckpt")
+
+    @property
+    def latest(self):
+        """Path of the newest complete checkpoint in `directory`, or None."""
+        return self._reader_manager.latest_checkpoint
+
+    def save(self, step):
+        """Write `ckpt-<step>`; returns its path (on the chief) or None (other workers)."""
+        path = self.manager.save(checkpoint_number=int(step))
+        if not self.is_chief:
+            tf.io.gfile.rmtree(self.manager.directory)
+            return None
+        return path
+
+    def restore_latest(self):
+        """Restore the newest checkpoint if there is one; returns the restored step (0 if none)."""
+        return self.restore(self.latest) if self.latest else 0
+
+    def restore(self, path):
+        """Restore `path` completely or not at all; returns the restored step.
+
+        Raises:
+            CheckpointError: naming the checkpoint and the problem.
+        """
+        verify_checkpoint(path)
+        before = [v.numpy() for v in self._variables]
+        try:
+            self.checkpoint.read(path).assert_existing_objects_matched()
+        except (AssertionError, ValueError, tf.errors.OpError) as e:
+            for v, value in zip(self._variables, before):
+                v.assign(value)
+            raise CheckpointError(f"Checkpoint {path} does not match this model and optimizer "
+                                  f"(nothing was loaded): {e}") from e
+        return int(self.optimizer.iterations.numpy())
+
+
+def verify_checkpoint(path):
+    """Read every tensor of checkpoint `path`; raise `CheckpointError` if any is unreadable."""
+    try:
+        reader = tf.train.load_checkpoint(path)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, ValueError) as e:
+        message = getattr(e, "message", str(e))
+        raise CheckpointError(f"Checkpoint {path} is corrupt or incomplete: {message}. Delete it (and its "
+                              f"entry in the 'checkpoint' file) to resume from an earlier one.") from e

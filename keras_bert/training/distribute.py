@@ -1,0 +1,73 @@
+"""A `tf.distribute` strategy from a flag: default, mirrored, multi_worker_mirrored, tpu.
+
+multi_worker_mirrored reads the cluster from the `TF_CONFIG` environment variable (every
+worker runs the same program); tpu connects through `TPUClusterResolver` (a name or
+grpc:// address, "" or "local" for Colab / a TPU VM).
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
+
+
+def get_strategy(name="default", tpu=None):
+    """Create the strategy named by `name`.
+
+    Args:
+        name: one of `STRATEGIES`.
+        tpu: str or None. TPU name or address for "tpu" ("" or "local" for the local TPU).
+
+    Returns:
+        `tf.distribute.Strategy`.
+
+    Raises:
+        ValueError: unknown name, or multi_worker_mirrored without a valid `TF_CONFIG`.
+    """
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker_mirrored":
+        _check_tf_config()
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
+        if tpu != "local":  # A TPU VM's own chips need no remote connection.
+            tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise ValueError(f"Unknown distribution strategy {name!r}; choose one of {STRATEGIES}.")
+
+
+def _check_tf_config():
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        raise ValueError("strategy multi_worker_mirrored needs the TF_CONFIG environment variable "
+                         '(e.g. {"cluster": {"worker": ["host1:port", "host2:port"]}, '
+                         '"task": {"type": "worker", "index": 0}}).')
+    try:
+        config = json.loads(raw)
+        config["cluster"]["worker"], config["task"]["index"]  # noqa: B018
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"TF_CONFIG is not a valid cluster description ({e}): {raw}") from e
+
+
+def is_chief(strategy):
+    """True on the worker that writes checkpoints, summaries and plots."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    return task_type in (None, "chief") or (task_type == "worker" and task_id == 0
+                                            and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def worker_id(strategy):
+    """The index of this worker (0 outside multi-worker training)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return 0
+    return resolver.task_id or 0

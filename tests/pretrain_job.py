@@ -1,0 +1,51 @@
+"""A pre-training run in its own process, for the distributed and kill/resume tests.
+
+Usage: python pretrain_job.py '<json>' where the JSON holds `configs` (a list of runs, each
+run_pretraining keyword arguments with `bert_config` as a dict), `out` (a JSON file for the
+list of their results),
+optional `logical_cpus` (split the CPU into that many logical devices before TensorFlow
+starts) and optional `kill_after_checkpoint` (SIGKILL this process right after the
+checkpoint of that step is written, as a preemption would).
+"""
+
+import json
+import os
+import signal
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def main(spec):
+    import tensorflow as tf
+    if spec.get("logical_cpus"):
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] *
+                                                   spec["logical_cpus"])
+    import keras_bert
+    from keras_bert.pretraining import runner
+    from keras_bert.training import callbacks
+
+    kill_step = spec.get("kill_after_checkpoint")
+    if kill_step:
+        save = callbacks.PeriodicCheckpoint.on_epoch_end
+
+        def save_then_die(self, epoch, logs=None):
+            save(self, epoch, logs)
+            if int(self.model.optimizer.iterations.numpy()) >= kill_step:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        callbacks.PeriodicCheckpoint.on_epoch_end = save_then_die
+    results = []
+    for config in spec["configs"]:
+        config = dict(config, bert_config=keras_bert.BertConfig(**config["bert_config"]))
+        summary = runner.run_pretraining(**config)
+        results.append({"history": summary["history"], "eval": summary["eval"], "steps": summary["steps"],
+                        "replicas": summary["model"].distribute_strategy.num_replicas_in_sync})
+    with open(spec["out"], "w") as f:
+        json.dump(results, f)
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

@@ -1,0 +1,127 @@
+"""Checkpoint/resume: a run killed (SIGKILL) right after a checkpoint resumes with the same
+step, optimizer state, learning rate, data position and dropout masks, so its next losses
+equal an uninterrupted run's; broken checkpoints are reported and never half-loaded."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bert
+from keras_bert.pretraining import runner
+from keras_bert.training import optimizers
+from keras_bert.training.checkpointing import CheckpointError, TrainingCheckpoint
+from pretraining_data import write_records
+
+JOB = os.path.join(os.path.dirname(os.path.dirname(__file__)), "pretrain_job.py")
+# Dropout stays on (0.1): the resumed run must draw the same dropout masks.
+BERT = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=32)
+
+
+def _config(tmp_path, name):
+    train, _ = write_records(str(tmp_path), 200, vocab_size=48, seq_length=24, max_predictions_per_seq=4,
+                             num_shards=2)
+    return dict(bert_config=BERT, train_files=train, batch_size=8, seq_length=24, max_predictions_per_seq=4,
+                num_train_steps=6, num_warmup_steps=2, learning_rate=2e-3, steps_per_loop=1, checkpoint_every=2,
+                keep_checkpoints=2, model_dir=str(tmp_path / name), verbose=False, plot=False, seed=7,
+                shuffle_buffer=50)
+
+
+def _in_process(config):
+    return runner.run_pretraining(**dict(config, bert_config=keras_bert.BertConfig(**config["bert_config"])))
+
+
+def test_killed_run_resumes_exactly(tmp_path):
+    config = _config(tmp_path, "full")
+    full = _in_process(config)
+
+    killed = dict(config, model_dir=str(tmp_path / "killed"))
+    spec = dict(configs=[killed], out=str(tmp_path / "never.json"), kill_after_checkpoint=4)
+    proc = subprocess.run([sys.executable, JOB, json.dumps(spec)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert not (tmp_path / "never.json").exists()
+    ckpts = sorted(p for p in os.listdir(tmp_path / "killed") if p.endswith(".index"))
+    assert ckpts == ["ckpt-2.index", "ckpt-4.index"]
+
+    resumed = _in_process(killed)
+    assert resumed["start_step"] == 4 and resumed["steps"] == 6
+    by_step = {h["step"]: h for h in full["history"]}
+    assert [h["step"] for h in resumed["history"]] == [1, 2, 3, 4, 5, 6]  # history.json kept across the kill
+    for record in resumed["history"][4:]:
+        expected = by_step[record["step"]]
+        for key in ("loss", "mlm_loss", "nsp_loss", "learning_rate"):
+            np.testing.assert_allclose(record[key], expected[key], rtol=1e-6, err_msg=f"{key} @ {record['step']}")
+    # The losses do change from step to step, so equality above is not of constants.
+    assert abs(by_step[5]["loss"] - by_step[6]["loss"]) > 1e-4
+    for a, b in zip(resumed["model"].weights, full["model"].weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-7, err_msg=a.path)
+    # Optimizer state (Adam moments) equal too.
+    for a, b in zip(resumed["model"].optimizer.variables, full["model"].optimizer.variables):
+        np.testing.assert_allclose(np.asarray(a.numpy(), float), np.asarray(b.numpy(), float),
+                                   rtol=1e-5, atol=1e-8, err_msg=a.path)
+    # max_to_keep=2: only the newest two are left.
+    assert sorted(p for p in os.listdir(tmp_path / "killed") if p.endswith(".index")) == \
+        ["ckpt-4.index", "ckpt-6.index"]
+    # A finished run given more time to run does nothing but report.
+    again = _in_process(killed)
+    assert again["start_step"] == 6 and again["steps"] == 6
+
+
+def _state(vocab_size=48):
+    config = keras_bert.BertConfig(**dict(BERT, vocab_size=vocab_size))
+    model = keras_bert.BertPretrainer(keras_bert.BertEncoder(config))
+    optimizer = optimizers.create_optimizer(1e-3, 10, 1, variables=model.trainable_variables)
+    optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def _weights(model, optimizer):
+    return [v.numpy().copy() for v in list(model.variables) + list(optimizer.variables)]
+
+
+def test_restore_round_trip_and_corrupt_checkpoint(tmp_path):
+    model, optimizer = _state()
+    optimizer.iterations.assign(3)
+    saved = _weights(model, optimizer)
+    path = TrainingCheckpoint(str(tmp_path), model, optimizer).save(3)
+
+    other_model, other_opt = _state()
+    ckpt = TrainingCheckpoint(str(tmp_path), other_model, other_opt)
+    assert ckpt.latest == path
+    assert ckpt.restore_latest() == 3
+    for a, b in zip(_weights(other_model, other_opt), saved):
+        np.testing.assert_array_equal(a, b)
+
+    # Corrupt the data file: the restore fails with a clear error and loads nothing.
+    data = [f for f in os.listdir(tmp_path) if f.startswith("ckpt-3.data")][0]
+    with open(tmp_path / data, "r+b") as f:
+        f.seek(200)
+        f.write(b"\xff" * 64)
+    _assert_restore_fails_cleanly(tmp_path, *_state(), match="corrupt or incomplete")
+
+
+def _assert_restore_fails_cleanly(directory, model, optimizer, match):
+    """Restoring the latest checkpoint in `directory` raises and leaves every variable as it was."""
+    before = _weights(model, optimizer)
+    with pytest.raises(CheckpointError, match=match):
+        TrainingCheckpoint(str(directory), model, optimizer).restore_latest()
+    for a, b in zip(_weights(model, optimizer), before):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_checkpoint_of_another_model_is_rolled_back(tmp_path):
+    model, optimizer = _state(vocab_size=48)
+    TrainingCheckpoint(str(tmp_path), model, optimizer).save(1)
+    _assert_restore_fails_cleanly(tmp_path, *_state(vocab_size=52), match="does not match this model")
+
+
+def test_missing_checkpoint_file_is_reported(tmp_path):
+    model, optimizer = _state()
+    with pytest.raises(CheckpointError, match="corrupt or incomplete"):
+        TrainingCheckpoint(str(tmp_path), model, optimizer).restore(str(tmp_path / "ckpt-9"))
