@@ -77,7 +77,8 @@ class BertEncoder(keras.Model):
             layer_outputs.append(x)
         cls = _FirstToken(dtype=policy, name="first_token")(x)  # (B, H)
         outputs = {"sequence_output": x, "pooled_output": pooler(cls), "encoder_outputs": layer_outputs}
-        super().__init__(inputs=inputs, outputs=outputs, dtype=policy, **kwargs)
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.dtype_policy = policy  # Functional models drop `dtype`; keep it for get_config.
 
         # === Config ===
         self.config = config

@@ -91,6 +91,17 @@ def test_mixed_precision_tracks_float32(policy, tolerance):
         np.testing.assert_allclose(out16[key], out32[key], atol=tolerance * 10, rtol=tolerance)
 
 
+def test_dtype_policy_argument_survives_save(tmp_path):
+    encoder = keras_bert.BertEncoder(TINY, dtype="mixed_bfloat16")
+    assert encoder.dtype_policy.name == "mixed_bfloat16"
+    assert encoder(_inputs())["sequence_output"].dtype == "bfloat16"
+    path = str(tmp_path / "encoder.keras")
+    encoder.save(path)
+    restored = keras.saving.load_model(path)
+    assert restored.dtype_policy.name == "mixed_bfloat16"
+    assert restored(_inputs())["sequence_output"].dtype == "bfloat16"
+
+
 def test_mixed_float16_training_step_uses_loss_scaling():
     keras.config.set_dtype_policy("mixed_float16")
     pretrainer = keras_bert.BertPretrainer(keras_bert.BertEncoder(TINY))
