@@ -3,14 +3,16 @@
 The original `BasicTokenizer` (google-research/bert `tokenization.py`, copied into
 tf-models-official as `official.nlp.tools.tokenization`) cleans the text (drops U+0000,
 U+FFFD and the characters of category Cc and Cf except tab, newline and carriage
-return; maps whitespace to a space), optionally lower-cases, applies NFD and
-drops category Mn, then splits on whitespace and punctuation (ASCII symbols and category
-P*) and around CJK ideographs. All of it is a per-character mapping except the
-splitting, which tensorflow-text's FastWordpieceTokenizer does itself.
+return; maps whitespace to a space), optionally lower-cases, applies NFD and drops
+category Mn, then splits on whitespace (`str.split`, which also splits at U+2028 and
+U+2029) and punctuation (ASCII symbols and category P*) and around CJK ideographs. All
+of it is a per-character mapping except the splitting, which tensorflow-text's
+FastWordpieceTokenizer does itself (with ICU's tables: see `OP_SPLIT_WORD_CHARS`).
 
 tensorflow-text's stock normalizer model differs from the original: it case-folds with
-NFKC (½ -> 1⁄2, ﬁ -> fi, Ａ -> a, ² -> 2, ℃ -> °c, Ⅻ -> xii), turns control and format
-characters into spaces instead of deleting them. This module builds the same flatbuffer model format from Python's own
+NFKC (½ -> 1⁄2, ﬁ -> fi, Ａ -> a, ² -> 2, ℃ -> °c, Ⅻ -> xii) and turns control and
+format characters into spaces instead of deleting them (a\x07b is one word in the
+original). This module builds a model of the same flatbuffer format from Python's own
 `unicodedata` (the tables the original tokenizer uses), so the in-graph op reproduces
 the original character by character and still runs in TFLite (same custom op).
 
@@ -26,8 +28,10 @@ invalid bytes are deleted exactly as the original's `convert_to_unicode` does
 Residual differences (documented, tested):
 - Greek capital sigma is lower-cased to σ everywhere; Python's `str.lower` writes the
   final form ς at the end of a word (a context rule a per-character map cannot express).
-- Canonical reordering of NFD is applied per character: only sequences of two or more
-  spacing (Mc) combining marks with different combining classes could differ.
+- Uncased: NFD is applied per character, without canonical reordering across
+  characters; only input holding two or more spacing marks (Mc) with non-zero
+  combining classes out of canonical order (38 code points, e.g. musical symbols
+  U+1D165..U+1D172) could give other ids.
 """
 
 import functools

@@ -14,6 +14,7 @@ from keras_bert.text.vocab import load_vocabulary
 
 SUFFIX_INDICATOR = "##"
 UNKNOWN_TOKEN = "[UNK]"
+MAX_OP_TOKEN_BYTES = 256  # FastWordpiece's limit per vocabulary token.
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -31,14 +32,16 @@ class BertTokenizer(keras.layers.Layer):
     - Invalid UTF-8: every ill-formed byte sequence is deleted, exactly as the original's
       `convert_to_unicode` does (`bytes.decode("utf-8", "ignore")`); never an error.
     - Empty or whitespace-only strings give no tokens; long texts (MBs) are fine.
-    - Residual difference from the original: a capital sigma at the end of a word is
-      lower-cased to σ, not ς (see `keras_bert.text.normalize`).
+    - Residual differences from the original (tested): uncased, a capital sigma at the
+      end of a word is lower-cased to σ, not ς (see `keras_bert.text.normalize`); a
+      vocabulary token over 256 UTF-8 bytes (the op's limit) is never matched.
 
     Args:
         vocabulary: list of tokens, or a vocab.txt path or model directory
             (see `load_vocabulary`). Must hold [PAD] [UNK] [CLS] [SEP] [MASK].
         lower_case: bool, True for uncased models (lower-case, NFD, strip accents).
-        max_chars_per_word: int, longer words give [UNK] (the original's 200).
+        max_chars_per_word: int, longer words give [UNK] (google-research/bert: 200;
+            its copy in tf-models-official: 400).
 
     Call arguments:
         texts: tf.string tensor (or ragged tensor) of any shape B..., UTF-8.
@@ -152,11 +155,22 @@ class BertTokenizer(keras.layers.Layer):
         return config
 
 
+def _op_vocabulary(vocabulary):
+    """The tokens as the op takes them: stand-in characters (see `normalize`), and a
+    placeholder that matches nothing for tokens over the op's 256 bytes (without "##");
+    such a token could only match a word of 256+ bytes."""
+    tokens = normalize.op_vocabulary(vocabulary)
+    for i, token in enumerate(tokens):
+        if len(token.removeprefix(SUFFIX_INDICATOR).encode("utf-8")) > MAX_OP_TOKEN_BYTES:
+            tokens[i] = f"[unmatchable_{i}]"  # "[" is punctuation: never inside a word.
+    return tokens
+
+
 def _fast_bert_tokenizer(vocabulary, lower_case, max_chars_per_word):
     # Words over 4 bytes per character surely exceed the limit: the op makes them [UNK];
     # shorter ones are checked in characters by `_limit_word_length`.
     wordpiece_model = pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
-        normalize.op_vocabulary(vocabulary), 4 * max_chars_per_word, SUFFIX_INDICATOR, UNKNOWN_TOKEN, False, True)
+        _op_vocabulary(vocabulary), 4 * max_chars_per_word, SUFFIX_INDICATOR, UNKNOWN_TOKEN, False, True)
     return tf_text.FastBertTokenizer(
         token_out_type=tf.int32,
         fast_wordpiece_model_buffer=_uint8_constant(wordpiece_model),

@@ -125,6 +125,20 @@ def test_long_words_follow_each_limit(tmp_path_factory):
             assert _ours(tokenizer, lines) == [_ref_ids(reference, line) for line in lines]
 
 
+def test_tokens_longer_than_the_op_allows(tmp_path):
+    """Tokens over 256 bytes (the op's limit) are kept in the vocabulary, never matched."""
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi", "ж", "##ж", "ж" * 150, "##" + "a" * 300]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(vocab), encoding="utf-8")
+    reference = tokenization.FullTokenizer(str(path), do_lower_case=True)
+    tokenizer = BertTokenizer(vocab)
+    assert tokenizer.vocab_size == len(vocab) and tokenizer.token_to_id("ж" * 150) == 8
+    texts = ["hi жж", "ж" * 149, "[unmatchable_8]"]
+    assert _ours(tokenizer, texts) == [_ref_ids(reference, t) for t in texts]
+    # The documented residual: the original can match the long token itself.
+    assert _ref_ids(reference, "ж" * 150) == [8] != _ours(tokenizer, ["ж" * 150])[0]
+
+
 def test_every_split_character_is_known_to_the_normalizer():
     """Sweeps all code points through the op's pre-tokenizer (tensorflow-text's ICU tables)."""
     op = tf_text.FastWordpieceTokenizer(
