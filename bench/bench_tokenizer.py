@@ -122,8 +122,10 @@ def main():
         print(f"{name:36s} {len(lines) / wall:9.0f} {megabytes / wall:7.2f} {wall / t_ours[0]:7.2f} "
               f"{len(lines) / cpu:11.0f} {cpu / t_ours[1]:7.2f} {exact:9.2%} {exact_no_sigma:8.2%}")
     print(f"\nours vs HF: {t_hf[0] / t_ours[0]:.2f}x wall, {t_hf[1] / t_ours[1]:.2f}x CPU; "
-          f"ours vs original: {t_ref[0] / t_ours[0]:.1f}x wall. Ours differs from the original "
-          "only on capital sigma at word ends (see keras_bert/text/normalize.py).")
+          f"ours vs original: {t_ref[0] / t_ours[0]:.1f}x wall.")
+    if lower_case:
+        print("Uncased, ours differs from the original only where a capital sigma ends a word "
+              "(σ for ς; see keras_bert/text/normalize.py).")
 
 
 if __name__ == "__main__":
