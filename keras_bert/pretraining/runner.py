@@ -59,7 +59,8 @@ class PretrainingConfig:
         checkpoint_every: int. Update steps between checkpoints (multiple of steps_per_loop).
         keep_checkpoints: int. Checkpoints kept.
         init_checkpoint: str or None. A Google TF1 checkpoint or Hugging Face directory to
-            start from (ignored when model_dir already holds a checkpoint).
+            start from; its config replaces model / bert_config (the weights are overwritten
+            when model_dir already holds a checkpoint to resume from).
         next_sentence: bool. Train the NSP head (False: MLM only).
         seed: int. Seeds weights, dropout and data order.
         deterministic: bool. Reproducible data order (see `records.make_dataset`).
@@ -116,6 +117,9 @@ class PretrainingConfig:
                      "grad_accumulation_steps", "steps_per_execution", "checkpoint_every", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        if not 0 <= self.num_warmup_steps <= self.num_train_steps:
+            raise ValueError(f"num_warmup_steps {self.num_warmup_steps} must be in [0, num_train_steps "
+                             f"{self.num_train_steps}].")
         if self.batch_size % self.grad_accumulation_steps:
             raise ValueError(f"batch_size {self.batch_size} is not divisible by grad_accumulation_steps "
                              f"{self.grad_accumulation_steps}.")
@@ -140,25 +144,13 @@ class PretrainingConfig:
 
 
 def build_pretrainer(config, bert_config):
-    """A fresh `BertPretrainer` in the run's precision, optionally initialized from a checkpoint."""
+    """A fresh `BertPretrainer` in the run's precision, or one loaded from `init_checkpoint`
+    (a Google or Hugging Face checkpoint, whose own config then defines the architecture)."""
     dtype = "float32" if config.mixed_precision == "none" else config.mixed_precision
-    model = BertPretrainer(BertEncoder(bert_config, dtype=dtype), next_sentence=config.next_sentence)
     if config.init_checkpoint:
-        source = BertPretrainer.from_checkpoint(config.init_checkpoint)
-        _copy_weights(source, model, config.init_checkpoint)
-    return model
-
-
-def _copy_weights(source, target, path):
-    by_path = {v.path: v for v in source.weights}
-    missing = [v.path for v in target.weights if v.path not in by_path]
-    if missing:
-        raise ValueError(f"init_checkpoint {path} lacks weights {missing[:5]} (model/config mismatch?).")
-    for v in target.weights:
-        if tuple(v.shape) != tuple(by_path[v.path].shape):
-            raise ValueError(f"init_checkpoint {path}: {v.path} has shape {tuple(by_path[v.path].shape)}, "
-                             f"the model needs {tuple(v.shape)} (use the checkpoint's bert_config).")
-        v.assign(by_path[v.path])
+        return BertPretrainer.from_checkpoint(config.init_checkpoint, next_sentence=config.next_sentence,
+                                              dtype=dtype)
+    return BertPretrainer(BertEncoder(bert_config, dtype=dtype), next_sentence=config.next_sentence)
 
 
 def _adapt_keras_to_strategy(model, strategy):
