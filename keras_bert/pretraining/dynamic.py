@@ -2,7 +2,7 @@
 
 Dimensions: B batch, S sequence length, P max_predictions_per_seq, W words.
 
-`dynamic_masking` maps batches of packed, unmasked token ids (from raw text tokenized and packed, or
+`dynamic_masking` maps batches of packed, unmasked token ids (from raw text through `pack_texts`, or
 from TFRecords written without masks) to the `(inputs, labels)` that `BertPretrainer.fit` consumes,
 with the names of `keras_bert.pretraining.records`. Selection and scattering are tensorflow-text's
 `mask_language_model` with a `RandomItemSelector` (its selection vectorized over the batch) and a
@@ -89,6 +89,28 @@ def _words(ragged_ids, is_continuation, special_ids):
     words_per_row = tf.math.unsorted_segment_sum(tf.cast(starts, tf.int64), ragged_ids.value_rowids(),
                                                  ragged_ids.nrows())
     return tf.RaggedTensor.from_row_lengths(words, words_per_row), word_ids
+
+
+def pack_texts(dataset, tokenizer, seq_length):
+    """Batches of raw text -> packed ids for `dynamic_masking` (tokenized and packed in-graph).
+
+    Args:
+      dataset: tf.data.Dataset of batched tf.string [B] (one text per row: [CLS] text [SEP]) or of
+        (text_a, text_b) tuples ([CLS] a [SEP] b [SEP]).
+      tokenizer: `keras_bert.text.BertTokenizer`.
+      seq_length: int S; longer rows are truncated longest-first as the original.
+
+    Returns:
+      tf.data.Dataset of dicts input_word_ids, input_mask, input_type_ids int32 [B, S].
+    """
+    from keras_bert.text.packer import BertPacker
+
+    packer = BertPacker(seq_length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+
+    def pack(*texts):
+        return packer(tuple(tokenizer(t) for t in texts))
+
+    return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def dynamic_masking(dataset, vocabulary, max_predictions_per_seq=20, masked_lm_prob=0.15,

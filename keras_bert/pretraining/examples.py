@@ -206,9 +206,8 @@ def mask_tokens(input_ids, lengths, max_predictions_per_seq, masked_lm_prob, voc
         starts &= ~(is_continuation[input_ids] & prev_maskable)
     word = np.cumsum(starts, axis=1) - 1  # (N, S): word index of each token (valid where maskable)
     num_words = starts.sum(axis=1)
-    word_len = np.zeros((n, s + 1), np.int64)
-    np.add.at(word_len, (np.broadcast_to(rows, (n, s))[maskable], word[maskable]), 1)
-    word_len = word_len[:, :s]  # (N, W)
+    flat_word = (rows * s + word)[maskable]
+    word_len = np.bincount(flat_word, minlength=n * s).reshape(n, s)  # (N, W): tokens per word
     k = np.minimum(max_predictions_per_seq,
                    np.maximum(1, np.round(lengths * masked_lm_prob).astype(np.int64)))
     keys = rng.random((n, s))

@@ -96,3 +96,17 @@ def test_batches_feed_bert_pretrainer_and_bad_input(tokenizer, packed):
         dynamic_masking(tf.data.Dataset.from_tensor_slices({"ids": [[1, 2]]}).batch(1), tokenizer)
     with pytest.raises(ValueError, match="masked_lm_prob"):
         dynamic_masking(ds, tokenizer, masked_lm_prob=0.0)
+
+
+def test_from_raw_text(tokenizer):
+    from keras_bert.pretraining.dynamic import pack_texts
+
+    texts = [s for d in generated_corpus.documents(30, seed=6) for s in d]
+    ds = tf.data.Dataset.from_tensor_slices(texts).batch(64)
+    inputs, labels = _epoch(dynamic_masking(pack_texts(ds, tokenizer, 24), tokenizer, 5, seed=2))
+    expected = [[tokenizer.cls_id] + ids[:22] + [tokenizer.sep_id] for ids in tokenizer(tf.constant(texts)).to_list()]
+    rows, slots = np.nonzero(labels["masked_lm_weights"])
+    for r, p, label in zip(rows, inputs["masked_lm_positions"][rows, slots], labels["masked_lm_ids"][rows, slots]):
+        assert expected[r][p] == label and 0 < p < len(expected[r]) - 1
+    np.testing.assert_array_equal(inputs["input_mask"].sum(1), [len(e) for e in expected])
+    assert "next_sentence_labels" not in labels

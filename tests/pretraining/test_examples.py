@@ -213,3 +213,21 @@ def test_bad_input(tmp_path):
     assert not list((tmp_path / "out").glob("*.tfrecord*"))
     with pytest.raises(ValueError, match="max_seq_length"):
         create_pretraining_data(str(empty), str(tmp_path / "out"), vocab_file, max_seq_length=4)
+
+
+def test_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    vocab_file = generated_corpus.write_vocab(tmp_path / "vocab.txt")
+    corpus = generated_corpus.write_corpus(tmp_path / "corpus.txt", generated_corpus.documents(20, seed=5))
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_bert.pretraining.create_pretraining_data", f"--input_file={corpus}",
+         f"--output_dir={tmp_path / 'cli'}", f"--vocab_file={vocab_file}", "--max_seq_length=32",
+         "--max_predictions_per_seq=5", "--dupe_factor=1", "--num_shards=2", "--num_workers=1"],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    files = result.stdout.split()
+    assert len(files) == 2 and "examples/s" in result.stderr
+    parsed = _parse(files, records.feature_spec(32, 5))
+    assert len(parsed) > 10
