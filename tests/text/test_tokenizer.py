@@ -156,6 +156,27 @@ def test_every_split_character_is_known_to_the_normalizer():
             assert cp in normalize.OP_SPLIT_WORD_CHARS, hex(cp)
 
 
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_every_assigned_code_point_matches_the_original(lower_case, tmp_path):
+    """Each assigned character of planes 0-2 and 14 inside, before and after a word, with a
+    vocabulary holding every character the original produces (whole and "##")."""
+    import unicodedata
+
+    cps = [cp for cp in list(range(1, 0x30000)) + list(range(0xE0000, 0xF0000))
+           if not 0xD800 <= cp <= 0xDFFF and unicodedata.category(chr(cp)) != "Cn" and cp != 0x3A3]
+    texts = [f"a{chr(cp)}b {chr(cp)}\u0301{chr(cp)}" for cp in cps]
+    basic = tokenization.BasicTokenizer(do_lower_case=lower_case)
+    chars = sorted({c for text in texts for word in basic.tokenize(text) for c in word})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars + ["##" + c for c in chars]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    reference = tokenization.FullTokenizer(str(path), do_lower_case=lower_case)
+    tokenizer = BertTokenizer(vocab, lower_case=lower_case)
+    ours = [ids for i in range(0, len(texts), 20000) for ids in _ours(tokenizer, texts[i:i + 20000])]
+    mismatches = [hex(cp) for cp, text, ids in zip(cps, texts, ours) if ids != _ref_ids(reference, text)]
+    assert len(texts) > 140000 and mismatches == []
+
+
 # === Bad and unusual input ===
 
 
@@ -316,6 +337,16 @@ def test_savedmodel_signature(lines, uncased, tmp_path):
     out = serve(tf.constant(texts))
     got = tf.RaggedTensor.from_row_splits(out["ids"], out["row_splits"]).to_list()
     assert got == _ours(tokenizer, texts)
+
+
+def test_keras_export_of_a_model_with_the_tokenizer(lines, cased, tmp_path):
+    _, _, tokenizer = cased
+    inputs = keras.Input(shape=(), dtype="string")
+    model = keras.Model(inputs, _ToDense()(tokenizer(inputs)))
+    model.export(str(tmp_path), format="tf_saved_model")
+    texts = tf.constant(lines[:40])
+    served = tf.saved_model.load(str(tmp_path)).serve(texts)
+    np.testing.assert_array_equal(served.numpy(), model(texts).numpy())
 
 
 def test_tflite_conversion_and_interpreter(lines, uncased):
