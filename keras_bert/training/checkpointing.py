@@ -11,11 +11,9 @@ import os
 
 import tensorflow as tf
 
+# One error type for every checkpoint that cannot be loaded (corrupt, truncated, other model).
+from keras_bert.checkpoints.weights import CheckpointError  # noqa: F401
 from keras_bert.training import distribute
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be restored (corrupt, truncated or for another model)."""
 
 
 class TrainingCheckpoint:
