@@ -268,7 +268,7 @@ def run_pretraining(config=None, **overrides):
                   epochs=config.num_train_steps // config.steps_per_loop,
                   initial_epoch=start_step // config.steps_per_loop,
                   steps_per_epoch=config.steps_per_loop * config.grad_accumulation_steps,
-                  callbacks=[log, saver], verbose=0)
+                  callbacks=[log, saver], verbose=0, shuffle=False)
     step = int(optimizer.iterations.numpy())
 
     results = {}

@@ -101,3 +101,15 @@ def test_bad_records_are_reported(tmp_path):
     (tmp_path / "junk.tfrecord").write_bytes(b"this is not a tfrecord file at all" * 3)
     with pytest.raises(ValueError, match="not a readable TFRecord"):
         records.make_dataset(str(tmp_path / "junk.tfrecord"), 2, S, P)
+
+
+def test_non_deterministic_mode_shards_files_per_worker(tmp_path):
+    pattern, examples = write_records(str(tmp_path), 20, seq_length=S, max_predictions_per_seq=P, num_shards=2)
+    seen = []
+    for index in range(2):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=index, num_replicas_in_sync=2)
+        ds = records.make_dataset(pattern, 4, S, P, input_context=context, deterministic=False, shuffle_buffer=1)
+        seen.append({tuple(r) for r in _rows(list(ds.take(10)), "input_word_ids")})
+    # Each worker reads its own file: examples[0::2] went to shard 0, examples[1::2] to shard 1.
+    assert seen[0] == {tuple(e["input_ids"]) for e in examples[0::2]}
+    assert seen[1] == {tuple(e["input_ids"]) for e in examples[1::2]}

@@ -125,3 +125,18 @@ def test_missing_checkpoint_file_is_reported(tmp_path):
     model, optimizer = _state()
     with pytest.raises(CheckpointError, match="corrupt or incomplete"):
         TrainingCheckpoint(str(tmp_path), model, optimizer).restore(str(tmp_path / "ckpt-9"))
+
+
+def test_a_save_cut_short_leaves_the_previous_checkpoint_in_use(tmp_path):
+    model, optimizer = _state()
+    ckpt = TrainingCheckpoint(str(tmp_path), model, optimizer)
+    path = ckpt.save(2)
+    # A kill while writing ckpt-4: its files exist partly, the 'checkpoint' state file was not updated.
+    (tmp_path / "ckpt-4.index").write_bytes(b"\x00" * 10)
+    (tmp_path / "ckpt-4.data-00000-of-00001").write_bytes(b"\x00" * 100)
+    other_model, other_opt = _state()
+    resumed = TrainingCheckpoint(str(tmp_path), other_model, other_opt)
+    assert resumed.latest == path
+    resumed.restore_latest()
+    for a, b in zip(_weights(other_model, other_opt), _weights(model, optimizer)):
+        np.testing.assert_array_equal(a, b)
