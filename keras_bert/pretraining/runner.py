@@ -63,7 +63,8 @@ class PretrainingConfig:
             when model_dir already holds a checkpoint to resume from).
         next_sentence: bool. Train the NSP head (False: MLM only).
         seed: int. Seeds weights, dropout and data order.
-        deterministic: bool. Reproducible data order (see `records.make_dataset`).
+        deterministic: bool. Reproducible data order (see `records.make_dataset`) and an exact
+            data position on resume; False reads in parallel and re-seeds on resume.
         shuffle_buffer: int. Records in the shuffle buffer.
         eval_batch_size: int or None. Batch size of the evaluation (default batch_size).
         max_eval_steps: int or None. Limit of evaluation batches.
@@ -171,15 +172,21 @@ def _adapt_keras_to_strategy(model, strategy):
 
 
 def _train_dataset(config, strategy, start_step):
+    """The training batches from the data position of `start_step`.
+
+    Deterministic runs skip the batches already trained on (exact resume; the skipped
+    records are read, which takes a while for very long runs); otherwise the stream is
+    re-seeded with the step (fast resume, other batches than an uninterrupted run)."""
     micro_batch = config.batch_size // config.grad_accumulation_steps
     done = start_step * config.grad_accumulation_steps  # Micro-steps already trained.
+    seed = config.seed if config.deterministic else config.seed + start_step
 
     def dataset_fn(context=None):
         per_pipeline = 1 if context is None else context.num_replicas_in_sync // context.num_input_pipelines
         return records.make_dataset(
             config.train_files, micro_batch, config.seq_length, config.max_predictions_per_seq,
-            is_training=True, input_context=context, seed=config.seed, deterministic=config.deterministic,
-            shuffle_buffer=config.shuffle_buffer, skip_batches=done * per_pipeline)
+            is_training=True, input_context=context, seed=seed, deterministic=config.deterministic,
+            shuffle_buffer=config.shuffle_buffer, skip_batches=done * per_pipeline if config.deterministic else 0)
 
     if config.strategy == "default":
         return dataset_fn()

@@ -11,6 +11,7 @@ import time
 import keras
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from keras_bert.training.io_utils import write_atomic
 
@@ -64,6 +65,7 @@ class TrainingLog(keras.callbacks.Callback):
             self.writer.flush()
         if self.history_path:
             write_atomic(self.history_path, json.dumps(self.history, indent=1))
+        logging.info("step %d: %s", step, ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k != "step"))
         if self.progbar is not None:
             shown = [(k, record[k]) for k in SCALARS if k in record]
             self.progbar.update(step, shown + [("lr", record["learning_rate"]),
