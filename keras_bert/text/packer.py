@@ -16,8 +16,9 @@ class BertPacker(keras.layers.Layer):
     The sequence is `[CLS] A [SEP]` (type 0) followed by `B [SEP]` (type 1) for pairs,
     then `pad_id` up to the length. As in the original `convert_single_example`, a row
     whose B has no tokens is packed as a single text (no second [SEP]; A truncated to
-    seq_length - 2), and a B cut to nothing (seq_length 3 or 4) leaves no [SEP] either. Runs in-graph on batches: in tf.data, in a
-    functional model, in a SavedModel.
+    seq_length - 2), and a B cut to nothing (seq_length 3 or 4) leaves no [SEP] either.
+    Runs in-graph on batches, in tf.data, in a functional model and in a SavedModel, with
+    dense ops only (TFLite builtins).
 
     Args:
         seq_length: int or None. An int packs to exactly this length, truncating first;
@@ -64,36 +65,29 @@ class BertPacker(keras.layers.Layer):
         segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
         if not 1 <= len(segments) <= 2:
             raise ValueError(f"BertPacker packs one or two segments, got {len(segments)}.")
-        segments = [_as_ragged(s) for s in segments]
-        unbatched = segments[0].shape.rank == 1
-        if any((s.shape.rank == 1) != unbatched for s in segments):
+        segments = [_as_segment(s) for s in segments]  # (values [N], row_splits [B + 1], batched)
+        unbatched = not segments[0][2]
+        if any(s[2] == unbatched for s in segments):
             raise ValueError("Segments must be all batched [B, (T)] or all unbatched [T].")
-        if unbatched:
-            segments = [tf.RaggedTensor.from_tensor(s[tf.newaxis]) for s in segments]
         if self.seq_length is not None and self.seq_length < 1 + len(segments):
             raise ValueError(f"seq_length {self.seq_length} cannot hold [CLS] and {len(segments)} [SEP] tokens; "
                              f"pairs need seq_length >= 3.")
-        first, second = segments[0], segments[1] if len(segments) == 2 else None
-        if self.seq_length is not None:
-            first, second = self._truncate(first, second)
-        ids, type_ids = self._combine(first, second)  # (B, (S)) each
-        shape = [None, self.seq_length]
-        outputs = {
-            "input_word_ids": ids.to_tensor(self.pad_id, shape=shape),
-            "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
-            "input_type_ids": type_ids.to_tensor(0, shape=shape),
-        }  # (B, S) each
+        starts = [splits[:-1] for _, splits, _ in segments]  # (B,) each
+        lengths = [splits[1:] - splits[:-1] for _, splits, _ in segments]  # (B,) each
+        kept = self._kept_lengths(lengths)
+        outputs = self._pack([values for values, _, _ in segments], starts, kept)  # (B, S) each
         if unbatched:
             outputs = {k: v[0] for k, v in outputs.items()}
         return outputs
 
-    def _truncate(self, first, second):
-        """Cuts A (and B) so that the packed row fits in seq_length."""
-        len_a = tf.cast(first.row_lengths(), tf.int32)  # (B,)
+    def _kept_lengths(self, lengths):
+        """Tokens kept from each segment so that the packed row fits in seq_length."""
+        if self.seq_length is None:
+            return lengths
         single_budget = self.seq_length - 2
-        if second is None:
-            return _first_n(first, tf.minimum(len_a, single_budget)), None
-        len_b = tf.cast(second.row_lengths(), tf.int32)  # (B,)
+        if len(lengths) == 1:
+            return [tf.minimum(lengths[0], single_budget)]
+        len_a, len_b = lengths
         budget = self.seq_length - 3
         if self.truncation == "waterfall":
             keep_a = tf.minimum(len_a, budget)
@@ -102,20 +96,27 @@ class BertPacker(keras.layers.Layer):
             keep_a, keep_b = longest_first_lengths(len_a, len_b, budget)
         # A row whose B has no tokens is a single text (the original's `if tokens_b:`).
         keep_a = tf.where(len_b == 0, tf.minimum(len_a, single_budget), keep_a)
-        return _first_n(first, keep_a), _first_n(second, keep_b)
+        return [keep_a, keep_b]
 
-    def _combine(self, first, second):
-        """[CLS] A [SEP] (type 0), then B [SEP] (type 1) where B has tokens."""
-        column = tf.ones([first.nrows(), 1], tf.int32)  # (B, 1)
-        head = tf.concat([tf.RaggedTensor.from_tensor(column * self.cls_id), first,
-                          tf.RaggedTensor.from_tensor(column * self.sep_id)], axis=1)  # (B, (S))
-        if second is None:
-            return head, tf.zeros_like(head)
-        has_second = tf.cast(second.row_lengths() > 0, second.row_splits.dtype)  # (B,)
-        sep = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(has_second)], self.sep_id), has_second)  # (B, (0 or 1))
-        tail = tf.concat([second, sep], axis=1)  # (B, (T))
-        return tf.concat([head, tail], axis=1), tf.concat([tf.zeros_like(head), tf.ones_like(tail)], axis=1)
+    def _pack(self, values, starts, kept):
+        """Writes [CLS] A [SEP] (B [SEP]) [PAD]... with dense index arithmetic (TFLite builtins)."""
+        keep_a = kept[0][:, tf.newaxis]  # (B, 1)
+        keep_b = kept[1][:, tf.newaxis] if len(kept) == 2 else tf.zeros_like(keep_a)  # (B, 1)
+        has_b = tf.cast(keep_b > 0, tf.int32)  # (B, 1): no [SEP] for an empty B
+        total = 2 + keep_a + keep_b + has_b  # (B, 1)
+        width = self.seq_length or tf.maximum(tf.reduce_max(total), 0)
+        pos = tf.range(width)[tf.newaxis, :]  # (1, S)
+        in_a = (pos >= 1) & (pos <= keep_a)  # (B, S)
+        b_pos = pos - keep_a - 2  # (B, S): position inside B
+        in_b = (b_pos >= 0) & (b_pos < keep_b)  # (B, S)
+        is_sep = (pos == keep_a + 1) | ((b_pos == keep_b) & (has_b > 0))  # (B, S)
+        ids = tf.fill(tf.shape(in_a), self.pad_id)  # (B, S)
+        ids = tf.where(in_a, _take(values[0], starts[0][:, tf.newaxis] + pos - 1), ids)
+        if len(kept) == 2:
+            ids = tf.where(in_b, _take(values[1], starts[1][:, tf.newaxis] + b_pos), ids)
+        ids = tf.where(is_sep, self.sep_id, tf.where(pos == 0, self.cls_id, ids))
+        type_ids = tf.cast(in_b | (is_sep & (b_pos >= 0)), tf.int32)
+        return {"input_word_ids": ids, "input_mask": tf.cast(pos < total, tf.int32), "input_type_ids": type_ids}
 
     def compute_output_spec(self, inputs):
         segments = inputs if isinstance(inputs, (tuple, list)) else [inputs]
@@ -155,28 +156,32 @@ def longest_first_lengths(len_a, len_b, budget):
     return kept_a, kept_b
 
 
-def _first_n(segment, n):
-    """The first n[i] items of each row of a ragged [B, (T)] tensor."""
-    positions = tf.ragged.range(tf.cast(segment.row_lengths(), tf.int32))  # (B, (T))
-    return tf.ragged.boolean_mask(segment, positions < n[:, tf.newaxis])
+def _take(values, index):
+    """values[index] where index is valid, anything (a padding value) elsewhere."""
+    padded = tf.concat([values, tf.zeros([1], values.dtype)], axis=0)  # never empty
+    return tf.gather(padded, tf.clip_by_value(index, 0, tf.shape(values)[0]))
 
 
-def _as_ragged(segment):
-    """Checks one segment and returns it as int32 ids: ragged [B, (T)] or dense [T]."""
+def _as_segment(segment):
+    """Checks one segment of ids; returns (int32 values [N], int32 row_splits [B + 1], batched).
+
+    Ragged [B, (T)] and [B, (words), (pieces)], dense [B, T] (full rows) and dense [T]
+    (one unbatched example) are accepted.
+    """
     if isinstance(segment, tf.RaggedTensor):
         if segment.shape.rank == 3:  # (B, (words), (pieces)) from a word-level tokenizer
             segment = segment.merge_dims(-2, -1)
         if segment.shape.rank != 2:
             raise ValueError(f"A ragged segment must be [batch, (tokens)], got shape {segment.shape}.")
+        values, splits, batched = segment.values, segment.row_splits, True
     else:
         segment = tf.convert_to_tensor(segment)
-        if segment.shape.rank == 2:
-            segment = tf.RaggedTensor.from_tensor(segment)
-        elif segment.shape.rank != 1:
+        if segment.shape.rank not in (1, 2):
             raise ValueError(f"A dense segment must be [tokens] or [batch, tokens], got shape {segment.shape}.")
-    if not segment.dtype.is_integer:
-        raise TypeError(f"Segments must hold integer token ids, got {segment.dtype.name}.")
-    segment = tf.cast(segment, tf.int32)
-    if isinstance(segment, tf.RaggedTensor):
-        segment = segment.with_row_splits_dtype(tf.int64)
-    return segment
+        batched = segment.shape.rank == 2
+        shape = tf.shape(segment)
+        rows, width = (shape[0], shape[1]) if batched else (1, shape[0])
+        values, splits = tf.reshape(segment, [-1]), tf.range(rows + 1) * width
+    if not values.dtype.is_integer:
+        raise TypeError(f"Segments must hold integer token ids, got {values.dtype.name}.")
+    return tf.cast(values, tf.int32), tf.cast(splits, tf.int32), batched

@@ -153,3 +153,28 @@ def test_bad_arguments():
         BertPacker(8, cls_id=CLS, sep_id=SEP)([tf.ragged.constant([[1]])] * 3)
     with pytest.raises(TypeError, match="integer token ids"):
         BertPacker(8, cls_id=CLS, sep_id=SEP)(tf.ragged.constant([[1.5]]))
+
+
+def test_tflite_builtins_only():
+    """The packer converts to TFLite builtin ops (no Flex, no custom ops) and runs there."""
+    from tensorflow.lite.python.interpreter import Interpreter
+
+    packer = BertPacker(12, cls_id=CLS, sep_id=SEP, pad_id=PAD)
+    values, splits = tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64)
+
+    @tf.function(input_signature=[values, splits, values, splits])
+    def pack(values_a, splits_a, values_b, splits_b):
+        return packer((tf.RaggedTensor.from_row_splits(values_a, splits_a, validate=False),
+                       tf.RaggedTensor.from_row_splits(values_b, splits_b, validate=False)))
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([pack.get_concrete_function()], packer)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    runner = Interpreter(model_content=converter.convert()).get_signature_runner()
+    rng = random.Random(5)
+    rows_a, rows_b = _random_rows(rng, 16, 9), _random_rows(rng, 16, 9)
+    feed = {}
+    for name, rows in (("a", rows_a), ("b", rows_b)):
+        feed[f"values_{name}"] = np.array(sum(rows, []), np.int32)
+        feed[f"splits_{name}"] = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
+    got = runner(**feed)
+    _assert_packed({k: tf.constant(v) for k, v in got.items()}, _reference_batch(rows_a, rows_b, 12))

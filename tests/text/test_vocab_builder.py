@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 from official.nlp.tools import tokenization
 
+from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.text.vocab_builder import build_vocabulary, pretokenize, write_vocabulary
 
 SYLLABLES = ["ka", "to", "ri", "mu", "sé", "la", "pö", "ne", "qui", "ab", "zor", "ën", "ti", "ham"]
@@ -89,6 +90,9 @@ def test_uncased_vocab_layout_and_coverage(corpus, uncased_vocab, tmp_path):
     tokens = _original_tokens(vocab, lines, True, tmp_path)
     assert "[UNK]" not in tokens
     assert len(tokens) < 1.5 * len(_seen_words(lines, True))
+    # The in-graph tokenizer normalizes as the vocabulary was built: same pieces, no [UNK].
+    tokenizer = BertTokenizer(vocab, lower_case=True)
+    assert tokenizer(tf.constant(lines)).flat_values.numpy().tolist() == [vocab.index(t) for t in tokens]
 
 
 def test_cased_vocab_keeps_case_and_accents(corpus, tmp_path):
