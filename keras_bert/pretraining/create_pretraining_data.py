@@ -6,8 +6,8 @@
 The corpus is streamed in chunks of `documents_per_chunk` documents (random next segments come from
 another document of the same chunk). Each chunk is tokenized in one call of the in-graph tokenizer,
 turned into examples `dupe_factor` times (`keras_bert.pretraining.examples`) and serialized with NumPy
-(`example_proto`). Chunks run on `num_workers` processes; the main process writes their examples
-round-robin into `num_shards` files in chunk order, so the output depends only on the corpus, the
+(`example_proto`). Chunks run on `num_workers` processes (the main one and helpers); the main process writes their
+examples round-robin into `num_shards` files in chunk order, so the output depends only on the corpus, the
 settings and `seed`, never on `num_workers`. Files are written as `*.tmp` and renamed at the end.
 
 Records have the original feature names and dtypes: int64 input_ids, input_mask, segment_ids [S],
@@ -16,10 +16,12 @@ masked_lm_positions, masked_lm_ids [P], float masked_lm_weights [P], int64 next_
 """
 
 import collections
+import concurrent.futures
 import itertools
 import json
 import multiprocessing
 import os
+import queue
 import sys
 import time
 
@@ -63,8 +65,11 @@ class ExampleFactory:
 
     def __call__(self, chunk_index, documents):
         """Returns a list of (serialized records, stats) per duplicate of the chunk."""
+        return self.examples(chunk_index, self.tokenize(documents))
+
+    def examples(self, chunk_index, chunk):
+        """TokenizedChunk -> a list of (serialized records, stats) per duplicate."""
         s, tok = self.settings, self.tokenizer
-        chunk = self.tokenize(documents)
         results = []
         for dupe in range(s["dupe_factor"]):
             if chunk.num_documents == 0:
@@ -91,18 +96,20 @@ def _make_tokenizer(vocab_file, lower_case):
     return BertTokenizer(vocab_file, lower_case=lower_case)
 
 
-_WORKER_FACTORY = None
-
-
-def _init_worker(vocab_file, lower_case, settings):
-    global _WORKER_FACTORY
+def _helper_loop(tasks, results, vocab_file, lower_case, settings):
+    """A helper process: takes (index, documents) tasks until None, puts (index, results or error)."""
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    _WORKER_FACTORY = ExampleFactory(_make_tokenizer(vocab_file, lower_case), settings)
-
-
-def _run_worker(chunk_index, documents):
-    return _WORKER_FACTORY(chunk_index, documents)
+    try:
+        factory = ExampleFactory(_make_tokenizer(vocab_file, lower_case), settings)
+    except BaseException as e:  # Reported by the main process.
+        results.put((-1, f"worker start-up failed: {e!r}"))
+        return
+    while (task := tasks.get()) is not None:
+        try:
+            results.put((task[0], factory(*task)))
+        except BaseException as e:
+            results.put((task[0], f"chunk {task[0]} failed: {e!r}"))
 
 
 def _chunks(documents, documents_per_chunk, max_chunk_sentences):
@@ -119,23 +126,71 @@ def _chunks(documents, documents_per_chunk, max_chunk_sentences):
 
 
 def _ordered_results(chunks, num_workers, vocab_file, lower_case, settings):
-    """Yields each chunk's results in chunk order, computing up to 2 * num_workers chunks ahead."""
-    if num_workers <= 1:
-        factory = ExampleFactory(_make_tokenizer(vocab_file, lower_case), settings)
-        for index, chunk in enumerate(chunks):
-            yield factory(index, chunk)
+    """Yields each chunk's results in chunk order.
+
+    With num_workers > 1, num_workers - 1 helper processes and the main process take chunks from one
+    task queue (at most 2 * num_workers chunks ahead of the writer); the main process works on a chunk
+    whenever the next one to write is not ready, so helpers starting up (importing TensorFlow) cost
+    little. Results are keyed by chunk index, so the output does not depend on who computed what.
+    """
+    factory = ExampleFactory(_make_tokenizer(vocab_file, lower_case), settings)
+    if num_workers <= 1:  # Tokenize the next chunk (TensorFlow, without the GIL) on a thread meanwhile.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            previous = None
+            for index, chunk in enumerate(chunks):
+                tokenized = pool.submit(factory.tokenize, chunk)
+                if previous is not None:
+                    yield factory.examples(index - 1, previous.result())
+                previous = tokenized
+            if previous is not None:
+                yield factory.examples(index, previous.result())
         return
     context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe.
-    with context.Pool(num_workers, _init_worker, (vocab_file, lower_case, settings)) as pool:
-        pending = collections.deque()
-        indexed = enumerate(chunks)
-        for index, chunk in itertools.islice(indexed, 2 * num_workers):
-            pending.append(pool.apply_async(_run_worker, (index, chunk)))
-        while pending:
-            result = pending.popleft().get()
-            for index, chunk in itertools.islice(indexed, 1):
-                pending.append(pool.apply_async(_run_worker, (index, chunk)))
-            yield result
+    tasks, results = context.Queue(), context.Queue()
+    helpers = [context.Process(target=_helper_loop, args=(tasks, results, vocab_file, lower_case, settings),
+                               daemon=True) for _ in range(num_workers - 1)]
+    for helper in helpers:
+        helper.start()
+    indexed, done = enumerate(chunks), {}
+    submitted = next_index = 0
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and submitted - next_index < 2 * num_workers:
+                task = next(indexed, None)
+                if task is None:
+                    exhausted = True
+                else:
+                    tasks.put(task)
+                    submitted += 1
+            if exhausted and next_index == submitted:
+                return
+            if next_index in done:
+                yield done.pop(next_index)
+                next_index += 1
+                continue
+            try:  # The next chunk is not ready: work on the oldest unclaimed one here.
+                index, chunk = tasks.get(timeout=0.05)
+                done[index] = factory(index, chunk)
+                continue
+            except queue.Empty:
+                pass
+            try:
+                index, result = results.get(timeout=1.0)
+            except queue.Empty:
+                if not all(h.is_alive() for h in helpers):
+                    raise RuntimeError("A create_pretraining_data worker process died.") from None
+                continue
+            if isinstance(result, str):
+                raise RuntimeError(result)
+            done[index] = result
+    finally:
+        for _ in helpers:
+            tasks.put(None)
+        for helper in helpers:  # All results are in: a helper still starting up is not waited for.
+            helper.join(timeout=1)
+            if helper.is_alive():
+                helper.terminate()
 
 
 class _Progress:

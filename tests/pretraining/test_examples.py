@@ -202,6 +202,27 @@ def test_deterministic_across_workers_and_atomic(tmp_path):
     assert not list((tmp_path / "two").glob("*.tmp"))
 
 
+def test_helper_process_gives_the_same_examples(tmp_path):
+    import multiprocessing
+
+    from keras_bert.pretraining.create_pretraining_data import _helper_loop
+
+    vocab_file = generated_corpus.write_vocab(tmp_path / "vocab.txt")
+    docs = generated_corpus.documents(40, seed=8)
+    settings = dict(SETTINGS, dupe_factor=2, whole_word_masking=True)
+    context = multiprocessing.get_context("spawn")
+    tasks, results = context.Queue(), context.Queue()
+    for task in [(3, docs), None]:
+        tasks.put(task)
+    helper = context.Process(target=_helper_loop, args=(tasks, results, vocab_file, True, settings))
+    helper.start()
+    index, theirs = results.get(timeout=240)
+    helper.join(timeout=60)
+    ours = ExampleFactory(BertTokenizer(vocab_file), settings)(3, docs)
+    assert index == 3 and len(ours) == 2 and ours[0][0]
+    assert [records for records, _ in theirs] == [records for records, _ in ours]
+
+
 def test_bad_input(tmp_path):
     vocab_file = generated_corpus.write_vocab(tmp_path / "vocab.txt")
     with pytest.raises(FileNotFoundError, match="nothing"):
