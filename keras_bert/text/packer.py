@@ -72,8 +72,9 @@ class BertPacker(keras.layers.Layer):
         if self.seq_length is not None and self.seq_length < 1 + len(segments):
             raise ValueError(f"seq_length {self.seq_length} cannot hold [CLS] and {len(segments)} [SEP] tokens; "
                              f"pairs need seq_length >= 3.")
-        starts = [splits[:-1] for _, splits, _ in segments]  # (B,) each
-        lengths = [splits[1:] - splits[:-1] for _, splits, _ in segments]  # (B,) each
+        with tf.control_dependencies(_same_batch_size(segments)):
+            starts = [splits[:-1] for _, splits, _ in segments]  # (B,) each
+            lengths = [splits[1:] - splits[:-1] for _, splits, _ in segments]  # (B,) each
         kept = self._kept_lengths(lengths)
         outputs = self._pack([values for values, _, _ in segments], starts, kept)  # (B, S) each
         if unbatched:
@@ -154,6 +155,18 @@ def longest_first_lengths(len_a, len_b, budget):
     kept_b = tf.where(fits | (only_longer & (len_b < len_a)), len_b,
                       tf.where(only_longer, budget - len_a, half_b))
     return kept_a, kept_b
+
+
+def _same_batch_size(segments):
+    """Checks that A and B have the same number of rows; returns the graph's check ops."""
+    if len(segments) == 1:
+        return []
+    rows_a, rows_b = (splits.shape[0] for _, splits, _ in segments)
+    if rows_a is not None and rows_b is not None and rows_a != rows_b:
+        raise ValueError(f"Segments A and B have different batch sizes: {rows_a - 1} and {rows_b - 1}.")
+    check = tf.debugging.assert_equal(tf.shape(segments[0][1]), tf.shape(segments[1][1]),
+                                      message="Segments A and B have different batch sizes")
+    return [] if check is None else [check]
 
 
 def _take(values, index):

@@ -107,6 +107,13 @@ def test_word_level_ragged_and_dense_inputs():
     assert dense["input_word_ids"].numpy().tolist() == [[CLS, 5, 6, 7, 8, SEP]]
 
 
+def test_empty_batch():
+    empty = tf.ragged.constant([], tf.int32, ragged_rank=1, inner_shape=())
+    for seq_length, width in ((8, 8), (None, 0)):
+        out = BertPacker(seq_length, cls_id=CLS, sep_id=SEP)((empty, empty))
+        assert all(v.shape == (0, width) for v in out.values())
+
+
 def test_in_tf_data_batched_and_unbatched():
     rng = random.Random(3)
     rows_a, rows_b = _random_rows(rng, 20, 12), _random_rows(rng, 20, 12)
@@ -151,6 +158,12 @@ def test_bad_arguments():
         BertPacker(2, cls_id=CLS, sep_id=SEP)((tf.ragged.constant([[1]]), tf.ragged.constant([[2]])))
     with pytest.raises(ValueError, match="one or two"):
         BertPacker(8, cls_id=CLS, sep_id=SEP)([tf.ragged.constant([[1]])] * 3)
+    with pytest.raises(ValueError, match="different batch sizes"):
+        BertPacker(8, cls_id=CLS, sep_id=SEP)((tf.ragged.constant([[1], [2]]), tf.ragged.constant([[3]])))
+    spec = tf.RaggedTensorSpec([None, None], tf.int32)
+    traced = tf.function(BertPacker(8, cls_id=CLS, sep_id=SEP), input_signature=[(spec, spec)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="different batch sizes"):
+        traced((tf.ragged.constant([[1], [2]]), tf.ragged.constant([[3]])))
     with pytest.raises(TypeError, match="integer token ids"):
         BertPacker(8, cls_id=CLS, sep_id=SEP)(tf.ragged.constant([[1.5]]))
 

@@ -143,6 +143,8 @@ def test_bad_input(tokenizer):
         BertPreprocessor(tokenizer)([tf.constant(["a"])] * 3)
     with pytest.raises(ValueError, match="shape"):
         BertPreprocessor(tokenizer)(tf.constant([["a"]]))
+    with pytest.raises(ValueError, match="different batch sizes"):
+        BertPreprocessor(tokenizer)((tf.constant(["a", "b"]), tf.constant(["c"])))
     with pytest.raises(TypeError, match="BertTokenizer"):
         BertPreprocessor("vocab.txt")
 
