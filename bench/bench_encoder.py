@@ -1,0 +1,176 @@
+"""Encoder forward throughput: keras_bert vs keras-hub BertBackbone vs tf-models-official BertEncoder.
+
+Same config (BERT-base by default, vocab 30522), same random padded batch, inference
+(training=False), float32, each in graph mode (tf.function) and with XLA
+(jit_compile=True); then bfloat16 (Keras mixed_bfloat16) for ours and keras-hub, with
+the output difference it costs against float32 with the same weights. GFLOP/s count
+the forward's matmuls (see `common.encoder_flops`) and are compared with a square
+tf.matmul roofline measured in the same run.
+
+    .venv/bin/python bench/bench_encoder.py [--size base] [--batch 8] [--seq 128]
+        [--iters 3] [--dynamic] [--no-bf16] [--plot bench/out/encoder.png]
+"""
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+import keras_bert  # noqa: E402
+
+MODES = {"graph": False, "xla": True}
+
+
+def build_ours(config, dtype):
+    """keras_bert.BertEncoder -> (model, fn(inputs) -> sequence_output)."""
+    model = keras_bert.BertEncoder(config, dtype=dtype)
+    return model, lambda inputs: model(inputs, training=False)["sequence_output"]
+
+
+def build_keras_hub(config, dtype):
+    """keras_hub.models.BertBackbone with the same sizes."""
+    model = common.keras_hub_backbone(config, dtype)
+    return model, lambda inputs: model(common.keras_hub_inputs(inputs), training=False)["sequence_output"]
+
+
+def build_tf_models(config, dtype):
+    """official.nlp.modeling.networks.BertEncoderV2 (tf_keras), exact GELU like ours."""
+    if dtype != "float32":
+        raise ValueError("tf-models-official is benchmarked in float32 only.")
+    import tf_keras
+    from official.nlp.modeling import networks
+
+    model = networks.BertEncoderV2(
+        vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads, max_sequence_length=config.max_position_embeddings,
+        type_vocab_size=config.type_vocab_size, inner_dim=config.intermediate_size,
+        inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=False),
+        output_dropout=config.hidden_dropout_prob, attention_dropout=config.attention_probs_dropout_prob)
+    return model, lambda inputs: model(inputs, training=False)["sequence_output"]
+
+
+PEERS = {"ours": build_ours, "keras-hub": build_keras_hub, "tf-models": build_tf_models}
+
+
+def measure(fn, inputs, jit, iters):
+    """Median seconds per batch of `fn` compiled with tf.function (and XLA when `jit`)."""
+    compiled = tf.function(fn, jit_compile=jit)
+    return common.time_call(lambda: compiled(inputs), warmup=1, iters=iters)
+
+
+def run_throughput(config, batch, seq, iters, dtypes, peers):
+    """Rows of {name, dtype, mode, seconds, ...} for every (peer, dtype, mode) asked."""
+    inputs = {k: tf.constant(v) for k, v in common.random_encoder_batch(batch, seq, config.vocab_size).items()}
+    rows, outputs = [], {}
+    for dtype in dtypes:
+        for name in peers:
+            if dtype != "float32" and name == "tf-models":
+                continue
+            keras.utils.set_random_seed(0)  # Same weights for float32 and bfloat16 of one peer.
+            model, fn = PEERS[name](config, dtype)
+            outputs[name, dtype] = np.asarray(tf.function(fn)(inputs), "float32")
+            for mode, jit in MODES.items():
+                t = measure(fn, inputs, jit, iters)
+                rows.append({"name": name, "dtype": dtype, "mode": mode, **t})
+                print(f"  {name:9s} {dtype:8s} {mode:5s} {t['median'] * 1e3:8.1f} ms "
+                      f"(min {t['min'] * 1e3:.1f}, max {t['max'] * 1e3:.1f})", flush=True)
+            del model
+            keras.backend.clear_session()
+    return rows, outputs
+
+
+def run_dynamic(config, batch, long_seq, short_seq, iters):
+    """Ours with one tf.function for any [B, S]: times both lengths and counts traces."""
+    model = keras_bert.BertEncoder(config)
+    traces = []
+    spec = {k: tf.TensorSpec([None, None], tf.int32, name=k) for k in keras_bert.models.encoder.INPUT_NAMES}
+
+    @tf.function(input_signature=[spec])
+    def forward(inputs):
+        traces.append(1)  # Runs only while tracing.
+        return model(inputs, training=False)["sequence_output"]
+
+    result = {}
+    for seq in (long_seq, short_seq):
+        inputs = {k: tf.constant(v) for k, v in common.random_encoder_batch(batch, seq, config.vocab_size).items()}
+        result[seq] = common.time_call(lambda: forward(inputs), warmup=1, iters=iters)["median"]
+    return result, len(traces)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", default="base", help="BertConfig preset (tiny ... large, L-4_H-512).")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--iters", type=int, default=3, help="Timed calls per configuration (median).")
+    parser.add_argument("--peers", default="ours,keras-hub,tf-models")
+    parser.add_argument("--no-bf16", action="store_true", help="Skip the mixed_bfloat16 rows.")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="Also time ours at --seq and --seq/4 with one graph, counting retraces.")
+    parser.add_argument("--plot", default="bench/out/encoder.png", help="PNG bar chart path ('' for none).")
+    args = parser.parse_args(argv)
+
+    config = keras_bert.BertConfig.preset(args.size)
+    peers = [p for p in args.peers.split(",") if p]
+    dtypes = ["float32"] if args.no_bf16 else ["float32", "mixed_bfloat16"]
+    flops = common.encoder_flops(config, args.batch, args.seq)
+    print(f"BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} V={config.vocab_size}, "
+          f"batch {args.batch} x seq {args.seq}, {flops / 1e9:.1f} GFLOP per forward; "
+          f"TF {tf.__version__}, keras {keras.__version__}, {os.cpu_count()} CPUs")
+    roofline = {"float32": common.matmul_roofline("float32")}
+    if "mixed_bfloat16" in dtypes:
+        roofline["mixed_bfloat16"] = common.matmul_roofline("bfloat16")
+    print("matmul roofline (2048^3 tf.matmul): " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in roofline.items()))
+
+    rows, outputs = run_throughput(config, args.batch, args.seq, args.iters, dtypes, peers)
+    table = []
+    for r in rows:
+        gflops = flops / r["median"] / 1e9
+        table.append([r["name"], r["dtype"], r["mode"], r["median"] * 1e3, r["cpu"] * 1e3, args.batch / r["median"],
+                      gflops,
+                      f"{100 * gflops / roofline[r['dtype']]:.0f}%", f"{(r['max'] - r['min']) / r['median']:.0%}"])
+    print()
+    print(common.format_table(
+        ["model", "dtype", "mode", "ms/batch", "cpu ms", "seq/s", "GFLOP/s", "of roofline", "spread"], table))
+
+    by_key = {(r["name"], r["dtype"], r["mode"]): r for r in rows}
+    print()
+    for dtype in dtypes:
+        for mode in MODES:
+            ours = by_key.get(("ours", dtype, mode))
+            for peer in ("keras-hub", "tf-models"):
+                other = by_key.get((peer, dtype, mode))
+                if ours and other:
+                    print(f"speed ours/{peer:9s} {dtype:14s} {mode:5s}: {other['median'] / ours['median']:.2f}x "
+                          f"wall, {other['cpu'] / ours['cpu']:.2f}x cpu time")
+    for name in peers:
+        if (name, "mixed_bfloat16") in outputs:
+            diff = np.abs(outputs[name, "mixed_bfloat16"] - outputs[name, "float32"])
+            print(f"bfloat16 vs float32 sequence_output, {name}: max abs diff {diff.max():.3g}, "
+                  f"mean abs diff {diff.mean():.3g}")
+
+    if args.dynamic:
+        short = max(1, args.seq // 4)
+        result, traces = run_dynamic(config, args.batch, args.seq, short, args.iters)
+        print(f"dynamic length (ours, graph, one tf.function with [None, None] inputs): seq {args.seq} "
+              f"{result[args.seq] * 1e3:.1f} ms, seq {short} {result[short] * 1e3:.1f} ms "
+              f"({result[args.seq] / result[short]:.1f}x faster), traced {traces} time(s)")
+
+    if args.plot:
+        labels = [f"{r['name']} {r['dtype'].replace('mixed_', '')} {r['mode']}" for r in rows]
+        common.save_bar_chart(args.plot, labels, [flops / r["median"] / 1e9 for r in rows], "GFLOP/s",
+                              f"BERT-{args.size} forward, batch {args.batch} x seq {args.seq}, CPU",
+                              reference=("float32 matmul roofline", roofline["float32"]))
+        print(f"chart: {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Shared helpers for the benchmarks: timing, FLOP counts, matmul roofline, tables, charts.
+
+Benchmarks are plain scripts (`python bench/bench_<name>.py`) that print ratios against
+peers measured in the same run. Times are medians over a few repetitions after warm-up.
+"""
+
+import os
+import statistics
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+
+
+def time_call(fn, warmup=1, iters=5, min_seconds=0.0):
+    """Median wall and CPU time in seconds of `fn()` (results are fetched to host to sync).
+
+    CPU time (all threads of this process) is reported too: on a machine shared with
+    other jobs it moves much less than wall time, so it tells whether a difference
+    in wall time is work or interference.
+
+    Args:
+        fn: callable with no arguments; its result (a tensor or nest of tensors) is
+            converted to NumPy so that the asynchronous runtime has finished.
+        warmup: int. Untimed calls first (tracing, XLA compilation, caches).
+        iters: int. Timed calls (at least; more while under `min_seconds`).
+        min_seconds: float. Keep timing until this much time has passed.
+
+    Returns:
+        dict with wall-time `median`, `min`, `max` seconds, `times` (list) and the
+        median CPU seconds `cpu`.
+    """
+    for _ in range(warmup):
+        _sync(fn())
+    times, cpu = [], []
+    start = time.perf_counter()
+    while len(times) < iters or time.perf_counter() - start < min_seconds:
+        t0, c0 = time.perf_counter(), time.process_time()
+        _sync(fn())
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return {"median": statistics.median(times), "min": min(times), "max": max(times), "times": times,
+            "cpu": statistics.median(cpu)}
+
+
+def _sync(result):
+    tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, result)
+
+
+def keras_hub_backbone(config, dtype=None):
+    """keras_hub.models.BertBackbone with the sizes of a `BertConfig`."""
+    import keras_hub
+
+    return keras_hub.models.BertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype=dtype)
+
+
+def keras_hub_inputs(inputs):
+    """Our encoder input dict -> keras-hub's names (token_ids, segment_ids, padding_mask)."""
+    return {"token_ids": inputs["input_word_ids"], "segment_ids": inputs["input_type_ids"],
+            "padding_mask": inputs["input_mask"]}
+
+
+def encoder_flops(config, batch, seq, pooler=True):
+    """Matmul FLOPs of one BERT encoder forward pass (multiply-add = 2 FLOPs).
+
+    Per layer and token: Q, K, V and attention-output projections (4 H^2) and the
+    feed-forward (2 H I) weights; per layer and sequence: attention scores and
+    context (2 S^2 H each). Embedding lookups, softmax, LayerNorm and GELU are
+    not counted (they are not matmuls).
+
+    Args:
+        config: `BertConfig`.
+        batch: int B.
+        seq: int S.
+        pooler: bool. Count the pooler's H x H dense on the [CLS] state.
+
+    Returns:
+        float FLOPs.
+    """
+    h, i, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    weights = layers * (4 * h * h + 2 * h * i)
+    flops = 2.0 * batch * seq * weights + layers * 4.0 * batch * seq * seq * h
+    if pooler:
+        flops += 2.0 * batch * h * h
+    return flops
+
+
+def matmul_roofline(dtype="float32", n=2048, iters=5):
+    """Measured GFLOP/s of a square [n, n] x [n, n] tf.matmul (graph mode) in `dtype`."""
+    a = tf.cast(tf.random.stateless_normal([n, n], seed=[1, 2]), dtype)
+    b = tf.cast(tf.random.stateless_normal([n, n], seed=[3, 4]), dtype)
+    fn = tf.function(tf.matmul)
+    seconds = time_call(lambda: fn(a, b), warmup=2, iters=iters)["min"]  # A peak: the best run.
+    return 2.0 * n ** 3 / seconds / 1e9
+
+
+def random_encoder_batch(batch, seq, vocab_size, seed=0, padded=True):
+    """Random int32 ids, mask and type ids [B, S]; with `padded`, lengths vary per row.
+
+    Returns:
+        dict of NumPy arrays `input_word_ids`, `input_mask`, `input_type_ids`.
+    """
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1, vocab_size, size=(batch, seq), dtype=np.int32)
+    lengths = rng.integers(seq // 2, seq + 1, size=batch) if padded else np.full(batch, seq)
+    lengths[0] = seq  # The batch is padded to its longest sequence.
+    mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int32)
+    types = ((np.arange(seq)[None, :] >= (lengths // 2)[:, None]) & (mask == 1)).astype(np.int32)
+    return {"input_word_ids": ids * mask, "input_mask": mask, "input_type_ids": types}
+
+
+def format_table(header, rows):
+    """A plain-text table: `header` a list of column names, `rows` lists of cells."""
+    cells = [[str(c) for c in header]] + [[_cell(c) for c in row] for row in rows]
+    widths = [max(len(r[j]) for r in cells) for j in range(len(header))]
+    lines = ["  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _cell(value):
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.1f}"
+    return str(value)
+
+
+def save_bar_chart(path, labels, values, xlabel, title, reference=None):
+    """Horizontal bar chart written atomically to `path` (PNG, matplotlib Agg).
+
+    Args:
+        path: str. Output file; its folder is created.
+        labels: list of str, one per bar.
+        values: list of float.
+        xlabel: str.
+        title: str.
+        reference: optional (label, value): a dashed vertical line (e.g. the roofline).
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(labels) + 1.5))
+    bars = ax.barh(range(len(labels)), values, color="tab:blue")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()
+    ax.bar_label(bars, fmt="%.0f", padding=3)
+    if reference is not None:
+        ax.axvline(reference[1], color="tab:red", linestyle="--", label=reference[0])
+        ax.legend(loc="lower right")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    fig.tight_layout()
+    fd, tmp = tempfile.mkstemp(suffix=".png", dir=folder)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png", dpi=100)
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.remove(tmp)
