@@ -113,16 +113,23 @@ def _helper_loop(tasks, results, vocab_file, lower_case, settings):
 
 
 def _chunks(documents, documents_per_chunk, max_chunk_sentences):
-    """Groups a document stream into chunks by document count, capped by sentences."""
-    chunk, sentences = [], 0
+    """Groups a document stream into chunks of documents_per_chunk documents (or max_chunk_sentences
+    sentences, with at least 2 documents). A last chunk of fewer than documents_per_chunk // 2
+    documents joins the one before, so random next segments always have other documents to come from
+    (unless the whole corpus is one document)."""
+    previous, chunk, sentences = None, [], 0
     for doc in documents:
         chunk.append(doc)
         sentences += len(doc)
-        if len(chunk) >= documents_per_chunk or sentences >= max_chunk_sentences:
-            yield chunk
-            chunk, sentences = [], 0
-    if chunk:
-        yield chunk
+        if len(chunk) >= documents_per_chunk or (sentences >= max_chunk_sentences and len(chunk) >= 2):
+            if previous is not None:
+                yield previous
+            previous, chunk, sentences = chunk, [], 0
+    if previous is not None and chunk and len(chunk) < documents_per_chunk // 2:
+        previous, chunk = previous + chunk, []
+    for rest in (previous, chunk):
+        if rest:
+            yield rest
 
 
 def _ordered_results(chunks, num_workers, vocab_file, lower_case, settings):

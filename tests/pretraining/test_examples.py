@@ -10,6 +10,7 @@ from official.nlp.data import create_pretraining_data as original
 from official.nlp.tools import tokenization
 
 import generated_corpus
+from keras_bert.pretraining import corpus as corpus_lib
 from keras_bert.pretraining import examples, records
 from keras_bert.pretraining.create_pretraining_data import ExampleFactory, create_pretraining_data
 from keras_bert.pretraining.example_proto import serialize_examples
@@ -199,6 +200,13 @@ def test_deterministic_across_workers_and_atomic(tmp_path):
     read = lambda files: [r.numpy() for f in files for r in tf.data.TFRecordDataset(f)]  # noqa: E731
     assert read(one) == read(two) == read(again)
     assert read(one) != read(other)
+    # Documents from any source (here tf.data, as tfds corpora come) give the same records as the file.
+    dataset = tf.data.Dataset.from_tensor_slices(["\n".join(d) for d in generated_corpus.documents(120, seed=3)])
+    from_dataset = create_pretraining_data(
+        None, str(tmp_path / "dataset"), vocab_file, max_seq_length=S, max_predictions_per_seq=P, dupe_factor=2,
+        num_shards=2, seed=7, documents_per_chunk=30, whole_word_masking=True,
+        documents=corpus_lib.dataset_documents(dataset))
+    assert read(from_dataset) == read(one)
     assert not list((tmp_path / "two").glob("*.tmp"))
 
 
@@ -221,6 +229,15 @@ def test_helper_process_gives_the_same_examples(tmp_path):
     ours = ExampleFactory(BertTokenizer(vocab_file), settings)(3, docs)
     assert index == 3 and len(ours) == 2 and ours[0][0]
     assert [records for records, _ in theirs] == [records for records, _ in ours]
+
+
+def test_chunks_keep_other_documents_for_random_next():
+    from keras_bert.pretraining.create_pretraining_data import _chunks
+
+    sizes = lambda n, per=10, cap=10**6: [len(c) for c in _chunks([["s."]] * n, per, cap)]  # noqa: E731
+    assert sizes(25) == [10, 10, 5] and sizes(24) == [10, 14] and sizes(10) == [10] and sizes(3) == [3]
+    big = [["s."] * 30] * 5
+    assert [len(c) for c in _chunks(big, 10, 50)] == [2, 3]  # The sentence cap keeps 2+ documents.
 
 
 def test_bad_input(tmp_path):
