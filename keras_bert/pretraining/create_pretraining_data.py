@@ -5,10 +5,13 @@
 
 The corpus is streamed in chunks of `documents_per_chunk` documents (random next segments come from
 another document of the same chunk). Each chunk is tokenized in one call of the in-graph tokenizer,
-turned into examples `dupe_factor` times (`keras_bert.pretraining.examples`) and serialized with NumPy
-(`example_proto`). Chunks run on `num_workers` processes (the main one and helpers); the main process writes their
-examples round-robin into `num_shards` files in chunk order, so the output depends only on the corpus, the
-settings and `seed`, never on `num_workers`. Files are written as `*.tmp` and renamed at the end.
+turned into examples `dupe_factor` times (`keras_bert.pretraining.examples`, duplicate d of chunk c
+seeded by (seed, c, d)) and serialized with NumPy (`example_proto`). Chunks run on `num_workers`
+processes (the main one and helpers); the main process writes their examples round-robin into
+`num_shards` files in chunk order, so the output depends only on the corpus, the settings and `seed`,
+never on `num_workers`. Files are written as `*.tmp` and renamed at the end; on an error they are
+removed. Helpers pay a start-up (TensorFlow import, tokenizer build) of a few seconds each: they pay
+off on corpora that take minutes, on machines with free cores.
 
 Records have the original feature names and dtypes: int64 input_ids, input_mask, segment_ids [S],
 masked_lm_positions, masked_lm_ids [P], float masked_lm_weights [P], int64 next_sentence_labels [1]
@@ -17,7 +20,6 @@ masked_lm_positions, masked_lm_ids [P], float masked_lm_weights [P], int64 next_
 
 import collections
 import concurrent.futures
-import itertools
 import json
 import multiprocessing
 import os

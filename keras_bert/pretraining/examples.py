@@ -12,6 +12,8 @@ Differences from the original (documented, distribution-preserving):
   corpus in memory and draws from all documents).
 - Truncation removes the same number of tokens from the same segment as the original's loop; whether
   each removed token comes from the front or the back is a fair coin, drawn as a binomial count.
+- Examples are shuffled within one duplicate of one chunk (the original shuffles all of them in
+  memory); `create_pretraining_data` spreads them round-robin over the shards.
 """
 
 import dataclasses
