@@ -6,7 +6,7 @@ Ours is `keras_bert.pretraining.create_pretraining_data`. Same generated corpus 
 same settings, end to end from the corpus file to TFRecords (tokenizer set-up and, for several workers,
 process start-up included), after a warm-up of each on a tiny corpus.
 
-    .venv/bin/python bench/bench_pretraining_data.py [--num_documents 3000] [--dupe_factor 2]
+    .venv/bin/python bench/bench_pretraining_data.py [--num_documents 3000] [--dupe_factor 2] [--whole_word_masking]
 """
 
 import argparse
@@ -61,7 +61,8 @@ def run_original(corpus_file, vocab_file, out_dir):
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     instances = original.create_training_instances(
         [corpus_file], tokenizer, original.get_processor_text_fn(False, True), ARGS.max_seq_length,
-        ARGS.dupe_factor, 0.1, 0.15, ARGS.max_predictions_per_seq, random.Random(12345))
+        ARGS.dupe_factor, 0.1, 0.15, ARGS.max_predictions_per_seq, random.Random(12345),
+        do_whole_word_mask=ARGS.whole_word_masking)
     path = os.path.join(out_dir, "original.tfrecord")
     original.write_instance_to_example_files(instances, tokenizer, ARGS.max_seq_length,
                                              ARGS.max_predictions_per_seq, [path], False, False)
@@ -73,7 +74,8 @@ def run_ours(corpus_file, vocab_file, out_dir, num_workers):
     files = create_pretraining_data(corpus_file, os.path.join(out_dir, f"ours{num_workers}"), vocab_file,
                                     max_seq_length=ARGS.max_seq_length,
                                     max_predictions_per_seq=ARGS.max_predictions_per_seq,
-                                    dupe_factor=ARGS.dupe_factor, num_shards=4, num_workers=num_workers)
+                                    dupe_factor=ARGS.dupe_factor, whole_word_masking=ARGS.whole_word_masking,
+                                    num_shards=4, num_workers=num_workers)
     return time.perf_counter() - start, files
 
 
@@ -93,7 +95,8 @@ def main():
             rows.append((f"keras_bert, {workers} worker(s)", *run_ours(corpus_file, vocab_file, tmp, workers)))
         base_rate = None
         print(f"\ncorpus {os.path.getsize(corpus_file) / 1e6:.1f} MB, {ARGS.num_documents} documents, "
-              f"max_seq_length {ARGS.max_seq_length}, dupe_factor {ARGS.dupe_factor}, {os.cpu_count()} CPUs")
+              f"max_seq_length {ARGS.max_seq_length}, dupe_factor {ARGS.dupe_factor}, "
+              f"whole_word_masking {ARGS.whole_word_masking}, {os.cpu_count()} CPUs")
         print(f"{'implementation':34s} {'seconds':>8s} {'examples':>9s} {'examples/s':>11s} {'tokens/s':>10s} "
               f"{'ratio':>6s}")
         for name, seconds, files in rows:
@@ -111,5 +114,6 @@ if __name__ == "__main__":
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--max_predictions_per_seq", type=int, default=20)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--whole_word_masking", action="store_true")
     ARGS = parser.parse_args()
     main()

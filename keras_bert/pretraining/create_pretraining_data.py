@@ -272,9 +272,12 @@ def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True
     """
     _check_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor,
                     num_shards, documents_per_chunk)
+    from keras_bert.text.vocab import load_vocabulary
+
+    load_vocabulary(vocab_file)  # Fail early (missing file, missing special tokens), before any output.
     if documents is None:
         documents = corpus_lib.read_documents(input_files, file_format=file_format)
-        corpus_lib.expand_input_files(input_files)  # Fail early, before any file is created.
+        corpus_lib.expand_input_files(input_files)
     settings = dict(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
                     masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob, dupe_factor=dupe_factor,
                     whole_word_masking=whole_word_masking, seed=seed)

@@ -249,6 +249,9 @@ def test_bad_input(tmp_path):
     with pytest.raises(ValueError, match="no examples"):
         create_pretraining_data(str(empty), str(tmp_path / "out"), vocab_file)
     assert not list((tmp_path / "out").glob("*.tfrecord*"))
+    with pytest.raises(FileNotFoundError, match="no_vocab.txt"):
+        create_pretraining_data(str(empty), str(tmp_path / "out2"), str(tmp_path / "no_vocab.txt"))
+    assert not (tmp_path / "out2").exists()
     with pytest.raises(ValueError, match="max_seq_length"):
         create_pretraining_data(str(empty), str(tmp_path / "out"), vocab_file, max_seq_length=4)
 
