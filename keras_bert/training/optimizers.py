@@ -61,23 +61,34 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "num_warmup_steps": self.num_warmup_steps, "steps_per_update": self.steps_per_update}
 
 
+def sum_over_replicas(grads):
+    """In a replica context with several replicas: the gradients summed over all replicas."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return grads
+    present = [i for i, g in enumerate(grads) if g is not None]
+    summed = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
+    grads = list(grads)
+    for i, g in zip(present, summed):
+        grads[i] = g
+    return grads
+
+
 class _SumBeforeClipping:
     """Sum the replicas' gradients before clipping (Keras clips each replica's gradient
     and sums afterwards, which under tf.distribute is not the global-norm clipping of one
-    device). The sum then replaces the optimizer's own all-reduce: one all-reduce in all."""
+    device). The sum then replaces the optimizer's own all-reduce: one all-reduce in all.
+    `sums_replicas` is False when a wrapping `LossScaleOptimizer` has summed already."""
+
+    sums_replicas = True
 
     def _clip_gradients(self, grads):
-        context = tf.distribute.get_replica_context()
-        if context is not None and context.num_replicas_in_sync > 1:
-            present = [i for i, g in enumerate(grads) if g is not None]
-            summed = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
-            grads = list(grads)
-            for i, g in zip(present, summed):
-                grads[i] = g
+        if self.sums_replicas:
+            grads = sum_over_replicas(grads)
         return super()._clip_gradients(grads)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
-        return list(grads_and_vars)  # Already summed in `_clip_gradients`.
+        return list(grads_and_vars)  # Already summed.
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -88,6 +99,24 @@ class AdamW(_SumBeforeClipping, keras.optimizers.AdamW):
 @keras.saving.register_keras_serializable(package="keras_bert")
 class Lamb(_SumBeforeClipping, keras.optimizers.Lamb):
     """`keras.optimizers.Lamb` whose global-norm clipping sees the gradient of all replicas."""
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class LossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """`keras.optimizers.LossScaleOptimizer` whose overflow check sees the summed gradient.
+
+    Keras checks each replica's own gradient and then follows the first replica: an
+    overflow on another replica would reach the weights as inf/NaN. Here the gradients are
+    summed over replicas first (once; the inner `AdamW`/`Lamb` then does not sum again), so
+    every replica skips the step if any overflowed, as one device would.
+    """
+
+    def __init__(self, inner_optimizer, **kwargs):
+        super().__init__(inner_optimizer, **kwargs)
+        inner_optimizer.sums_replicas = False
+
+    def apply(self, grads, trainable_variables=None):
+        return super().apply(sum_over_replicas(grads), trainable_variables)
 
 
 def decay_excluded(variables):
@@ -126,4 +155,4 @@ def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, *, variab
     opt = AdamW(**common) if optimizer == "adamw" else Lamb(**common)
     if weight_decay:
         opt.exclude_from_weight_decay(var_list=decay_excluded(variables))
-    return keras.optimizers.LossScaleOptimizer(opt) if loss_scale else opt
+    return LossScaleOptimizer(opt) if loss_scale else opt

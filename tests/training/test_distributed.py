@@ -69,8 +69,13 @@ def test_default_strategy_is_chief():
 
 def test_mirrored_two_devices_matches_one_device(tmp_path):
     config = _config(tmp_path, "one")
-    one, two = _run(tmp_path, "runs", [config, dict(config, strategy="mirrored", model_dir=str(tmp_path / "two"))],
-                    logical_cpus=2)
+    # The third run: mirrored with dropout and mixed_float16 (loss scaling) just has to work.
+    dropout = dict(config["bert_config"], hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    mixed = dict(config, strategy="mirrored", model_dir=str(tmp_path / "mixed"), mixed_precision="mixed_float16",
+                 bert_config=dropout, num_train_steps=2, checkpoint_every=2)
+    one, two, three = _run(tmp_path, "runs", [config, dict(config, strategy="mirrored",
+                                                           model_dir=str(tmp_path / "two")), mixed], logical_cpus=2)
+    assert three["replicas"] == 2 and three["steps"] == 2 and np.all(np.isfinite(_losses(three)))
     assert one["replicas"] == 1 and two["replicas"] == 2
     assert len(_losses(one)) == 4
     # The losses change over the steps (the comparison below is not of constants) ...
@@ -110,3 +115,40 @@ def test_multi_worker_mirrored_two_processes_match_one_process(tmp_path):
     # Only the chief keeps checkpoints; the other worker's temporary copy is removed.
     assert (tmp_path / "multi" / "checkpoint").exists()
     assert not [p for p in os.listdir(tmp_path / "multi") if p.startswith(".worker_")]
+
+
+OVERFLOW_CHECK = """
+import json
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from keras_bert.training import optimizers
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    w = keras.Variable([1.0, 2.0], name="kernel")
+    opt = optimizers.create_optimizer(0.1, 10, 0, variables=[w], loss_scale=True)
+    opt.build([w])
+scale = float(opt.dynamic_scale.numpy())
+
+@tf.function
+def step():
+    def replica_fn():
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        # Only replica 1 overflows (Keras alone would follow replica 0 and apply inf).
+        grad = tf.where(tf.equal(replica, 1), tf.constant([float("inf"), 1.0]), tf.constant([1.0, 1.0]))
+        opt.apply([grad], [w])
+    strategy.run(replica_fn)
+
+step()
+print("RESULT", json.dumps([w.numpy().tolist(), float(opt.dynamic_scale.numpy()) / scale]))
+"""
+
+
+def test_loss_scaling_skips_the_step_on_every_replica_if_one_overflows():
+    run = subprocess.run([sys.executable, "-c", OVERFLOW_CHECK], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = [line for line in run.stdout.splitlines() if line.startswith("RESULT")][0].split(" ", 1)[1]
+    weights, scale_ratio = json.loads(result)
+    assert weights == [1.0, 2.0]  # No replica applied the step ...
+    assert scale_ratio == 0.5  # ... and the loss scale was halved once.
