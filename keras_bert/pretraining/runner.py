@@ -16,12 +16,14 @@ import os
 import keras
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining import records
 from keras_bert.training import callbacks, checkpointing, distribute, optimizers, plots
+from keras_bert.training.checkpointing import CheckpointError
 from keras_bert.training.io_utils import write_atomic
 
 PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16")
@@ -149,8 +151,14 @@ def build_pretrainer(config, bert_config):
     (a Google or Hugging Face checkpoint, whose own config then defines the architecture)."""
     dtype = "float32" if config.mixed_precision == "none" else config.mixed_precision
     if config.init_checkpoint:
-        return BertPretrainer.from_checkpoint(config.init_checkpoint, next_sentence=config.next_sentence,
-                                              dtype=dtype)
+        try:
+            return BertPretrainer.from_checkpoint(config.init_checkpoint, next_sentence=config.next_sentence,
+                                                  dtype=dtype)
+        except CheckpointError as error:  # E.g. an encoder-only checkpoint: new heads on its encoder.
+            logging.warning("init_checkpoint %s has no usable pre-training heads (%s); starting them fresh.",
+                            config.init_checkpoint, error)
+            encoder = BertEncoder.from_checkpoint(config.init_checkpoint, dtype=dtype)
+            return BertPretrainer(encoder, next_sentence=config.next_sentence)
     return BertPretrainer(BertEncoder(bert_config, dtype=dtype), next_sentence=config.next_sentence)
 
 
