@@ -6,9 +6,10 @@ Dimensions: B batch, S sequence length, P max_predictions_per_seq, W words.
 from TFRecords written without masks) to the `(inputs, labels)` that `BertPretrainer.fit` consumes,
 with the names of `keras_bert.pretraining.records`. Selection and scattering are tensorflow-text's
 `mask_language_model` with a `RandomItemSelector` (its selection vectorized over the batch) and a
-`MaskValuesChooser`, both drawing from one `tf.random.Generator` seeded once:
-the same seed gives the same sequence of batches, and every epoch gets new masks (a stateless or
-op-seeded random op in a `Dataset.map` would repeat the same masks each epoch).
+`MaskValuesChooser`, both drawing stateless random numbers from a per-batch seed that
+`tf.data.Dataset.random(seed, rerandomize_each_iteration=True)` gives: the same seed gives the same
+batches, every epoch gets new masks (an op-seeded random op in a `Dataset.map` would repeat the same
+masks each epoch), and batches are masked in parallel without shared state.
 
 Differences from the static (original) rules, as in tensorflow-text: the number of predictions is
 ceil(masked_lm_prob * selectable items), items being tokens (or words with whole-word masking) other
@@ -20,40 +21,53 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 
-class _GeneratorMaskValuesChooser(tf_text.MaskValuesChooser):
-    """`MaskValuesChooser` drawing its random numbers from a `tf.random.Generator`."""
+class _StatelessRandom:
+    """Stateless random numbers from one batch's seed [2]; each draw site gets its own stream."""
 
-    def __init__(self, generator, vocab_size, mask_token, mask_token_rate=0.8, random_token_rate=0.1):
+    def __init__(self, seed):
+        self.seed = seed
+        self.draws = 0
+
+    def uniform(self, shape, minval=0, maxval=None, dtype=tf.float32):
+        self.draws += 1  # Counted while tracing: a distinct, fixed seed per call site.
+        seed = self.seed + tf.constant([0, self.draws], self.seed.dtype)
+        return tf.random.stateless_uniform(shape, seed, minval, maxval, dtype)
+
+
+class _SeededMaskValuesChooser(tf_text.MaskValuesChooser):
+    """`MaskValuesChooser` drawing its random numbers from `random` (`uniform(shape, ...)`)."""
+
+    def __init__(self, random, vocab_size, mask_token, mask_token_rate=0.8, random_token_rate=0.1):
         super().__init__(vocab_size, mask_token, mask_token_rate, random_token_rate)
-        self.generator = generator
+        self.random = random
 
     def get_mask_values(self, masked_lm_ids):
         ids = masked_lm_ids.flat_values
-        action = self.generator.uniform(tf.shape(ids))
-        random_ids = self.generator.uniform(tf.shape(ids), 0, self.vocab_size, dtype=tf.int64)
+        action = self.random.uniform(tf.shape(ids))
+        random_ids = self.random.uniform(tf.shape(ids), 0, self.vocab_size, dtype=tf.int64)
         values = tf.where(action < self._mask_token_rate, tf.cast(self.mask_token, ids.dtype),
                           tf.where(action < self._mask_token_rate + self.random_token_rate,
                                    tf.cast(random_ids, ids.dtype), ids))
         return masked_lm_ids.with_flat_values(values)
 
 
-class _GeneratorItemSelector(tf_text.RandomItemSelector):
-    """`RandomItemSelector` along axis 1 with a `tf.random.Generator`, vectorized over the batch.
+class _SeededItemSelector(tf_text.RandomItemSelector):
+    """`RandomItemSelector` along axis 1 drawing from `random`, vectorized over the batch.
 
     Same rule as the parent (ceil(selection_rate * selectable items), at most
     max_selections_per_batch, uniformly at random) without its per-row `map_fn`: each selectable item
     gets a uniform key and the rows' smallest keys are chosen.
     """
 
-    def __init__(self, generator, max_selections_per_batch, selection_rate, unselectable_ids):
+    def __init__(self, random, max_selections_per_batch, selection_rate, unselectable_ids):
         super().__init__(max_selections_per_batch, selection_rate, unselectable_ids)
-        self.generator = generator
+        self.random = random
 
     def get_selection_mask(self, input_ids, axis=1):
         if axis != 1:
             raise ValueError(f"Only axis=1 is supported, got {axis}")
         selectable = self.get_selectable(input_ids, axis)  # (B, (W)) bool
-        keys = tf.where(selectable.flat_values, self.generator.uniform(tf.shape(selectable.flat_values)), 2.0)
+        keys = tf.where(selectable.flat_values, self.random.uniform(tf.shape(selectable.flat_values)), 2.0)
         keys = selectable.with_flat_values(keys).to_tensor(3.0)  # (B, W_max)
         ranks = tf.argsort(tf.argsort(keys, axis=1), axis=1)  # (B, W_max): rank of each item's key
         count = tf.reduce_sum(tf.cast(selectable, tf.float32), axis=1)  # (B,)
@@ -128,7 +142,7 @@ def dynamic_masking(dataset, vocabulary, max_predictions_per_seq=20, masked_lm_p
       whole_word_masking: bool, select all "##" pieces of a word together.
       mask_token_rate: float, share of predictions replaced by [MASK] (0.8).
       random_token_rate: float, share replaced by a random id (0.1); the rest stay unchanged.
-      seed: int, seeds the `tf.random.Generator` behind all choices.
+      seed: int, seeds all choices (through the per-batch seeds).
 
     Returns:
       tf.data.Dataset of (inputs, labels): inputs input_word_ids (masked), input_mask, input_type_ids
@@ -146,12 +160,14 @@ def dynamic_masking(dataset, vocabulary, max_predictions_per_seq=20, masked_lm_p
     pad_id, cls_id, sep_id, mask_id = (index[t] for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]"))
     special_ids = [cls_id, sep_id, pad_id]
     is_continuation = tf.constant([t.startswith("##") and len(t) > 2 for t in tokens])
-    generator = tf.random.Generator.from_seed(seed)
     P = max_predictions_per_seq
-    selector = _GeneratorItemSelector(generator, P, masked_lm_prob, special_ids)
-    chooser = _GeneratorMaskValuesChooser(generator, len(tokens), mask_id, mask_token_rate, random_token_rate)
 
-    def mask_batch(*element):
+    def mask_batch(seed, element):
+        random = _StatelessRandom(seed)
+        selector = _SeededItemSelector(random, P, masked_lm_prob, special_ids)
+        chooser = _SeededMaskValuesChooser(random, len(tokens), mask_id, mask_token_rate, random_token_rate)
+        if not isinstance(element, tuple):
+            element = (element,)
         features = dict(element[0])
         if len(element) > 1:
             features.update(element[1])
@@ -196,5 +212,7 @@ def dynamic_masking(dataset, vocabulary, max_predictions_per_seq=20, masked_lm_p
                                                         [-1, 1])
         return inputs, labels
 
-    # Sequential map: the generator's draws happen in batch order (deterministic).
-    return dataset.map(mask_batch)
+    # One seed [2] per batch, new every time the dataset is iterated (so every epoch), fixed by `seed`.
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+    return tf.data.Dataset.zip(seeds, dataset).map(mask_batch, num_parallel_calls=tf.data.AUTOTUNE,
+                                                  deterministic=True)
