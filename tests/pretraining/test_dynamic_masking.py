@@ -110,3 +110,25 @@ def test_from_raw_text(tokenizer):
         assert expected[r][p] == label and 0 < p < len(expected[r]) - 1
     np.testing.assert_array_equal(inputs["input_mask"].sum(1), [len(e) for e in expected])
     assert "next_sentence_labels" not in labels
+
+
+def test_from_records_with_original_names(tmp_path, tokenizer):
+    from keras_bert.pretraining import records
+    from keras_bert.pretraining.create_pretraining_data import create_pretraining_data
+
+    vocab_file = generated_corpus.write_vocab(tmp_path / "vocab.txt")
+    corpus = generated_corpus.write_corpus(tmp_path / "corpus.txt", generated_corpus.documents(40, seed=9))
+    files = create_pretraining_data(corpus, str(tmp_path / "records"), vocab_file, max_seq_length=S,
+                                    max_predictions_per_seq=6, dupe_factor=1)
+    spec = {k: v for k, v in records.feature_spec(S, 6).items()
+            if k in ("input_ids", "input_mask", "segment_ids", "next_sentence_labels")}
+    ds = tf.data.TFRecordDataset(files).batch(32).map(lambda r: tf.io.parse_example(r, spec))
+    inputs, labels = _epoch(dynamic_masking(ds, vocab_file, 6, seed=5))
+    raw = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(files)]
+    ids = np.stack([r["input_ids"].numpy() for r in raw])
+    rows, slots = np.nonzero(labels["masked_lm_weights"])
+    np.testing.assert_array_equal(labels["masked_lm_ids"][rows, slots],
+                                  ids[rows, inputs["masked_lm_positions"][rows, slots]])
+    np.testing.assert_array_equal(inputs["input_type_ids"], np.stack([r["segment_ids"].numpy() for r in raw]))
+    np.testing.assert_array_equal(labels["next_sentence_labels"],
+                                  np.stack([r["next_sentence_labels"].numpy() for r in raw]))
