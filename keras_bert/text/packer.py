@@ -121,7 +121,7 @@ class BertPacker(keras.layers.Layer):
 
     def compute_output_spec(self, inputs):
         segments = inputs if isinstance(inputs, (tuple, list)) else [inputs]
-        shape = segments[0].shape[:-1] + (self.seq_length,)
+        shape = tuple(segments[0].shape[:1] if len(segments[0].shape) >= 2 else ()) + (self.seq_length,)
         return {k: keras.KerasTensor(shape, dtype="int32") for k in
                 ("input_word_ids", "input_mask", "input_type_ids")}
 
