@@ -25,9 +25,11 @@ maximal ill-formed subsequences as Python's UTF-8 decoder; each one maps to "" h
 invalid bytes are deleted exactly as the original's `convert_to_unicode` does
 (`bytes.decode("utf-8", "ignore")`).
 
-Residual differences (documented, tested):
-- Greek capital sigma is lower-cased to σ everywhere; Python's `str.lower` writes the
-  final form ς at the end of a word (a context rule a per-character map cannot express).
+Context: Python's `str.lower` writes capital sigma as ς at the end of a word, which no
+per-character map can express; the tokenizer applies that rule in the graph
+(`tokenizer.FinalSigma`) with the extra models built here (Σ kept, Σ -> "σς", classes).
+
+Residual difference (documented):
 - Uncased: NFD is applied per character, without canonical reordering across
   characters; only input holding two or more spacing marks (Mc) with non-zero
   combining classes out of canonical order (38 code points, e.g. musical symbols
@@ -176,27 +178,67 @@ def op_vocabulary(vocabulary):
     return [token.translate(table) for token in vocabulary]
 
 
-@functools.lru_cache(maxsize=2)
-def build_model_buffer(lower_case):
+@functools.lru_cache(maxsize=4)
+def build_model_buffer(lower_case, capital_sigma=None):
     """Returns the FastBertNormalizerModel flatbuffer (bytes) of the original's rules.
 
     Built once per process and setting (about a second).
 
     Args:
         lower_case: bool, lower-case + NFD + strip Mn as the original uncased models.
+        capital_sigma: None, or what U+03A3 becomes instead (the final-sigma rule of
+            `str.lower` depends on the context: see `tokenizer.FinalSigma`).
     """
     values, pool = character_map(lower_case)
+    if capital_sigma is not None:
+        values, pool = values.copy(), pool + [capital_sigma]
+        values[0x3A3] = -1 if capital_sigma == "\u03a3" else len(pool) - 1
     return _model_buffer(values, pool, lower_case)
+
+
+# Classes for the final-sigma rule of `str.lower` (U+03A3 becomes ς when the nearest
+# non-case-ignorable character before it is cased and the one after it is not).
+CASED, OTHER, SIGMA = "C", "N", "S"
+
+
+@functools.lru_cache(maxsize=1)
+def build_case_class_buffer():
+    """A normalizer model mapping each character to its class for the final-sigma rule:
+    "S" (U+03A3), "C" (cased, not case-ignorable), "" (case-ignorable), "N" (other).
+
+    The classes are read off Python's own `str.lower` (the original's lower-casing)."""
+    pool = ["", CASED, OTHER, SIGMA]
+    values = np.full(0x110000, 2, np.int64)  # OTHER
+    category = unicodedata.category
+    for cp in range(1, 0x110000):
+        char = chr(cp)
+        if 0xD800 <= cp <= 0xDFFF or category(char) in ("Cn", "Co"):
+            continue
+        after_cased = ("\u0391" + char + "\u03a3").lower()[-1] == "\u03c2"  # CI or cased
+        alone = (char + "\u03a3").lower()[-1] == "\u03c2"  # cased and not CI
+        values[cp] = 1 if alone else 0 if after_cased else 2
+    values[0x3A3] = 3
+    for cp, text in enumerate(pool):
+        if len(text) == 1 and values[ord(text)] == cp:
+            values[ord(text)] = -1  # Maps to itself: no entry.
+    values[0] = 0
+    return _model_buffer(values, pool, False)
 
 
 @functools.lru_cache(maxsize=1)
 def build_restore_buffer():
     """A normalizer model that maps the stand-ins of `op_vocabulary` back (detokenize)."""
+    return build_map_buffer(tuple((ord(sub), chr(cp)) for cp, sub in _substitutes().items()))
+
+
+@functools.lru_cache(maxsize=4)
+def build_map_buffer(mapping):
+    """A normalizer model changing only the code points of `mapping` ((cp, str), ...)."""
     values = np.full(0x110000, -1, np.int64)
     pool = [""]
-    for cp, stand_in in _substitutes().items():
-        values[ord(stand_in)] = len(pool)
-        pool.append(chr(cp))
+    for cp, text in mapping:
+        values[cp] = len(pool)
+        pool.append(text)
     return _model_buffer(values, pool, False)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder
+from tensorflow_text.python.ops.ngrams_op import gen_ngrams_op  # The op with a TFLite kernel.
 
 from keras_bert.text import normalize
 from keras_bert.text.vocab import load_vocabulary
@@ -32,9 +33,11 @@ class BertTokenizer(keras.layers.Layer):
     - Invalid UTF-8: every ill-formed byte sequence is deleted, exactly as the original's
       `convert_to_unicode` does (`bytes.decode("utf-8", "ignore")`); never an error.
     - Empty or whitespace-only strings give no tokens; long texts (MBs) are fine.
-    - Residual differences from the original (tested): uncased, a capital sigma at the
-      end of a word is lower-cased to σ, not ς (see `keras_bert.text.normalize`); a
-      vocabulary token over 256 UTF-8 bytes (the op's limit) is never matched.
+    - Uncased, capital sigma becomes ς or σ by its context as in `str.lower`
+      (`FinalSigma`, a second graph path taken only by batches holding a Σ).
+    - Residual differences from the original (tested): a vocabulary token over 256 UTF-8
+      bytes (the op's limit) is never matched; a word with more than 16 capital sigmas;
+      see also `keras_bert.text.normalize`.
 
     Args:
         vocabulary: list of tokens, or a vocab.txt path or model directory
@@ -66,7 +69,10 @@ class BertTokenizer(keras.layers.Layer):
         self._index = {token: i for i, token in enumerate(self.vocabulary)}
         for name in ("pad", "unk", "cls", "sep", "mask"):
             setattr(self, f"{name}_id", self._index[f"[{name.upper()}]"])
-        self._fast = _fast_bert_tokenizer(self.vocabulary, self.lower_case, self.max_chars_per_word)
+        self._wordpiece = _wordpiece_op(self.vocabulary, self.max_chars_per_word)
+        self._normalizer = tf_text.FastBertNormalizer(
+            model_buffer=_uint8_constant(normalize.build_model_buffer(self.lower_case)))
+        self._final_sigma = FinalSigma(self._wordpiece) if self.lower_case else None
         self._restore = None  # Maps the op's stand-in characters back, if any token has one.
         if normalize.op_vocabulary(self.vocabulary) != self.vocabulary:
             self._restore = tf_text.FastBertNormalizer(
@@ -118,7 +124,7 @@ class BertTokenizer(keras.layers.Layer):
         """Joins ids [B..., (T)] back into strings [B...]: words separated by spaces,
         "##" pieces glued to their word (lower-cased and split as tokenized)."""
         ids = tf.cast(_as_tensor(ids, tf.int32), tf.int32)
-        strings = self._fast.detokenize(ids)
+        strings = self._wordpiece.detokenize(ids)
         if self._restore is not None:
             strings = self._restore.normalize(strings)
         return strings
@@ -129,17 +135,30 @@ class BertTokenizer(keras.layers.Layer):
             flat = texts.flat_values
         else:
             flat = tf.reshape(texts, [-1])
-        # Tokenize the flat list: [N, (T)].
-        if with_offsets:
-            ids, starts, ends = self._fast.tokenize_with_offsets(flat)
-            outputs = _limit_word_length(
-                ids, self._is_suffix, self._num_chars, self.max_chars_per_word, self.unk_id,
-                starts, ends)
+        # Tokenize the flat list: [N, (T)] ids (and offsets).
+        if self._final_sigma is None:
+            outputs = self._tokenize_flat(flat, with_offsets)
         else:
-            ids = self._fast.tokenize(flat)
-            outputs = _limit_word_length(
-                ids, self._is_suffix, self._num_chars, self.max_chars_per_word, self.unk_id)
+            def flatten(outputs):  # tf.cond returns tensors: values and shared row splits.
+                return [outputs[0].row_splits] + [t.flat_values for t in outputs]
+
+            splits, *values = tf.cond(
+                FinalSigma.contains_sigma(flat),
+                lambda: flatten(self._final_sigma.tokenize(flat, with_offsets)),
+                lambda: flatten(self._tokenize_flat(flat, with_offsets)))
+            outputs = [tf.RaggedTensor.from_row_splits(v, splits, validate=False) for v in values]
+        outputs = _limit_word_length(
+            *outputs[:1], self._is_suffix, self._num_chars, self.max_chars_per_word, self.unk_id,
+            *outputs[1:])
         return tuple(_restore_shape(t, texts) for t in outputs)
+
+    def _tokenize_flat(self, flat, with_offsets):
+        if not with_offsets:
+            return [self._wordpiece.tokenize(self._normalizer.normalize(flat))]
+        norm, norm_offsets = self._normalizer.normalize_with_offsets(flat)
+        ids, starts, ends = self._wordpiece.tokenize_with_offsets(norm)
+        return [ids, _to_input_offsets(norm_offsets, ids, starts.flat_values),
+                _to_input_offsets(norm_offsets, ids, ends.flat_values)]
 
     def compute_output_spec(self, texts):
         shape = tuple(texts.shape) + (None,)
@@ -155,6 +174,169 @@ class BertTokenizer(keras.layers.Layer):
         return config
 
 
+class FinalSigma:
+    """Uncased tokenization with `str.lower`'s final-sigma rule, from TFLite-ready ops.
+
+    The original lower-cases each whitespace-separated word with `str.lower`, which turns
+    U+03A3 into ς where the nearest non-case-ignorable character before it is cased and
+    the one after it is not, else into σ. A per-character normalizer cannot see that
+    context, so for batches holding a capital sigma the text is normalized with Σ kept,
+    split at spaces, each Σ's class context is read from a class normalizer, and every
+    word is rebuilt from byte ranges of a copy where Σ is "σς": the σ or the ς half per
+    Σ, joined with tf-text's ngram string join. Words with more than `MAX_SIGMAS`
+    capital sigmas keep "σς" for the extra ones (a documented residual).
+    """
+
+    MAX_SIGMAS = 16
+
+    def __init__(self, wordpiece):
+        self.wordpiece = wordpiece  # FastWordpieceTokenizer (end-to-end).
+        self.keep = tf_text.FastBertNormalizer(
+            model_buffer=_uint8_constant(normalize.build_model_buffer(True, "\u03a3")))
+        self.pair = tf_text.FastBertNormalizer(
+            model_buffer=_uint8_constant(normalize.build_map_buffer(((0x3A3, "\u03c3\u03c2"),))))
+        self.classes = tf_text.FastBertNormalizer(
+            model_buffer=_uint8_constant(normalize.build_case_class_buffer()))
+
+    @staticmethod
+    def contains_sigma(texts):
+        """Scalar bool: any U+03A3 (bytes CE A3) in the flat string tensor `texts`."""
+        data = tf.cast(tf_text.ByteSplitter().split(texts).flat_values, tf.int32)
+        following = tf.concat([data, [0]], 0)[1:]
+        return tf.reduce_any((data == 0xCE) & (following == 0xA3))
+
+    def tokenize(self, texts, with_offsets):
+        """Flat texts [N] -> [ids] or [ids, starts, ends], ragged [N, (T)]."""
+        norm, norm_offsets = self.keep.normalize_with_offsets(texts)  # [N], [N, (L+1)]
+        words, word_starts, _ = tf_text.WhitespaceTokenizer().tokenize_with_offsets(norm)
+        flat_words = words.flat_values  # [W]
+        has_sigma = _sigma_positions(flat_words)[2] > 0  # [W]
+        parts = []  # Words with a Σ get the rule; the others go straight to the op.
+        for mask, rule in ((has_sigma, True), (tf.logical_not(has_sigma), False)):
+            index = tf.cast(tf.where(mask)[:, 0], tf.int32)
+            subset = tf.gather(flat_words, index)
+            if rule:
+                subset = self._apply_rule(subset)
+            if with_offsets:
+                parts.append((index, list(self.wordpiece.tokenize_with_offsets(subset))))
+            else:
+                parts.append((index, [self.wordpiece.tokenize(subset)]))
+        ids, *offsets = _merge_rows(parts, tf.shape(flat_words)[0])  # [W, (T)], in words
+        per_text = _per_text(ids, words.row_splits)
+        if not with_offsets:
+            return [per_text]
+        word_start = tf.gather(word_starts.flat_values, _row_ids(ids))
+        # (Words past MAX_SIGMAS capital sigmas come out longer: offsets are clamped.)
+        return [per_text] + [
+            _to_input_offsets(norm_offsets, per_text, v.flat_values + tf.cast(word_start, v.dtype))
+            for v in offsets]
+
+    def _apply_rule(self, words):
+        """Words [W] with Σ kept -> the same words with each Σ lower-cased as `str.lower`."""
+        # Is each Σ final? Classes: C cased, S sigma, N other; case-ignorables deleted.
+        classes = tf_text.ByteSplitter().split(self.classes.normalize(words))  # [W, (k)]
+        cls = tf.cast(classes.flat_values, tf.int32)
+        rows = _row_ids(classes)
+        cased = (cls == ord(normalize.CASED)) | (cls == ord(normalize.SIGMA))
+        prev_ok = tf.concat([[False], cased], 0)[:-1] & (tf.concat([[-1], rows], 0)[:-1] == rows)
+        next_cased = tf.concat([cased, [False]], 0)[1:] & (tf.concat([rows, [-1]], 0)[1:] == rows)
+        is_sigma = cls == ord(normalize.SIGMA)
+        final = tf.cast(tf.boolean_mask(prev_ok & ~next_cased, is_sigma), tf.int32)  # [nΣ]
+        # Byte position of each Σ (CE A3) in its word, in the same order.
+        position, word, count, row_starts = _sigma_positions(words)
+        num_words = tf.shape(words)[0]
+
+        # Slot of each Σ in its word; those past MAX_SIGMAS are dropped.
+        first = tf.cumsum(count, exclusive=True)  # [W] index of each word's first Σ
+        slot = tf.range(tf.size(word)) - tf.gather(first, word)
+        keep = slot < self.MAX_SIGMAS
+        where = tf.boolean_mask(tf.stack([word, slot], 1), keep)
+
+        def dense(values):  # [nΣ] -> [W, MAX_SIGMAS]
+            return tf.scatter_nd(where, tf.boolean_mask(values, keep),
+                                 tf.stack([num_words, self.MAX_SIGMAS]))
+
+        j = tf.range(self.MAX_SIGMAS)[None, :]  # [1, J]
+        used = j < tf.minimum(count, self.MAX_SIGMAS)[:, None]  # [W, J]
+        pair_length = (row_starts[1:] - row_starts[:-1] + 2 * count)[:, None]  # [W, 1]
+        pair_pos = dense(position) + 2 * j  # Σ -> "σς": 2 more bytes per earlier Σ.
+        half = tf.where(used, pair_pos + 2 * dense(final), pair_length)  # σ or ς half
+        seg_start = tf.concat([tf.zeros_like(pair_length), tf.where(used, pair_pos + 4, pair_length)], 1)
+        seg_end = tf.concat([tf.where(used, pair_pos, pair_length), pair_length], 1)  # [W, J+1]
+        width = 2 * self.MAX_SIGMAS + 1
+
+        def interleave(segments, halves):  # [W, J+1], [W, J] -> [W, 2J+1]
+            pairs = tf.reshape(tf.stack([segments[:, :-1], halves], 2), [-1, 2 * self.MAX_SIGMAS])
+            return tf.concat([pairs, segments[:, -1:]], 1)
+
+        pieces = tf_text.ByteSplitter().split_by_offsets(
+            self.pair.normalize(words), interleave(seg_start, half),
+            interleave(seg_end, tf.where(used, half + 2, pair_length)))  # [W, 2J+1]
+        # One ngram of the whole row; the ragged variant of the op (its dense one crashes).
+        joined, _ = gen_ngrams_op.tf_text_ngrams_string_join(
+            input_values=pieces.flat_values, input_row_splits=[pieces.row_splits],
+            width=width, axis=-1, string_separator="")
+        return joined  # [W]
+
+
+def _sigma_positions(words):
+    """Capital sigmas (bytes CE A3) in words [W]: byte position [nΣ] in its word, word
+    index [nΣ], count per word [W], and the words' byte row starts [W+1]."""
+    split = tf_text.ByteSplitter().split(words)  # [W, (b)]
+    data = tf.cast(split.flat_values, tf.int32)
+    rows = _row_ids(split)
+    at = (data == 0xCE) & (tf.concat([data, [0]], 0)[1:] == 0xA3)
+    at &= tf.concat([rows, [-1]], 0)[1:] == rows
+    index = tf.cast(tf.where(at)[:, 0], tf.int32)
+    word = tf.gather(rows, index)
+    row_starts = tf.cast(split.row_splits, tf.int32)
+    count = tf.math.unsorted_segment_sum(tf.cast(at, tf.int32), rows, tf.shape(words)[0])
+    return index - tf.gather(row_starts, word), word, count, row_starts
+
+
+def _row_ids(ragged):
+    """int32 row of each value of a 2-D ragged tensor (faster than `value_rowids`)."""
+    splits = tf.cast(ragged.row_splits, tf.int32)
+    starts = tf.math.unsorted_segment_sum(
+        tf.ones_like(splits[1:-1]), splits[1:-1], tf.size(ragged.flat_values) + 1)
+    return tf.cumsum(starts[:-1])
+
+
+def _merge_rows(parts, num_rows):
+    """Interleaves the rows of ragged parts back into one order (numeric ops only).
+
+    Args:
+        parts: list of (index [k], tensors): each tensor ragged [k, (T)], all sharing row
+            splits; row i of a part goes to row index[i] of the result.
+        num_rows: int32 scalar, the number of result rows (each in exactly one part).
+
+    Returns:
+        list of ragged [num_rows, (T)], one per tensor of a part.
+    """
+    lengths = tf.zeros([num_rows], tf.int32)
+    source_start = tf.zeros([num_rows], tf.int32)
+    offset = 0
+    for index, tensors in parts:
+        splits = tf.cast(tensors[0].row_splits, tf.int32)
+        shape = tf.reshape(num_rows, [1])
+        lengths += tf.scatter_nd(index[:, None], splits[1:] - splits[:-1], shape)
+        source_start += tf.scatter_nd(index[:, None], splits[:-1] + offset, shape)
+        offset += splits[-1]
+    merged = tf.RaggedTensor.from_row_lengths(tf.zeros([tf.reduce_sum(lengths)], tf.int32),
+                                              tf.cast(lengths, tf.int64), validate=False)
+    rows = _row_ids(merged)
+    source = tf.gather(source_start, rows) + tf.range(tf.size(rows)) - tf.gather(
+        tf.cast(merged.row_splits, tf.int32), rows)
+    return [merged.with_flat_values(tf.gather(
+        tf.concat([tensors[i].flat_values for _, tensors in parts], 0), source))
+        for i in range(len(parts[0][1]))]
+
+
+def _per_text(ids, word_splits):
+    """Ids of words [W, (T)] -> of texts [N, (T)], given the words' row splits [N+1]."""
+    return tf.RaggedTensor.from_row_splits(ids, word_splits, validate=False).merge_dims(1, 2)
+
+
 def _op_vocabulary(vocabulary):
     """The tokens as the op takes them: stand-in characters (see `normalize`), and a
     placeholder that matches nothing for tokens over the op's 256 bytes (without "##");
@@ -166,17 +348,27 @@ def _op_vocabulary(vocabulary):
     return tokens
 
 
-def _fast_bert_tokenizer(vocabulary, lower_case, max_chars_per_word):
+def _wordpiece_op(vocabulary, max_chars_per_word):
+    """FastWordpieceTokenizer splitting at whitespace and punctuation (as the original)."""
     # Words over 4 bytes per character surely exceed the limit: the op makes them [UNK];
     # shorter ones are checked in characters by `_limit_word_length`.
-    wordpiece_model = pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
+    model = pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
         _op_vocabulary(vocabulary), 4 * max_chars_per_word, SUFFIX_INDICATOR, UNKNOWN_TOKEN, False, True)
-    return tf_text.FastBertTokenizer(
-        token_out_type=tf.int32,
-        fast_wordpiece_model_buffer=_uint8_constant(wordpiece_model),
-        fast_bert_normalizer_model_buffer=_uint8_constant(
-            normalize.build_model_buffer(lower_case)),
-    )
+    return tf_text.FastWordpieceTokenizer(
+        token_out_type=tf.int32, model_buffer=_uint8_constant(model))
+
+
+def _to_input_offsets(norm_offsets, ids, offsets):
+    """Byte offsets in the normalized texts -> in the input texts (flat gathers only).
+
+    norm_offsets: ragged [N, (L+1)] input offset of each normalized byte; ids: ragged
+    [N, (T)]; offsets: [M] flat offsets in the normalized texts, clamped to them.
+    """
+    text = _row_ids(ids)  # [M]
+    limit = tf.gather(norm_offsets.row_lengths() - 1, text)
+    offsets = tf.minimum(tf.cast(offsets, limit.dtype), limit)
+    return ids.with_flat_values(
+        tf.gather(norm_offsets.flat_values, tf.gather(norm_offsets.row_splits, text) + offsets))
 
 
 def _uint8_constant(buffer):
@@ -206,7 +398,7 @@ def _limit_word_length(ids, is_suffix, num_chars, max_chars, unk_id, starts=None
     keep = tf.logical_or(is_start, tf.logical_not(too_long))  # [M]
     # int32 segment sums: TFLite's builtin kernels have no int64 variant.
     row_lengths = tf.math.unsorted_segment_sum(
-        tf.cast(keep, tf.int32), tf.cast(ids.value_rowids(), tf.int32),
+        tf.cast(keep, tf.int32), _row_ids(ids),
         tf.cast(ids.nrows(), tf.int32))  # [N]
     row_lengths = tf.cast(row_lengths, ids.row_splits.dtype)
 
@@ -216,7 +408,8 @@ def _limit_word_length(ids, is_suffix, num_chars, max_chars, unk_id, starts=None
 
     outputs = [rebuild(tf.where(too_long, tf.cast(unk_id, pieces.dtype), pieces))]
     if starts is not None:
-        word_end = tf.math.unsorted_segment_max(ends.flat_values, word, num_words)
+        word_end = tf.cast(tf.math.unsorted_segment_max(  # int32: TFLite's kernel.
+            tf.cast(ends.flat_values, tf.int32), word, num_words), ends.dtype)
         long_end = tf.where(too_long, tf.gather(word_end, word), ends.flat_values)
         outputs += [rebuild(starts.flat_values), rebuild(long_end)]
     return outputs
