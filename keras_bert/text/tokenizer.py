@@ -22,12 +22,12 @@ MAX_OP_TOKEN_BYTES = 256  # FastWordpiece's limit per vocabulary token.
 class BertTokenizer(keras.layers.Layer):
     """WordPiece tokenizer giving the ids of the original BERT `FullTokenizer`.
 
-    Built on tensorflow-text's `FastBertTokenizer` (TFLite kernels exist for both of its
-    ops), with the normalizer model compiled from the original's rules
-    (`keras_bert.text.normalize`) instead of tensorflow-text's NFKC case folding, and the
-    original's limit of `max_chars_per_word` characters per word (longer words become
-    one [UNK]). It runs eagerly, in `tf.data`, in a Keras functional model, in a
-    SavedModel signature and in TFLite.
+    Built on the two ops of tensorflow-text's `FastBertTokenizer` (FastBertNormalize and
+    FastWordpieceTokenize, both with TFLite kernels), with the normalizer model compiled
+    from the original's rules (`keras_bert.text.normalize`) instead of tensorflow-text's
+    NFKC case folding, and the original's limit of `max_chars_per_word` characters per
+    word (longer words become one [UNK]). It runs eagerly, in `tf.data`, in a Keras
+    functional model, in a SavedModel signature and in TFLite (builtins + tf-text ops).
 
     Defined behaviour on unusual input:
     - Invalid UTF-8: every ill-formed byte sequence is deleted, exactly as the original's
@@ -180,11 +180,12 @@ class FinalSigma:
     The original lower-cases each whitespace-separated word with `str.lower`, which turns
     U+03A3 into ς where the nearest non-case-ignorable character before it is cased and
     the one after it is not, else into σ. A per-character normalizer cannot see that
-    context, so for batches holding a capital sigma the text is normalized with Σ kept,
-    split at spaces, each Σ's class context is read from a class normalizer, and every
-    word is rebuilt from byte ranges of a copy where Σ is "σς": the σ or the ς half per
-    Σ, joined with tf-text's ngram string join. Words with more than `MAX_SIGMAS`
-    capital sigmas keep "σς" for the extra ones (a documented residual).
+    context, so for batches holding a capital sigma the text is normalized with Σ kept
+    and split at spaces; each word holding a Σ reads its context from a class normalizer
+    and is rebuilt from byte ranges of a copy where Σ is "σς" (the σ or the ς half per
+    Σ, joined with tf-text's ngram string join); words are tokenized and their rows
+    merged back in order. Words with more than `MAX_SIGMAS` capital sigmas keep "σς"
+    for the extra ones (a documented residual).
     """
 
     MAX_SIGMAS = 16
