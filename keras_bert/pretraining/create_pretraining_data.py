@@ -203,15 +203,16 @@ def _ordered_results(chunks, num_workers, vocab_file, lower_case, settings):
 
 
 class _Progress:
-    """One status line on stderr, refreshed at most once a second."""
+    """A status line on stderr: redrawn each second on a terminal, a new line every 30 s in logs."""
 
     def __init__(self, enabled):
         self.enabled = enabled
         self.start = self.last = time.time()
+        self.interval = 1.0 if sys.stderr.isatty() else 30.0
 
     def update(self, stats, final=False):
         now = time.time()
-        if not self.enabled or (not final and now - self.last < 1.0):
+        if not self.enabled or (not final and now - self.last < self.interval):
             return
         self.last = now
         rate = stats["examples"] / max(now - self.start, 1e-9)
@@ -255,7 +256,8 @@ def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True
       dupe_factor: int, passes over the corpus with different pairs and masks.
       whole_word_masking: bool, mask all pieces of a word together.
       num_shards: int, output files.
-      num_workers: int, processes creating examples (the output does not depend on it).
+      num_workers: int, processes creating examples (the output does not depend on it). Helpers are
+        spawned: in a script, call from under `if __name__ == "__main__":`.
       seed: int.
       file_format: "sentences" (original), "text" or "lines"; see `keras_bert.pretraining.corpus`.
       documents: optional iterable of documents (lists of str sentences), e.g. from
