@@ -160,11 +160,14 @@ def test_command_line(tmp_path, capsys):
     flags.FLAGS(["run_pretraining", "--model=tiny", "--vocab_size=40", f"--train_files={train}",
                  f"--eval_files={evals}", "--batch_size=4", f"--seq_length={S}", f"--max_predictions_per_seq={P}",
                  "--num_train_steps=2", "--num_warmup_steps=1", "--checkpoint_every=2", "--optimizer=lamb",
-                 f"--model_dir={tmp_path / 'cli'}", "--noverbose", "--noplot"])
+                 f"--model_dir={tmp_path / 'cli'}", "--noverbose", "--noplot", "--nonext_sentence"])
     try:
         run_pretraining.main([])
     finally:
         flags.FLAGS.unparse_flags()
     out = capsys.readouterr().out
     printed = json.loads(out[out.index("{\n"):])
-    assert printed["steps"] == 2 and set(printed["eval"]) >= {"mlm_accuracy", "nsp_accuracy"}
+    # --nonext_sentence: the MLM-only objective (RoBERTa style), no NSP head or metrics.
+    assert printed["steps"] == 2 and "mlm_accuracy" in printed["eval"] and "nsp_accuracy" not in printed["eval"]
+    assert set(printed["final"]) == {"loss", "mlm_loss", "mlm_accuracy", "learning_rate"}
+    np.testing.assert_allclose(printed["final"]["loss"], printed["final"]["mlm_loss"], rtol=1e-6)
