@@ -8,7 +8,7 @@ the forward's matmuls (see `common.encoder_flops`) and are compared with a squar
 tf.matmul roofline measured in the same run.
 
     .venv/bin/python bench/bench_encoder.py [--size base] [--batch 8] [--seq 128]
-        [--iters 3] [--dynamic] [--no-bf16] [--plot bench/out/encoder.png]
+        [--iters 3] [--repeat 1] [--dynamic] [--no-bf16] [--bf16-xla] [--plot bench/out/encoder.png]
 """
 
 import argparse
@@ -60,31 +60,50 @@ def build_tf_models(config, dtype):
 PEERS = {"ours": build_ours, "keras-hub": build_keras_hub, "tf-models": build_tf_models}
 
 
-def measure(fn, inputs, jit, iters):
-    """Median seconds per batch of `fn` compiled with tf.function (and XLA when `jit`)."""
-    compiled = tf.function(fn, jit_compile=jit)
-    return common.time_call(lambda: compiled(inputs), warmup=1, iters=iters)
+def prepare(config, batch, seq, dtypes, peers, bf16_xla):
+    """Builds and compiles every (peer, dtype, mode) asked; the first call traces and compiles.
 
-
-def run_throughput(config, batch, seq, iters, dtypes, peers):
-    """Rows of {name, dtype, mode, seconds, ...} for every (peer, dtype, mode) asked."""
+    Returns:
+        (cases, outputs): cases a list of dicts with `name`, `dtype`, `mode`, `call` (runs
+        one batch) and `rounds` (empty list); outputs the float32 NumPy sequence_output of
+        each (peer, dtype) in graph mode, for the bfloat16 difference.
+    """
     inputs = {k: tf.constant(v) for k, v in common.random_encoder_batch(batch, seq, config.vocab_size).items()}
-    rows, outputs = [], {}
+    cases, outputs = [], {}
     for dtype in dtypes:
         for name in peers:
             if dtype != "float32" and name == "tf-models":
                 continue
             keras.utils.set_random_seed(0)  # Same weights for float32 and bfloat16 of one peer.
             model, fn = PEERS[name](config, dtype)
-            outputs[name, dtype] = np.asarray(tf.function(fn)(inputs), "float32")
             for mode, jit in MODES.items():
-                t = measure(fn, inputs, jit, iters)
-                rows.append({"name": name, "dtype": dtype, "mode": mode, **t})
-                print(f"  {name:9s} {dtype:8s} {mode:5s} {t['median'] * 1e3:8.1f} ms "
-                      f"(min {t['min'] * 1e3:.1f}, max {t['max'] * 1e3:.1f})", flush=True)
-            del model
-            keras.backend.clear_session()
-    return rows, outputs
+                if dtype != "float32" and jit and not bf16_xla:
+                    continue
+                compiled = tf.function(fn, jit_compile=jit)
+                out = compiled(inputs)  # Trace (and XLA-compile) once, untimed.
+                if not jit:
+                    outputs[name, dtype] = np.asarray(out, "float32")
+                cases.append({"name": name, "dtype": dtype, "mode": mode, "rounds": [], "model": model,
+                              "call": lambda compiled=compiled: compiled(inputs)})
+    return cases, outputs
+
+
+def run_rounds(cases, iters, repeat):
+    """Times every case `iters` times per round, cases interleaved, for `repeat` rounds."""
+    for round_index in range(repeat):
+        for case in cases:
+            t = common.time_call(case["call"], warmup=1, iters=iters)
+            case["rounds"].append(t)
+            print(f"  round {round_index + 1}: {case['name']:9s} {case['dtype']:14s} {case['mode']:5s} "
+                  f"{t['median'] * 1e3:8.1f} ms (min {t['min'] * 1e3:.1f}, max {t['max'] * 1e3:.1f}, "
+                  f"cpu {t['cpu'] * 1e3:.1f})", flush=True)
+    rows = []
+    for case in cases:
+        times = [x for t in case["rounds"] for x in t["times"]]
+        rows.append({"name": case["name"], "dtype": case["dtype"], "mode": case["mode"], "rounds": case["rounds"],
+                     "median": float(np.median(times)), "min": min(times), "max": max(times),
+                     "cpu": float(np.median([t["cpu"] for t in case["rounds"]]))})
+    return rows
 
 
 def run_dynamic(config, batch, long_seq, short_seq, iters):
@@ -110,9 +129,13 @@ def main(argv=None):
     parser.add_argument("--size", default="base", help="BertConfig preset (tiny ... large, L-4_H-512).")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--iters", type=int, default=3, help="Timed calls per configuration (median).")
+    parser.add_argument("--iters", type=int, default=3, help="Timed calls per configuration and round.")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="Rounds over all configurations (interleaved); ratios are medians over rounds.")
     parser.add_argument("--peers", default="ours,keras-hub,tf-models")
     parser.add_argument("--no-bf16", action="store_true", help="Skip the mixed_bfloat16 rows.")
+    parser.add_argument("--bf16-xla", action="store_true",
+                        help="Also time mixed_bfloat16 under XLA (slow on CPU: XLA:CPU has no oneDNN bf16 matmul).")
     parser.add_argument("--dynamic", action="store_true",
                         help="Also time ours at --seq and --seq/4 with one graph, counting retraces.")
     parser.add_argument("--plot", default="bench/out/encoder.png", help="PNG bar chart path ('' for none).")
@@ -130,7 +153,8 @@ def main(argv=None):
         roofline["mixed_bfloat16"] = common.matmul_roofline("bfloat16")
     print("matmul roofline (2048^3 tf.matmul): " + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in roofline.items()))
 
-    rows, outputs = run_throughput(config, args.batch, args.seq, args.iters, dtypes, peers)
+    cases, outputs = prepare(config, args.batch, args.seq, dtypes, peers, args.bf16_xla)
+    rows = run_rounds(cases, args.iters, args.repeat)
     table = []
     for r in rows:
         gflops = flops / r["median"] / 1e9
@@ -149,8 +173,11 @@ def main(argv=None):
             for peer in ("keras-hub", "tf-models"):
                 other = by_key.get((peer, dtype, mode))
                 if ours and other:
-                    print(f"speed ours/{peer:9s} {dtype:14s} {mode:5s}: {other['median'] / ours['median']:.2f}x "
-                          f"wall, {other['cpu'] / ours['cpu']:.2f}x cpu time")
+                    wall = [o["median"] / u["median"] for o, u in zip(other["rounds"], ours["rounds"])]
+                    cpu = [o["cpu"] / u["cpu"] for o, u in zip(other["rounds"], ours["rounds"])]
+                    print(f"speed ours/{peer:9s} {dtype:14s} {mode:5s}: {np.median(wall):.2f}x wall "
+                          f"(rounds {' '.join(f'{w:.2f}' for w in wall)}), {np.median(cpu):.2f}x cpu time "
+                          f"(rounds {' '.join(f'{c:.2f}' for c in cpu)})")
     for name in peers:
         if (name, "mixed_bfloat16") in outputs:
             diff = np.abs(outputs[name, "mixed_bfloat16"] - outputs[name, "float32"])
@@ -166,7 +193,9 @@ def main(argv=None):
 
     if args.plot:
         labels = [f"{r['name']} {r['dtype'].replace('mixed_', '')} {r['mode']}" for r in rows]
-        common.save_bar_chart(args.plot, labels, [flops / r["median"] / 1e9 for r in rows], "GFLOP/s",
+        series = {"per wall second": [flops / r["median"] / 1e9 for r in rows],
+                  "per CPU second x cores (load-independent)": [flops / (r["cpu"] / os.cpu_count()) / 1e9 for r in rows]}
+        common.save_bar_chart(args.plot, labels, series, "GFLOP/s",
                               f"BERT-{args.size} forward, batch {args.batch} x seq {args.seq}, CPU",
                               reference=("float32 matmul roofline", roofline["float32"]))
         print(f"chart: {args.plot}")

@@ -8,7 +8,7 @@ paper's MLM + NSP objective is shown too. Default size "small" (L=4, H=512) at b
 keeps the run short; `--size base` gives BERT-base.
 
     .venv/bin/python bench/bench_pretrain_step.py [--size small] [--batch 8] [--seq 128]
-        [--predictions 20] [--iters 3]
+        [--predictions 20] [--iters 3] [--repeat 1]
 """
 
 import argparse
@@ -108,7 +108,9 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--predictions", type=int, default=20, help="Masked positions per sequence.")
-    parser.add_argument("--iters", type=int, default=3, help="Timed steps per configuration (median).")
+    parser.add_argument("--iters", type=int, default=3, help="Timed steps per configuration and round.")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="Rounds over all configurations (interleaved); ratios are medians over rounds.")
     args = parser.parse_args(argv)
     # The pooler has no gradient without NSP (ours MLM-only, keras-hub): expected.
     warnings.filterwarnings("ignore", message="Gradients do not exist")
@@ -121,29 +123,39 @@ def main(argv=None):
     inputs = {k: tf.constant(v) for k, v in inputs.items()}
     labels = {k: tf.constant(v) for k, v in labels.items()}
 
-    rows = {}
+    steps = {}
     for name, build in PEERS.items():
         keras.utils.set_random_seed(0)
         model, forward, loss_fn = build(config)
         for mode, jit in MODES.items():
             step = train_step_fn(model, forward, loss_fn, jit)
-            t = common.time_call(lambda: step(inputs, labels), warmup=1, iters=args.iters)
-            rows[name, mode] = t
-            print(f"  {name:14s} {mode:5s} {t['median'] * 1e3:8.1f} ms/step "
-                  f"(min {t['min'] * 1e3:.1f}, max {t['max'] * 1e3:.1f})", flush=True)
-        del model
-        keras.backend.clear_session()
+            step(inputs, labels)  # Trace (and XLA-compile) once, untimed.
+            steps[name, mode] = step
 
+    rounds = {key: [] for key in steps}
+    for round_index in range(args.repeat):
+        for (name, mode), step in steps.items():
+            t = common.time_call(lambda: step(inputs, labels), warmup=1, iters=args.iters)
+            rounds[name, mode].append(t)
+            print(f"  round {round_index + 1}: {name:14s} {mode:5s} {t['median'] * 1e3:8.1f} ms/step "
+                  f"(min {t['min'] * 1e3:.1f}, max {t['max'] * 1e3:.1f}, cpu {t['cpu'] * 1e3:.1f})", flush=True)
+
+    table = []
+    for (name, mode), ts in rounds.items():
+        times = [x for t in ts for x in t["times"]]
+        median = float(np.median(times))
+        table.append([name, mode, median * 1e3, float(np.median([t["cpu"] for t in ts])) * 1e3, 1 / median,
+                      f"{(max(times) - min(times)) / median:.0%}"])
     print()
-    print(common.format_table(
-        ["model", "mode", "ms/step", "cpu ms", "steps/s", "spread"],
-        [[name, mode, t["median"] * 1e3, t["cpu"] * 1e3, 1 / t["median"], f"{(t['max'] - t['min']) / t['median']:.0%}"]
-         for (name, mode), t in rows.items()]))
+    print(common.format_table(["model", "mode", "ms/step", "cpu ms", "steps/s", "spread"], table))
     print()
     for mode in MODES:
-        ours, hub = rows["ours MLM", mode], rows["keras-hub MLM", mode]
-        print(f"speed ours/keras-hub (MLM only) {mode:5s}: {hub['median'] / ours['median']:.2f}x wall, "
-              f"{hub['cpu'] / ours['cpu']:.2f}x cpu time")
+        ours, hub = rounds["ours MLM", mode], rounds["keras-hub MLM", mode]
+        wall = [h["median"] / o["median"] for h, o in zip(hub, ours)]
+        cpu = [h["cpu"] / o["cpu"] for h, o in zip(hub, ours)]
+        print(f"speed ours/keras-hub (MLM only) {mode:5s}: {np.median(wall):.2f}x wall "
+              f"(rounds {' '.join(f'{w:.2f}' for w in wall)}), {np.median(cpu):.2f}x cpu time "
+              f"(rounds {' '.join(f'{c:.2f}' for c in cpu)})")
 
 
 if __name__ == "__main__":

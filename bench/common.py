@@ -129,13 +129,13 @@ def _cell(value):
     return str(value)
 
 
-def save_bar_chart(path, labels, values, xlabel, title, reference=None):
-    """Horizontal bar chart written atomically to `path` (PNG, matplotlib Agg).
+def save_bar_chart(path, labels, series, xlabel, title, reference=None):
+    """Horizontal grouped bar chart written atomically to `path` (PNG, matplotlib Agg).
 
     Args:
         path: str. Output file; its folder is created.
-        labels: list of str, one per bar.
-        values: list of float.
+        labels: list of str, one per group of bars.
+        series: dict of legend name -> list of float (one value per label).
         xlabel: str.
         title: str.
         reference: optional (label, value): a dashed vertical line (e.g. the roofline).
@@ -146,14 +146,17 @@ def save_bar_chart(path, labels, values, xlabel, title, reference=None):
 
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(labels) + 1.5))
-    bars = ax.barh(range(len(labels)), values, color="tab:blue")
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(labels) * max(1, len(series)) + 1.5))
+    height = 0.8 / len(series)
+    for k, (name, values) in enumerate(series.items()):
+        offsets = [i - 0.4 + height * (k + 0.5) for i in range(len(labels))]
+        bars = ax.barh(offsets, values, height=height, label=name)
+        ax.bar_label(bars, fmt="%.0f", padding=3)
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
-    ax.bar_label(bars, fmt="%.0f", padding=3)
     if reference is not None:
         ax.axvline(reference[1], color="tab:red", linestyle="--", label=reference[0])
-        ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=3, frameon=False)
     ax.set_xlabel(xlabel)
     ax.set_title(title)
     fig.tight_layout()
