@@ -235,6 +235,9 @@ def _load_history(path, start_step):
 def run_pretraining(config=None, **overrides):
     """Pre-train (or resume pre-training) a BERT and evaluate it.
 
+    Seeds Python's, NumPy's and TensorFlow's global generators with `config.seed` (weights,
+    dropout). Resumes from the newest checkpoint in `model_dir` if there is one.
+
     Args:
         config: `PretrainingConfig`, or None to build one from `overrides`.
         **overrides: `PretrainingConfig` fields.
