@@ -124,7 +124,7 @@ def main():
     print(f"\nours vs HF: {t_hf[0] / t_ours[0]:.2f}x wall, {t_hf[1] / t_ours[1]:.2f}x CPU; "
           f"ours vs original: {t_ref[0] / t_ours[0]:.1f}x wall.")
     if lower_case:
-        print("Uncased: batches holding a capital sigma take the final-sigma path "
+        print("Uncased: texts holding a capital sigma take the final-sigma path "
               "(keras_bert.text.tokenizer.FinalSigma); 'no Σ' shows the lines without one.")
 
 

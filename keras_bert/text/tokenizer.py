@@ -34,7 +34,7 @@ class BertTokenizer(keras.layers.Layer):
       `convert_to_unicode` does (`bytes.decode("utf-8", "ignore")`); never an error.
     - Empty or whitespace-only strings give no tokens; long texts (MBs) are fine.
     - Uncased, capital sigma becomes ς or σ by its context as in `str.lower`
-      (`FinalSigma`, a second graph path taken only by batches holding a Σ).
+      (`FinalSigma`, a second graph path taken only by the texts holding a Σ).
     - Residual differences from the original (tested): a vocabulary token over 256 UTF-8
       bytes (the op's limit) is never matched; a word with more than 16 capital sigmas;
       see also `keras_bert.text.normalize`.
@@ -138,14 +138,21 @@ class BertTokenizer(keras.layers.Layer):
         # Tokenize the flat list: [N, (T)] ids (and offsets).
         if self._final_sigma is None:
             outputs = self._tokenize_flat(flat, with_offsets)
-        else:
-            def flatten(outputs):  # tf.cond returns tensors: values and shared row splits.
-                return [outputs[0].row_splits] + [t.flat_values for t in outputs]
+        else:  # Texts holding a capital sigma take the final-sigma path.
+            has_sigma = _sigma_positions(flat)[2] > 0  # [N]
 
+            def split_by_sigma():
+                parts = []
+                for mask, tokenize in ((has_sigma, self._final_sigma.tokenize),
+                                       (tf.logical_not(has_sigma), self._tokenize_flat)):
+                    index = tf.cast(tf.where(mask)[:, 0], tf.int32)
+                    parts.append((index, tokenize(tf.gather(flat, index), with_offsets)))
+                return _flatten(_merge_rows(parts, tf.shape(flat)[0]))
+
+            # The cond also keeps the final-sigma ops away from empty inputs (TFLite).
             splits, *values = tf.cond(
-                FinalSigma.contains_sigma(flat),
-                lambda: flatten(self._final_sigma.tokenize(flat, with_offsets)),
-                lambda: flatten(self._tokenize_flat(flat, with_offsets)))
+                tf.reduce_any(has_sigma), split_by_sigma,
+                lambda: _flatten(self._tokenize_flat(flat, with_offsets)))
             outputs = [tf.RaggedTensor.from_row_splits(v, splits, validate=False) for v in values]
         outputs = _limit_word_length(
             *outputs[:1], self._is_suffix, self._num_chars, self.max_chars_per_word, self.unk_id,
@@ -180,7 +187,7 @@ class FinalSigma:
     The original lower-cases each whitespace-separated word with `str.lower`, which turns
     U+03A3 into ς where the nearest non-case-ignorable character before it is cased and
     the one after it is not, else into σ. A per-character normalizer cannot see that
-    context, so for batches holding a capital sigma the text is normalized with Σ kept
+    context, so texts holding a capital sigma are normalized with Σ kept
     and split at spaces; each word holding a Σ reads its context from a class normalizer
     and is rebuilt from byte ranges of a copy where Σ is "σς" (the σ or the ς half per
     Σ, joined with tf-text's ngram string join); words are tokenized and their rows
@@ -198,13 +205,6 @@ class FinalSigma:
             model_buffer=_uint8_constant(normalize.build_map_buffer(((0x3A3, "\u03c3\u03c2"),))))
         self.classes = tf_text.FastBertNormalizer(
             model_buffer=_uint8_constant(normalize.build_case_class_buffer()))
-
-    @staticmethod
-    def contains_sigma(texts):
-        """Scalar bool: any U+03A3 (bytes CE A3) in the flat string tensor `texts`."""
-        data = tf.cast(tf_text.ByteSplitter().split(texts).flat_values, tf.int32)
-        following = tf.concat([data, [0]], 0)[1:]
-        return tf.reduce_any((data == 0xCE) & (following == 0xA3))
 
     def tokenize(self, texts, with_offsets):
         """Flat texts [N] -> [ids] or [ids, starts, ends], ragged [N, (T)]."""
@@ -280,6 +280,17 @@ class FinalSigma:
         return joined  # [W]
 
 
+def _flatten(outputs):
+    """Ragged tensors sharing row splits -> [row splits, values...] (for tf.cond)."""
+    return [outputs[0].row_splits] + [t.flat_values for t in outputs]
+
+
+def _segment_sum(data, segments, num_segments):
+    """unsorted_segment_sum, with at least one segment (TFLite rejects empty outputs)."""
+    return tf.math.unsorted_segment_sum(
+        data, segments, tf.maximum(num_segments, 1))[:num_segments]
+
+
 def _sigma_positions(words):
     """Capital sigmas (bytes CE A3) in words [W]: byte position [nΣ] in its word, word
     index [nΣ], count per word [W], and the words' byte row starts [W+1]."""
@@ -291,7 +302,7 @@ def _sigma_positions(words):
     index = tf.cast(tf.where(at)[:, 0], tf.int32)
     word = tf.gather(rows, index)
     row_starts = tf.cast(split.row_splits, tf.int32)
-    count = tf.math.unsorted_segment_sum(tf.cast(at, tf.int32), rows, tf.shape(words)[0])
+    count = _segment_sum(tf.cast(at, tf.int32), rows, tf.shape(words)[0])
     return index - tf.gather(row_starts, word), word, count, row_starts
 
 
