@@ -103,6 +103,18 @@ def test_final_sigma_follows_str_lower(tmp_path):
     assert _ours(tokenizer, [word])[0] != _ref_ids(reference, word)
 
 
+def test_canonical_reordering_is_the_documented_residual(tmp_path):
+    """Uncased NFD reorders spacing marks with descending combining classes; ours does not."""
+    marks = "\U0001d16d\U0001d165"  # Mc with combining classes 226, 216.
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##" + marks[0], "##" + marks[1]]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(vocab), encoding="utf-8")
+    reference = tokenization.FullTokenizer(str(path), do_lower_case=True)
+    tokenizer = BertTokenizer(vocab)
+    assert _ours(tokenizer, ["a" + marks[::-1]])[0] == _ref_ids(reference, "a" + marks) == [5, 7, 6]
+    assert _ours(tokenizer, ["a" + marks])[0] == [5, 6, 7]  # Left in input order.
+
+
 def test_compatibility_characters_unlike_stock_tf_text(uncased):
     """tensorflow-text's own normalizer (NFKC case folding) gives other ids; ours does not."""
     vocab, reference, tokenizer = uncased
