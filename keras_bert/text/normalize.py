@@ -37,7 +37,6 @@ Residual difference (documented):
 """
 
 import functools
-import sys
 import unicodedata
 
 import flatbuffers
@@ -391,7 +390,3 @@ def _place(dawg, root):
             units[b ^ label] = unit(b ^ label, label, child)
     return units.astype(np.uint32)
 
-
-def unicode_version():
-    """The Unicode tables the map is built from (those of this Python)."""
-    return f"{unicodedata.unidata_version} (Python {sys.version_info[0]}.{sys.version_info[1]})"
