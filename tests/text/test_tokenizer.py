@@ -294,9 +294,11 @@ def test_vocabulary_accessors(uncased):
 # === In tf.data, Keras models, SavedModel, TFLite ===
 
 
-def test_tf_data_and_tf_function(lines, cased):
-    _, reference, tokenizer = cased
+@pytest.mark.parametrize("case", ["cased", "uncased"])
+def test_tf_data_and_tf_function(lines, case, request):
+    _, reference, tokenizer = request.getfixturevalue(case)
     texts = lines[:64]
+    assert any("Σ" in t for t in texts)  # Uncased: both paths of the graph.
     ds = tf.data.Dataset.from_tensor_slices(texts).batch(16).map(tokenizer)
     batched = [row for batch in ds for row in batch.to_list()]
     assert batched == [_ref_ids(reference, t) for t in texts]
