@@ -22,19 +22,18 @@ import time
 
 from absl import app, flags
 
+from keras_bert import cli
+
 SKIP_DIRS = {"test", "tests", "idlelib", "site-packages", "dist-packages", "lib2to3", "turtledemo", "__pycache__"}
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
-    """Define --steps, --model_dir, --quick (each only once per process)."""
-    if "steps" not in FLAGS:
-        flags.DEFINE_integer("steps", None, "Training steps (default 1500, or 40 with --quick).")
-    if "model_dir" not in FLAGS:
-        flags.DEFINE_string("model_dir", "runs/demo", "Where data, checkpoints, logs and the plot go.")
-    if "quick" not in FLAGS:
-        flags.DEFINE_bool("quick", False, "A tiny run in under a minute (used by the tests).")
+    """Define --steps, --model_dir, --quick."""
+    cli.define(flags.DEFINE_integer, "steps", None, "Training steps (default 1500, or 40 with --quick).")
+    cli.define(flags.DEFINE_string, "model_dir", "runs/demo", "Where data, checkpoints, logs and the plot go.")
+    cli.define(flags.DEFINE_bool, "quick", False, "A tiny run in under a minute (used by the tests).")
 
 
 def stdlib_documents(max_modules=None, min_chars=200):

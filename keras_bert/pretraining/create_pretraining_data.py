@@ -326,27 +326,28 @@ def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True
 def _define_flags():
     from absl import flags
 
-    flags.DEFINE_string("input_file", None, "Comma-separated input files / glob patterns.")
-    flags.DEFINE_string("tfds_name", None, "A tensorflow-datasets corpus (e.g. wikipedia/20230601.en) "
+    from keras_bert import cli
+
+    cli.define(flags.DEFINE_string, "input_file", None, "Comma-separated input files / glob patterns.")
+    cli.define(flags.DEFINE_string, "tfds_name", None, "A tensorflow-datasets corpus (e.g. wikipedia/20230601.en) "
                         "used instead of --input_file.")
-    flags.DEFINE_string("tfds_split", "train", "Split of --tfds_name.")
-    flags.DEFINE_string("tfds_field", "text", "Text field of --tfds_name.")
-    flags.DEFINE_string("output_dir", None, "Output directory.")
-    flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
-    flags.DEFINE_bool("lower_case", True, "Uncased tokenization.")
-    flags.DEFINE_enum("file_format", "sentences", list(corpus_lib.FORMATS), "Input file format.")
-    flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
-    flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-    flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter target length.")
-    flags.DEFINE_integer("dupe_factor", 10, "Passes over the corpus (different masks).")
-    flags.DEFINE_bool("whole_word_masking", False, "Mask whole words.")
-    flags.DEFINE_integer("num_shards", 1, "Output files.")
-    flags.DEFINE_integer("num_workers", os.cpu_count() or 1, "Worker processes.")
-    flags.DEFINE_integer("seed", 12345, "Random seed.")
-    flags.DEFINE_integer("documents_per_chunk", 1000, "Documents per chunk (random next pool).")
-    flags.DEFINE_string("output_prefix", "pretraining", "Output file name prefix.")
-    flags.mark_flags_as_required(["output_dir", "vocab_file"])
+    cli.define(flags.DEFINE_string, "tfds_split", "train", "Split of --tfds_name.")
+    cli.define(flags.DEFINE_string, "tfds_field", "text", "Text field of --tfds_name.")
+    cli.define(flags.DEFINE_string, "output_dir", None, "Output directory.")
+    cli.define(flags.DEFINE_string, "vocab_file", None, "WordPiece vocab.txt.")
+    cli.define(flags.DEFINE_bool, "lower_case", True, "Uncased tokenization.")
+    cli.define(flags.DEFINE_enum, "file_format", "sentences", list(corpus_lib.FORMATS), "Input file format.")
+    cli.define(flags.DEFINE_integer, "max_seq_length", 128, "Maximum sequence length.")
+    cli.define(flags.DEFINE_integer, "max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
+    cli.define(flags.DEFINE_float, "masked_lm_prob", 0.15, "Masked LM probability.")
+    cli.define(flags.DEFINE_float, "short_seq_prob", 0.1, "Probability of a shorter target length.")
+    cli.define(flags.DEFINE_integer, "dupe_factor", 10, "Passes over the corpus (different masks).")
+    cli.define(flags.DEFINE_bool, "whole_word_masking", False, "Mask whole words.")
+    cli.define(flags.DEFINE_integer, "num_shards", 1, "Output files.")
+    cli.define(flags.DEFINE_integer, "num_workers", os.cpu_count() or 1, "Worker processes.")
+    cli.define(flags.DEFINE_integer, "seed", 12345, "Random seed.")
+    cli.define(flags.DEFINE_integer, "documents_per_chunk", 1000, "Documents per chunk (random next pool).")
+    cli.define(flags.DEFINE_string, "output_prefix", "pretraining", "Output file name prefix.")
     return flags.FLAGS
 
 
@@ -372,7 +373,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    from absl import app
+    from absl import app, flags
 
     _define_flags()
+    flags.mark_flags_as_required(["output_dir", "vocab_file"])
     app.run(main)

@@ -16,6 +16,8 @@ import json
 
 from absl import app, flags
 
+from keras_bert import cli
+
 from keras_bert.pretraining.runner import PRECISIONS, PretrainingConfig, run_pretraining
 from keras_bert.training.distribute import STRATEGIES
 from keras_bert.training.optimizers import OPTIMIZERS
@@ -29,31 +31,28 @@ def _default(name):
 
 
 def define_flags():
-    """Define the flags (idempotent, so tests can call `main` more than once)."""
-    if "train_files" in FLAGS:
-        return
-    flags.DEFINE_string("model", _default("model"), "BertConfig preset: tiny mini small medium base large, L-x_H-y.")
-    flags.DEFINE_string("bert_config_file", None, "An original bert_config.json (overrides --model).")
-    flags.DEFINE_integer("vocab_size", None, "Vocabulary size replacing the preset's.")
-    flags.DEFINE_string("train_files", None, "Comma-separated TFRecord file patterns (local or gs://).")
-    flags.DEFINE_string("eval_files", None, "Held-out TFRecords for the final MLM/NSP accuracy.")
-    flags.DEFINE_string("model_dir", None, "Run directory: checkpoints, TensorBoard logs, plot, summary.")
-    flags.DEFINE_string("init_checkpoint", None, "Google TF1 checkpoint or Hugging Face directory to start from.")
-    flags.DEFINE_string("tpu", None, "TPU name or address for --strategy tpu ('local' on a TPU VM).")
+    """Define the flags (again on each call: another command line may have defined the same names)."""
+    cli.define(flags.DEFINE_string, "model", _default("model"), "BertConfig preset: tiny mini small medium base large, L-x_H-y.")
+    cli.define(flags.DEFINE_string, "bert_config_file", None, "An original bert_config.json (overrides --model).")
+    cli.define(flags.DEFINE_integer, "vocab_size", None, "Vocabulary size replacing the preset's.")
+    cli.define(flags.DEFINE_string, "train_files", None, "Comma-separated TFRecord file patterns (local or gs://).")
+    cli.define(flags.DEFINE_string, "eval_files", None, "Held-out TFRecords for the final MLM/NSP accuracy.")
+    cli.define(flags.DEFINE_string, "model_dir", None, "Run directory: checkpoints, TensorBoard logs, plot, summary.")
+    cli.define(flags.DEFINE_string, "init_checkpoint", None, "Google TF1 checkpoint or Hugging Face directory to start from.")
+    cli.define(flags.DEFINE_string, "tpu", None, "TPU name or address for --strategy tpu ('local' on a TPU VM).")
     for name in ("batch_size", "seq_length", "max_predictions_per_seq", "num_train_steps", "num_warmup_steps",
                  "grad_accumulation_steps", "steps_per_execution", "checkpoint_every", "keep_checkpoints",
                  "seed", "shuffle_buffer"):
-        flags.DEFINE_integer(name, _default(name), f"PretrainingConfig.{name}.")
+        cli.define(flags.DEFINE_integer, name, _default(name), f"PretrainingConfig.{name}.")
     for name in ("steps_per_loop", "eval_batch_size", "max_eval_steps"):
-        flags.DEFINE_integer(name, None, f"PretrainingConfig.{name} (default: automatic).")
+        cli.define(flags.DEFINE_integer, name, None, f"PretrainingConfig.{name} (default: automatic).")
     for name in ("learning_rate", "weight_decay", "clip_norm"):
-        flags.DEFINE_float(name, _default(name), f"PretrainingConfig.{name}.")
+        cli.define(flags.DEFINE_float, name, _default(name), f"PretrainingConfig.{name}.")
     for name in ("jit_compile", "next_sentence", "deterministic", "verbose", "plot"):
-        flags.DEFINE_bool(name, _default(name), f"PretrainingConfig.{name}.")
-    flags.DEFINE_enum("optimizer", _default("optimizer"), OPTIMIZERS, "Optimizer.")
-    flags.DEFINE_enum("strategy", _default("strategy"), STRATEGIES, "tf.distribute strategy.")
-    flags.DEFINE_enum("mixed_precision", _default("mixed_precision"), PRECISIONS, "Precision policy.")
-    flags.mark_flags_as_required(["train_files", "model_dir"])
+        cli.define(flags.DEFINE_bool, name, _default(name), f"PretrainingConfig.{name}.")
+    cli.define(flags.DEFINE_enum, "optimizer", _default("optimizer"), OPTIMIZERS, "Optimizer.")
+    cli.define(flags.DEFINE_enum, "strategy", _default("strategy"), STRATEGIES, "tf.distribute strategy.")
+    cli.define(flags.DEFINE_enum, "mixed_precision", _default("mixed_precision"), PRECISIONS, "Precision policy.")
 
 
 def config_from_flags():
@@ -71,4 +70,7 @@ def main(argv):
 
 if __name__ == "__main__":
     define_flags()
+    # Marked here only: validators stay on the global flags, where other command lines
+    # run in the same process (tests) would trip over them.
+    flags.mark_flags_as_required(["train_files", "model_dir"])
     app.run(main)

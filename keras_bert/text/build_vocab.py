@@ -6,16 +6,20 @@
 
 from absl import app, flags, logging
 
+from keras_bert import cli
 from keras_bert.text import vocab_builder
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("input", None, "Text files or glob patterns (local or gs://), comma-separated; one passage per line.")
-flags.DEFINE_integer("vocab_size", 30000, "Maximum vocabulary size, reserved tokens included.")
-flags.DEFINE_boolean("lower_case", True, "Uncased vocabulary (lower-case + accent stripping); must match the tokenizer.")
-flags.DEFINE_list("reserved_tokens", list(vocab_builder.RESERVED_TOKENS), "Tokens placed first, in this order.")
-flags.DEFINE_integer("max_unique_chars", 1000, "Alphabet limit: the most frequent characters kept.")
-flags.DEFINE_string("output", None, "Path of the vocab.txt to write (atomically).")
-flags.mark_flags_as_required(["input", "output"])
+
+
+def define_flags():
+    """Define the flags (again on each call: another command line may use the same names)."""
+    cli.define(flags.DEFINE_list, "input", None, "Text files or glob patterns (local or gs://), comma-separated; one passage per line.")
+    cli.define(flags.DEFINE_integer, "vocab_size", 30000, "Maximum vocabulary size, reserved tokens included.")
+    cli.define(flags.DEFINE_boolean, "lower_case", True, "Uncased vocabulary (lower-case + accent stripping); must match the tokenizer.")
+    cli.define(flags.DEFINE_list, "reserved_tokens", list(vocab_builder.RESERVED_TOKENS), "Tokens placed first, in this order.")
+    cli.define(flags.DEFINE_integer, "max_unique_chars", 1000, "Alphabet limit: the most frequent characters kept.")
+    cli.define(flags.DEFINE_string, "output", None, "Path of the vocab.txt to write (atomically).")
 
 
 def main(argv):
@@ -29,4 +33,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
+    flags.mark_flags_as_required(["input", "output"])
     app.run(main)

@@ -169,6 +169,7 @@ def test_command_line_missing_input(tmp_path):
     from absl.testing import flagsaver
     from keras_bert.text import build_vocab
 
+    build_vocab.define_flags()
     flags.FLAGS.mark_as_parsed()
     with flagsaver.flagsaver(input=[str(tmp_path / "nothing*.txt")], output=str(tmp_path / "v.txt")):
         with pytest.raises(FileNotFoundError, match="matches no file"):
