@@ -83,6 +83,10 @@ def test_bad_files_are_clear_errors(tmp_path):
         BertConfig.from_json_file(bad)
 
 
-def test_exact_parameter_counts():
+def test_exact_parameter_count_base():
     assert keras_bert.BertEncoder(BertConfig.preset("base")).count_params() == 109_482_240
+
+
+@pytest.mark.slow  # Initializing 335M parameters takes ~30 s on 2 cores.
+def test_exact_parameter_count_large():
     assert keras_bert.BertEncoder(BertConfig.preset("large")).count_params() == 335_141_888
