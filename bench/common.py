@@ -90,7 +90,7 @@ def encoder_flops(config, batch, seq, pooler=True):
     return flops
 
 
-def matmul_roofline(dtype="float32", n=2048, iters=5):
+def matmul_roofline(dtype="float32", n=2048, iters=8):
     """Measured GFLOP/s of a square [n, n] x [n, n] tf.matmul (graph mode) in `dtype`."""
     a = tf.cast(tf.random.stateless_normal([n, n], seed=[1, 2]), dtype)
     b = tf.cast(tf.random.stateless_normal([n, n], seed=[3, 4]), dtype)
