@@ -121,9 +121,12 @@ class BertPretrainer(keras.Model):
             mlm_loss = total / (count + 1e-5) * replicas
             losses["loss"] += mlm_loss - losses["mlm_loss"]
             losses["mlm_loss"] = mlm_loss
-        self.mlm_loss_tracker.update_state(losses["mlm_loss"])
+        # Weighted by batch size, as Keras weights its own loss tracker: the empty batch
+        # that ends a dataset of unknown length then leaves the means unchanged.
+        batch_size = tf.cast(tf.shape(y["masked_lm_ids"])[0], "float32")
+        self.mlm_loss_tracker.update_state(losses["mlm_loss"], sample_weight=batch_size)
         if self.next_sentence:
-            self.nsp_loss_tracker.update_state(losses["nsp_loss"])
+            self.nsp_loss_tracker.update_state(losses["nsp_loss"], sample_weight=batch_size)
         total = losses["loss"]
         extra = self.losses  # Regularization losses, if a user added any.
         if extra:

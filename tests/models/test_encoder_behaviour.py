@@ -173,3 +173,22 @@ def test_dropout_only_in_training():
     a, b = encoder(x, training=False)["sequence_output"], encoder(x, training=False)["sequence_output"]
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(encoder(x, training=True)["sequence_output"], a)
+
+
+def test_evaluate_reports_the_mean_loss_on_datasets_of_unknown_length():
+    """Keras ends a dataset of unknown length with an empty batch; it must not pull the means down."""
+    pretrainer = keras_bert.BertPretrainer(keras_bert.BertEncoder(TINY.replace(num_hidden_layers=1)))
+    pretrainer.compile(optimizer="adam")
+    rng = np.random.default_rng(7)
+    x = {**_inputs(batch=12, seed=7), "masked_lm_positions": _positions(batch=12)}
+    y = {"masked_lm_ids": rng.integers(0, TINY.vocab_size, (12, 4)).astype(np.int32),
+         "masked_lm_weights": np.ones((12, 4), np.float32),
+         "next_sentence_labels": rng.integers(0, 2, (12, 1)).astype(np.int32)}
+    batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
+    known = pretrainer.evaluate(batches, verbose=0, return_dict=True)
+    unknown = pretrainer.evaluate(batches.filter(lambda a, b: True), verbose=0, return_dict=True)
+    logits = pretrainer.predict(x, verbose=0)
+    want = keras_bert.models.pretrainer.pretraining_loss(y, logits)  # Equal-size batches: mean of means = mean.
+    for result in (known, unknown):
+        np.testing.assert_allclose(result["mlm_loss"], want["mlm_loss"], rtol=1e-5)
+        np.testing.assert_allclose(result["nsp_loss"], want["nsp_loss"], rtol=1e-5)
