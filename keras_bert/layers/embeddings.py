@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert.layers import utils
+from keras_bert.layers.dropout import ReplicaDropout
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -53,7 +54,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_eps, dtype=self.dtype_policy, name="LayerNorm")
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = ReplicaDropout(dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         init = utils.initializer(self.initializer_range)

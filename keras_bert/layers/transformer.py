@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert.layers import utils
+from keras_bert.layers.dropout import ReplicaDropout
 
 try:  # Tells whether the graph being traced will be compiled with XLA (jit_compile=True).
     from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext
@@ -95,8 +96,8 @@ class TransformerBlock(keras.layers.Layer):
         self.intermediate = dense(self.intermediate_size, "intermediate_dense", activation=self._activation)
         self.output_dense = dense(hidden, "output_dense")
         self.output_layer_norm = layer_norm("output_LayerNorm")
-        self.attention_dropout = keras.layers.Dropout(self.attention_probs_dropout_prob, dtype=self.dtype_policy)
-        self.hidden_dropout = keras.layers.Dropout(self.hidden_dropout_prob, dtype=self.dtype_policy)
+        self.attention_dropout = ReplicaDropout(self.attention_probs_dropout_prob, dtype=self.dtype_policy)
+        self.hidden_dropout = ReplicaDropout(self.hidden_dropout_prob, dtype=self.dtype_policy)
         seq_shape = (None, None, hidden)
         for layer in (self.query, self.key, self.value, self.attention_output, self.intermediate):
             layer.build(seq_shape)
