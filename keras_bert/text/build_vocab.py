@@ -8,6 +8,7 @@ from absl import app, flags, logging
 
 from keras_bert import cli
 from keras_bert.text import vocab_builder
+from keras_bert.text.vocab import SPECIAL_TOKENS
 
 FLAGS = flags.FLAGS
 
@@ -17,7 +18,7 @@ def define_flags():
     cli.define(flags.DEFINE_list, "input", None, "Text files or glob patterns (local or gs://), comma-separated; one passage per line.")
     cli.define(flags.DEFINE_integer, "vocab_size", 30000, "Maximum vocabulary size, reserved tokens included.")
     cli.define(flags.DEFINE_boolean, "lower_case", True, "Uncased vocabulary (lower-case + accent stripping); must match the tokenizer.")
-    cli.define(flags.DEFINE_list, "reserved_tokens", list(vocab_builder.RESERVED_TOKENS), "Tokens placed first, in this order.")
+    cli.define(flags.DEFINE_list, "reserved_tokens", list(SPECIAL_TOKENS), "Tokens placed first, in this order.")
     cli.define(flags.DEFINE_integer, "max_unique_chars", 1000, "Alphabet limit: the most frequent characters kept.")
     cli.define(flags.DEFINE_string, "output", None, "Path of the vocab.txt to write (atomically).")
 

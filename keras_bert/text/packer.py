@@ -6,6 +6,8 @@ Dimensions: B batch, T segment length (ragged), S packed sequence length.
 import keras
 import tensorflow as tf
 
+from keras_bert.models.encoder import INPUT_NAMES
+
 TRUNCATIONS = ("longest_first", "waterfall")
 
 
@@ -122,8 +124,7 @@ class BertPacker(keras.layers.Layer):
     def compute_output_spec(self, inputs):
         segments = inputs if isinstance(inputs, (tuple, list)) else [inputs]
         shape = tuple(segments[0].shape[:1] if len(segments[0].shape) >= 2 else ()) + (self.seq_length,)
-        return {k: keras.KerasTensor(shape, dtype="int32") for k in
-                ("input_word_ids", "input_mask", "input_type_ids")}
+        return {k: keras.KerasTensor(shape, dtype="int32") for k in INPUT_NAMES}
 
     def get_config(self):
         config = super().get_config()

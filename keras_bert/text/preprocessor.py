@@ -6,6 +6,7 @@ Dimensions: B batch, S sequence.
 import keras
 import tensorflow as tf
 
+from keras_bert.models.encoder import INPUT_NAMES
 from keras_bert.text.packer import BertPacker
 from keras_bert.text.tokenizer import BertTokenizer
 
@@ -68,8 +69,7 @@ class BertPreprocessor(keras.layers.Layer):
     def compute_output_spec(self, inputs):
         segment = _segments(inputs)[0]
         shape = tuple(segment.shape) + (self.seq_length,)
-        return {k: keras.KerasTensor(shape, dtype="int32") for k in
-                ("input_word_ids", "input_mask", "input_type_ids")}
+        return {k: keras.KerasTensor(shape, dtype="int32") for k in INPUT_NAMES}
 
     def get_config(self):
         config = super().get_config()

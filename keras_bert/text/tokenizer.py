@@ -155,8 +155,7 @@ class BertTokenizer(keras.layers.Layer):
                 lambda: _flatten(self._tokenize_flat(flat, with_offsets)))
             outputs = [tf.RaggedTensor.from_row_splits(v, splits, validate=False) for v in values]
         outputs = _limit_word_length(
-            *outputs[:1], self._is_suffix, self._num_chars, self.max_chars_per_word, self.unk_id,
-            *outputs[1:])
+            outputs, self._is_suffix, self._num_chars, self.max_chars_per_word, self.unk_id)
         return tuple(_restore_shape(t, texts) for t in outputs)
 
     def _tokenize_flat(self, flat, with_offsets):
@@ -395,12 +394,13 @@ def _as_tensor(x, dtype):
     return tf.convert_to_tensor(x, dtype)
 
 
-def _limit_word_length(ids, is_suffix, num_chars, max_chars, unk_id, starts=None, ends=None):
+def _limit_word_length(outputs, is_suffix, num_chars, max_chars, unk_id):
     """Replaces the pieces of each word longer than `max_chars` by one [UNK].
 
-    ids (and starts, ends): ragged [N, (T)]. A word is a non-suffix piece followed by its
-    "##" pieces; its length is the sum of the pieces' characters.
+    outputs: [ids] or [ids, starts, ends], ragged [N, (T)]. A word is a non-suffix piece
+    followed by its "##" pieces; its length is the sum of the pieces' characters.
     """
+    ids, *offsets = outputs
     pieces = ids.flat_values  # [M]
     is_start = tf.logical_not(tf.gather(is_suffix, pieces))  # [M]
     word = tf.cumsum(tf.cast(is_start, tf.int32)) - 1  # [M] word index of each piece
@@ -419,7 +419,8 @@ def _limit_word_length(ids, is_suffix, num_chars, max_chars, unk_id, starts=None
             tf.boolean_mask(values, keep), row_lengths, validate=False)
 
     outputs = [rebuild(tf.where(too_long, tf.cast(unk_id, pieces.dtype), pieces))]
-    if starts is not None:
+    if offsets:
+        starts, ends = offsets
         word_end = tf.cast(tf.math.unsorted_segment_max(  # int32: TFLite's kernel.
             tf.cast(ends.flat_values, tf.int32), word, num_words), ends.dtype)
         long_end = tf.where(too_long, tf.gather(word_end, word), ends.flat_values)

@@ -15,8 +15,8 @@ import tensorflow_text as tf_text
 from absl import logging
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
 
-RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-JOINER = "##"
+from keras_bert.text.tokenizer import SUFFIX_INDICATOR
+from keras_bert.text.vocab import SPECIAL_TOKENS
 
 # The character classes of the original tokenizer (google-research/bert tokenization.py).
 # Removed: NUL, U+FFFD and control/format characters (Cc, Cf) except \t \n \r.
@@ -121,7 +121,7 @@ def count_words(corpus, lower_case=True):
     return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()})
 
 
-def build_vocabulary(corpus, vocab_size, lower_case=True, reserved_tokens=RESERVED_TOKENS,
+def build_vocabulary(corpus, vocab_size, lower_case=True, reserved_tokens=SPECIAL_TOKENS,
                      max_unique_chars=1000):
     """Builds a BERT WordPiece vocabulary with tensorflow-text's learner.
 
@@ -167,7 +167,7 @@ def _learn(counts, vocab_size, reserved_tokens, max_unique_chars):
     params = learner.Params(
         upper_thresh=None, lower_thresh=1, num_iterations=4, max_input_tokens=int(5e6), max_token_length=50,
         max_unique_chars=max_unique_chars, vocab_size=vocab_size, slack_ratio=0.05, include_joiner_token=True,
-        joiner=JOINER, reserved_tokens=reserved_tokens)
+        joiner=SUFFIX_INDICATOR, reserved_tokens=reserved_tokens)
     words = learner.get_input_words(counts.items(), reserved_tokens, params.max_token_length)
     allowed = learner.get_allowed_chars(words, max_unique_chars)
     words = learner.filter_input_words(words, allowed, params.max_input_tokens)
@@ -202,11 +202,11 @@ def _fit_to_size(vocab, vocab_size, num_reserved):
         return vocab
     fixed = vocab[:num_reserved] + [t for t in vocab[num_reserved:] if len(t) == 1]
     chars = set(fixed[num_reserved:])
-    must = {JOINER + c for c in chars}
+    must = {SUFFIX_INDICATOR + c for c in chars}
     if len(fixed) + len(must) > vocab_size:
         raise ValueError(
             f"vocab_size {vocab_size} is too small: {num_reserved} reserved tokens and {len(chars)} "
-            f"characters (each also as '{JOINER}' suffix) need {len(fixed) + len(must)} entries.")
+            f"characters (each also as '{SUFFIX_INDICATOR}' suffix) need {len(fixed) + len(must)} entries.")
     room = vocab_size - len(fixed) - len(must)
     kept = []
     for token in vocab[len(fixed):]:
