@@ -26,9 +26,6 @@ import common  # noqa: E402
 
 import keras_bert  # noqa: E402
 
-MODES = {"graph": False, "xla": True}
-
-
 def build_ours(config, dtype):
     """keras_bert.BertEncoder -> (model, fn(inputs) -> sequence_output)."""
     model = keras_bert.BertEncoder(config, dtype=dtype)
@@ -76,7 +73,7 @@ def prepare(config, batch, seq, dtypes, peers, bf16_xla):
                 continue
             keras.utils.set_random_seed(0)  # Same weights for float32 and bfloat16 of one peer.
             model, fn = PEERS[name](config, dtype)
-            for mode, jit in MODES.items():
+            for mode, jit in common.MODES.items():
                 if dtype != "float32" and jit and not bf16_xla:
                     continue
                 compiled = tf.function(fn, jit_compile=jit)
@@ -126,12 +123,7 @@ def run_dynamic(config, batch, long_seq, short_seq, iters):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--size", default="base", help="BertConfig preset (tiny ... large, L-4_H-512).")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--iters", type=int, default=3, help="Timed calls per configuration and round.")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="Rounds over all configurations (interleaved); ratios are medians over rounds.")
+    common.add_size_args(parser, size="base")
     parser.add_argument("--peers", default="ours,keras-hub,tf-models")
     parser.add_argument("--no-bf16", action="store_true", help="Skip the mixed_bfloat16 rows.")
     parser.add_argument("--bf16-xla", action="store_true",
@@ -169,7 +161,7 @@ def main(argv=None):
     by_key = {(r["name"], r["dtype"], r["mode"]): r for r in rows}
     print()
     for dtype in dtypes:
-        for mode in MODES:
+        for mode in common.MODES:
             ours = by_key.get(("ours", dtype, mode))
             for peer in ("keras-hub", "tf-models"):
                 other = by_key.get((peer, dtype, mode))

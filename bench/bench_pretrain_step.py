@@ -26,10 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 import keras_bert  # noqa: E402
-from keras_bert.models.pretrainer import masked_lm_loss_sums, pretraining_loss  # noqa: E402
-
-MODES = {"graph": False, "xla": True}
-
+from keras_bert.models.pretrainer import pretraining_loss  # noqa: E402
 
 def random_pretraining_batch(batch, seq, predictions, vocab_size, seed=0):
     """Encoder inputs plus masked positions and labels, as NumPy arrays.
@@ -68,8 +65,7 @@ def build_keras_hub(config):
                      training=True)
 
     def loss(labels, logits):
-        total, count = masked_lm_loss_sums(labels["masked_lm_ids"], labels["masked_lm_weights"], logits)
-        return total / (count + 1e-5)
+        return pretraining_loss(labels, {"mlm_logits": logits})["mlm_loss"]
     return model, fn, loss
 
 
@@ -104,13 +100,8 @@ def train_step_fn(model, forward, loss_fn, jit):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--size", default="small", help="BertConfig preset (tiny ... large, L-4_H-512).")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--seq", type=int, default=128)
+    common.add_size_args(parser, size="small")
     parser.add_argument("--predictions", type=int, default=20, help="Masked positions per sequence.")
-    parser.add_argument("--iters", type=int, default=3, help="Timed steps per configuration and round.")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="Rounds over all configurations (interleaved); ratios are medians over rounds.")
     args = parser.parse_args(argv)
     # The pooler has no gradient without NSP (ours MLM-only, keras-hub): expected.
     warnings.filterwarnings("ignore", message="Gradients do not exist")
@@ -127,7 +118,7 @@ def main(argv=None):
     for name, build in PEERS.items():
         keras.utils.set_random_seed(0)
         model, forward, loss_fn = build(config)
-        for mode, jit in MODES.items():
+        for mode, jit in common.MODES.items():
             step = train_step_fn(model, forward, loss_fn, jit)
             step(inputs, labels)  # Trace (and XLA-compile) once, untimed.
             steps[name, mode] = step
@@ -149,7 +140,7 @@ def main(argv=None):
     print()
     print(common.format_table(["model", "mode", "ms/step", "cpu ms", "steps/s", "spread"], table))
     print()
-    for mode in MODES:
+    for mode in common.MODES:
         ours, hub = rounds["ours MLM", mode], rounds["keras-hub MLM", mode]
         wall = [h["median"] / o["median"] for h, o in zip(hub, ours)]
         cpu = [h["cpu"] / o["cpu"] for h, o in zip(hub, ours)]

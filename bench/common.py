@@ -12,6 +12,18 @@ import time
 import numpy as np
 import tensorflow as tf
 
+MODES = {"graph": False, "xla": True}  # Mode name -> tf.function(jit_compile=...).
+
+
+def add_size_args(parser, size):
+    """The flags every model benchmark takes: --size (default `size`), --batch, --seq, --iters, --repeat."""
+    parser.add_argument("--size", default=size, help="BertConfig preset (tiny ... large, L-4_H-512).")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--iters", type=int, default=3, help="Timed runs per configuration and round.")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="Rounds over all configurations (interleaved); ratios are medians over rounds.")
+
 
 def time_call(fn, warmup=1, iters=5, min_seconds=0.0):
     """Median wall and CPU time in seconds of `fn()` (results are fetched to host to sync).

@@ -9,9 +9,11 @@ import json
 import os
 import re
 
-# Activation names accepted in `hidden_act`. "gelu" is the exact (erf) GELU,
-# as in the paper and Hugging Face; "gelu_new"/"gelu_tanh" the tanh form.
-ACTIVATIONS = ("gelu", "gelu_new", "gelu_tanh", "gelu_pytorch_tanh", "relu", "tanh", "swish", "silu")
+from keras_bert.layers import utils as layer_utils
+
+# Activation names accepted in `hidden_act`: those the layers implement. "gelu" is the
+# exact (erf) GELU, as in the paper and Hugging Face; "gelu_new"/"gelu_tanh" the tanh form.
+ACTIVATIONS = tuple(layer_utils.ACTIVATIONS)
 
 # Named presets: (num_hidden_layers, hidden_size). Heads = hidden / 64,
 # intermediate = 4 * hidden (Turc et al. 2019 for the compact sizes).

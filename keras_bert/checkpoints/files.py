@@ -1,9 +1,19 @@
-"""Writing checkpoint directories atomically, and the vocabulary file beside the weights."""
+"""Files of a checkpoint directory: the config read with errors naming it, atomic writes, the vocabulary."""
 
 import contextlib
 import os
 import shutil
 import tempfile
+
+
+def read_config(config_path, parse):
+    """`parse(config_path)` (a `BertConfig` reader), with errors naming the file."""
+    if not os.path.isfile(config_path):
+        raise FileNotFoundError(f"Config file not found: {config_path} (pass config= to give one).")
+    try:
+        return parse(config_path)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{config_path}: {e}") from e
 
 
 @contextlib.contextmanager

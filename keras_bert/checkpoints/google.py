@@ -81,16 +81,6 @@ def resolve(path):
     return prefix, os.path.join(os.path.dirname(prefix), CONFIG_NAME)
 
 
-def read_config(config_path):
-    """A `BertConfig` from an original bert_config.json; errors name the file."""
-    if not os.path.isfile(config_path):
-        raise FileNotFoundError(f"Config file not found: {config_path} (pass config= to give one).")
-    try:
-        return BertConfig.from_json_file(config_path)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{config_path}: {e}") from e
-
-
 def load(path, heads=False, next_sentence=None, config=None, dtype=None):
     """A `BertEncoder` (or with `heads`, a `BertPretrainer`) with the checkpoint's weights.
 
@@ -106,7 +96,7 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None):
         the model.
     """
     prefix, config_path = resolve(path)
-    config = config or read_config(config_path)
+    config = config or files.read_config(config_path, BertConfig.from_json_file)
     try:
         reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:

@@ -72,17 +72,6 @@ def is_directory(path):
                for n in (CONFIG_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME, PICKLE_NAME, PICKLE_INDEX_NAME))
 
 
-def read_config(directory):
-    """A `BertConfig` from config.json; errors name the file."""
-    config_path = os.path.join(directory, CONFIG_NAME)
-    if not os.path.isfile(config_path):
-        raise FileNotFoundError(f"Config file not found: {config_path} (pass config= to give one).")
-    try:
-        return BertConfig.from_hf_json_file(config_path)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{config_path}: {e}") from e
-
-
 def read_tensors(directory, allow_pickle=False):
     """(dict key -> NumPy array with old LayerNorm names normalized, source file name)."""
     safe_index = os.path.join(directory, WEIGHTS_INDEX_NAME)
@@ -130,7 +119,7 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
         directory = os.path.dirname(directory)
     elif not os.path.isdir(directory):
         raise FileNotFoundError(f"No Hugging Face model directory at {directory}.")
-    config = config or read_config(directory)
+    config = config or files.read_config(os.path.join(directory, CONFIG_NAME), BertConfig.from_hf_json_file)
     tensors, source = read_tensors(directory, allow_pickle=allow_pickle)
     prefix = PREFIX if any(k.startswith(PREFIX) for k in tensors) else ""
     if next_sentence is None:

@@ -79,10 +79,9 @@ class TransformerBlock(keras.layers.Layer):
         self.hidden_size = hidden
         self.head_size = hidden // self.num_attention_heads
 
-        def dense(units, name, activation=None):
-            layer = keras.layers.Dense(units, activation=activation, name=name, dtype=self.dtype_policy,
-                                       kernel_initializer=utils.initializer(self.initializer_range))
-            return layer
+        def dense(units, name):  # Holds kernel and bias only; `_dense` applies them (and the activation).
+            return keras.layers.Dense(units, name=name, dtype=self.dtype_policy,
+                                      kernel_initializer=utils.initializer(self.initializer_range))
 
         def layer_norm(name):
             return keras.layers.LayerNormalization(epsilon=self.layer_norm_eps, name=name, dtype=self.dtype_policy)
@@ -93,7 +92,7 @@ class TransformerBlock(keras.layers.Layer):
         self.value = dense(hidden, "value")
         self.attention_output = dense(hidden, "attention_output_dense")
         self.attention_layer_norm = layer_norm("attention_output_LayerNorm")
-        self.intermediate = dense(self.intermediate_size, "intermediate_dense", activation=self._activation)
+        self.intermediate = dense(self.intermediate_size, "intermediate_dense")
         self.output_dense = dense(hidden, "output_dense")
         self.output_layer_norm = layer_norm("output_LayerNorm")
         self.attention_dropout = ReplicaDropout(self.attention_probs_dropout_prob, dtype=self.dtype_policy)

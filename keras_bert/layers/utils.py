@@ -21,7 +21,8 @@ def gelu_tanh(x):
     return keras.activations.gelu(x, approximate=True)
 
 
-_ACTIVATIONS = {
+# `hidden_act` name -> function; BertConfig validates against these names.
+ACTIVATIONS = {
     "gelu": gelu,
     "gelu_new": gelu_tanh,
     "gelu_tanh": gelu_tanh,
@@ -35,9 +36,9 @@ _ACTIVATIONS = {
 
 def activation(name):
     """The activation function for a `BertConfig.hidden_act` name."""
-    if name not in _ACTIVATIONS:
-        raise ValueError(f"Unknown activation {name!r}; known: {sorted(_ACTIVATIONS)}.")
-    return _ACTIVATIONS[name]
+    if name not in ACTIVATIONS:
+        raise ValueError(f"Unknown activation {name!r}; known: {sorted(ACTIVATIONS)}.")
+    return ACTIVATIONS[name]
 
 
 def assert_ids_in_range(ids, size, what, limit_name):

@@ -19,7 +19,7 @@ LABEL_NAMES = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 def masked_lm_loss_sums(masked_lm_ids, masked_lm_weights, mlm_logits):
     """(sum of weighted token cross-entropies, sum of weights) over the masked positions.
 
-    Returned as sums so that a distributed loop can all-reduce both before dividing.
+    Returned as sums so that `pretraining_loss` can divide by a count summed over replicas.
     """
     ids = tf.cast(masked_lm_ids, "int32")
     weights = tf.cast(masked_lm_weights, "float32")
@@ -27,7 +27,7 @@ def masked_lm_loss_sums(masked_lm_ids, masked_lm_weights, mlm_logits):
     return tf.reduce_sum(xent * weights), tf.reduce_sum(weights)
 
 
-def pretraining_loss(labels, outputs):
+def pretraining_loss(labels, outputs, replica_context=None):
     """The paper's loss: MLM cross-entropy averaged over real masked positions, plus NSP.
 
     Args:
@@ -35,12 +35,20 @@ def pretraining_loss(labels, outputs):
             predictions, 0.0 for padding) and, with NSP, `next_sentence_labels` [B] or [B, 1]
             (0 = IsNext, 1 = NotNext, as in the original).
         outputs: dict with `mlm_logits` [B, P, V] and optionally `nsp_logits` [B, 2].
+        replica_context: optional `tf.distribute.ReplicaContext`. With several replicas the
+            MLM mean is over the GLOBAL masked positions (all replicas), as on one device:
+            this replica's sum / the global count, times the replica count because Keras
+            scales each replica's loss by 1 / replicas.
 
     Returns:
         dict of scalar float32 `loss`, `mlm_loss` and (with NSP) `nsp_loss`.
     """
     total, count = masked_lm_loss_sums(labels["masked_lm_ids"], labels["masked_lm_weights"], outputs["mlm_logits"])
-    mlm_loss = total / (count + 1e-5)  # The original's denominator.
+    replicas = 1
+    if replica_context is not None and replica_context.num_replicas_in_sync > 1:
+        count = replica_context.all_reduce("sum", count)
+        replicas = replica_context.num_replicas_in_sync
+    mlm_loss = total / (count + 1e-5) * replicas  # The original's denominator.
     result = {"mlm_loss": mlm_loss, "loss": mlm_loss}
     if "nsp_logits" in outputs:
         nsp_labels = tf.reshape(tf.cast(labels["next_sentence_labels"], "int32"), [-1])
@@ -110,17 +118,8 @@ class BertPretrainer(keras.Model):
             self.nsp_accuracy = keras.metrics.SparseCategoricalAccuracy(name="nsp_accuracy")
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        losses = pretraining_loss(y, y_pred)
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        if replicas > 1:
-            # The MLM mean over the GLOBAL masked tokens (all replicas), as on one device:
-            # each replica contributes its sum / the global count, times replicas because
-            # the loss below is scaled by 1 / replicas.
-            total, count = masked_lm_loss_sums(y["masked_lm_ids"], y["masked_lm_weights"], y_pred["mlm_logits"])
-            count = tf.distribute.get_replica_context().all_reduce("sum", count)
-            mlm_loss = total / (count + 1e-5) * replicas
-            losses["loss"] += mlm_loss - losses["mlm_loss"]
-            losses["mlm_loss"] = mlm_loss
+        losses = pretraining_loss(y, y_pred, tf.distribute.get_replica_context())
         # Weighted by batch size, as Keras weights its own loss tracker: the empty batch
         # that ends a dataset of unknown length then leaves the means unchanged.
         batch_size = tf.cast(tf.shape(y["masked_lm_ids"])[0], "float32")
