@@ -72,15 +72,11 @@ def stdlib_documents(max_modules=None, min_chars=200):
 def write_corpus(documents, path):
     """Write documents in the original format (a sentence per line, blank line between documents)."""
     from keras_bert.pretraining.corpus import split_document
-    count = 0
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        for _, text in documents:
-            sentences = split_document(text, hard_wrapped=True)
-            if len(sentences) >= 2:
-                f.write("\n".join(sentences) + "\n\n")
-                count += 1
-    os.replace(path + ".tmp", path)
-    return count
+    from keras_bert.training.io_utils import write_atomic
+    kept = [sentences for sentences in (split_document(text, hard_wrapped=True) for _, text in documents)
+            if len(sentences) >= 2]
+    write_atomic(path, "".join("\n".join(sentences) + "\n\n" for sentences in kept))
+    return len(kept)
 
 
 def baselines(pattern, seq_length, max_predictions_per_seq, train_pattern):

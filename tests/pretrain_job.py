@@ -16,6 +16,16 @@ import sys
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+JOB = os.path.abspath(__file__)  # The script the tests start in a subprocess.
+
+
+def run_config(config):
+    """One run of a spec's `configs` (bert_config as a dict), in this process; returns the summary."""
+    import keras_bert
+    from keras_bert.pretraining import runner
+
+    return runner.run_pretraining(**dict(config, bert_config=keras_bert.BertConfig(**config["bert_config"])))
+
 
 def main(spec):
     import tensorflow as tf
@@ -23,8 +33,6 @@ def main(spec):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] *
                                                    spec["logical_cpus"])
-    import keras_bert
-    from keras_bert.pretraining import runner
     from keras_bert.training import callbacks
 
     kill_step = spec.get("kill_after_checkpoint")
@@ -39,8 +47,7 @@ def main(spec):
         callbacks.PeriodicCheckpoint.on_epoch_end = save_then_die
     results = []
     for config in spec["configs"]:
-        config = dict(config, bert_config=keras_bert.BertConfig(**config["bert_config"]))
-        summary = runner.run_pretraining(**config)
+        summary = run_config(config)
         results.append({"history": summary["history"], "eval": summary["eval"], "steps": summary["steps"],
                         "replicas": summary["model"].distribute_strategy.num_replicas_in_sync})
     with open(spec["out"], "w") as f:

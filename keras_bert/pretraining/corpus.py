@@ -159,8 +159,9 @@ def read_documents(input_files, file_format="sentences", errors="replace", max_d
       errors: "replace" (invalid UTF-8 becomes U+FFFD) or "strict" (raise ValueError).
       max_document_sentences: int, the longest document "text" files produce (bounds memory).
 
-    Yields:
-      list of str: the sentences of one document (never empty).
+    Returns:
+      an iterator of documents, each a list of str sentences (never empty). The arguments and file
+      patterns are checked at the call (a pattern matching nothing raises here), the files read lazily.
     """
     if file_format not in FORMATS:
         raise ValueError(f"file_format must be one of {FORMATS}, got {file_format!r}")
@@ -168,7 +169,11 @@ def read_documents(input_files, file_format="sentences", errors="replace", max_d
         raise ValueError(f"errors must be 'replace' or 'strict', got {errors!r}")
     if max_document_sentences < 1:
         raise ValueError(f"max_document_sentences must be >= 1, got {max_document_sentences}")
-    for path in expand_input_files(input_files):
+    return _read_files(expand_input_files(input_files), file_format, errors, max_document_sentences)
+
+
+def _read_files(paths, file_format, errors, max_document_sentences):
+    for path in paths:
         if file_format == "sentences":
             yield from _sentence_file_documents(path, errors)
         elif file_format == "text":

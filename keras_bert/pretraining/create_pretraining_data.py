@@ -32,10 +32,9 @@ import tensorflow as tf
 
 from keras_bert.pretraining import corpus as corpus_lib
 from keras_bert.pretraining import examples as examples_lib
+from keras_bert.pretraining import records
 from keras_bert.pretraining.example_proto import serialize_examples
-
-FEATURE_ORDER = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                 "masked_lm_weights", "next_sentence_labels")
+from keras_bert.training.io_utils import write_atomic
 
 
 class ExampleFactory:
@@ -51,10 +50,9 @@ class ExampleFactory:
     def __init__(self, tokenizer, settings):
         self.tokenizer = tokenizer
         self.settings = dict(settings)
-        vocabulary = tokenizer.vocabulary
         self.is_continuation = None
         if self.settings["whole_word_masking"]:
-            self.is_continuation = np.array([t.startswith("##") and len(t) > 2 for t in vocabulary])
+            self.is_continuation = examples_lib.continuation_pieces(tokenizer.vocabulary)
 
     def tokenize(self, documents):
         """documents: list of lists of str sentences -> examples_lib.TokenizedChunk."""
@@ -85,7 +83,7 @@ class ExampleFactory:
                 examples=len(features["input_ids"]), tokens=int(features["input_mask"].sum()),
                 masked_tokens=int(features["masked_lm_weights"].sum()),
                 random_next=int(features["next_sentence_labels"].sum()))
-            results.append((serialize_examples({k: features[k] for k in FEATURE_ORDER}), stats))
+            results.append((serialize_examples({k: features[k] for k in records.FEATURE_NAMES}), stats))
         stats = collections.Counter(documents=chunk.num_documents, sentences=len(chunk.sentence_starts) - 1,
                                     corpus_tokens=len(chunk.token_ids))
         results[0][1].update(stats)
@@ -278,8 +276,7 @@ def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True
 
     load_vocabulary(vocab_file)  # Fail early (missing file, missing special tokens), before any output.
     if documents is None:
-        documents = corpus_lib.read_documents(input_files, file_format=file_format)
-        corpus_lib.expand_input_files(input_files)
+        documents = corpus_lib.read_documents(input_files, file_format=file_format)  # Fails early.
     settings = dict(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
                     masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob, dupe_factor=dupe_factor,
                     whole_word_masking=whole_word_masking, seed=seed)
@@ -317,9 +314,7 @@ def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True
     summary = dict(stats, shard_examples=shard_counts, settings=settings,
                    files=[os.path.basename(f) for f in files])
     stats_file = os.path.join(output_dir, f"{output_prefix}-stats.json")
-    with tf.io.gfile.GFile(stats_file + ".tmp", "w") as f:
-        json.dump(summary, f, indent=2)
-    tf.io.gfile.rename(stats_file + ".tmp", stats_file, overwrite=True)
+    write_atomic(stats_file, json.dumps(summary, indent=2))
     return files
 
 

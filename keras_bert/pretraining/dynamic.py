@@ -20,6 +20,8 @@ and a word that would overshoot P is left unmasked.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_bert.pretraining.examples import continuation_pieces
+
 
 class _StatelessRandom:
     """Stateless random numbers from one batch's seed [2]; each draw site gets its own stream."""
@@ -159,7 +161,7 @@ def dynamic_masking(dataset, vocabulary, max_predictions_per_seq=20, masked_lm_p
     tokens, index = _vocabulary_facts(vocabulary)
     pad_id, cls_id, sep_id, mask_id = (index[t] for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]"))
     special_ids = [cls_id, sep_id, pad_id]
-    is_continuation = tf.constant([t.startswith("##") and len(t) > 2 for t in tokens])
+    is_continuation = tf.constant(continuation_pieces(tokens))
     P = max_predictions_per_seq
 
     def mask_batch(seed, element):

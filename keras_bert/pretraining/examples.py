@@ -22,6 +22,11 @@ import random
 import numpy as np
 
 
+def continuation_pieces(vocabulary):
+    """bool array [vocab_size]: True for the "##" pieces that continue a word (whole-word masking)."""
+    return np.array([t.startswith("##") and len(t) > 2 for t in vocabulary])
+
+
 @dataclasses.dataclass
 class TokenizedChunk:
     """Documents of one chunk as token ids.

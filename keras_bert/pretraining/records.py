@@ -18,6 +18,8 @@ INPUT_FEATURES = {"input_ids": "input_word_ids", "input_mask": "input_mask", "se
                   "masked_lm_positions": "masked_lm_positions"}
 LABEL_FEATURES = {"masked_lm_ids": "masked_lm_ids", "masked_lm_weights": "masked_lm_weights",
                   "next_sentence_labels": "next_sentence_labels"}
+# The record features in their serialization order (`create_pretraining_data` writes them so).
+FEATURE_NAMES = (*INPUT_FEATURES, *LABEL_FEATURES)
 
 
 def feature_spec(seq_length, max_predictions_per_seq):

@@ -55,10 +55,17 @@ def _check_tf_config():
         raise ValueError(f"TF_CONFIG is not a valid cluster description ({e}): {raw}") from e
 
 
+def _multi_worker_resolver(strategy):
+    """The cluster resolver of a multi-worker strategy, else None."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return None
+    return getattr(strategy, "cluster_resolver", None)
+
+
 def is_chief(strategy):
     """True on the worker that writes checkpoints, summaries and plots."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    resolver = _multi_worker_resolver(strategy)
+    if resolver is None:
         return True
     task_type, task_id = resolver.task_type, resolver.task_id
     return task_type in (None, "chief") or (task_type == "worker" and task_id == 0
@@ -67,7 +74,5 @@ def is_chief(strategy):
 
 def worker_id(strategy):
     """The index of this worker (0 outside multi-worker training)."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return 0
-    return resolver.task_id or 0
+    resolver = _multi_worker_resolver(strategy)
+    return 0 if resolver is None else resolver.task_id or 0

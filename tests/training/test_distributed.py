@@ -10,12 +10,10 @@ import sys
 import numpy as np
 import pytest
 
-import keras_bert
-from keras_bert.pretraining import runner
 from keras_bert.training import distribute
+from pretrain_job import JOB, run_config
 from pretraining_data import write_records
 
-JOB = os.path.join(os.path.dirname(os.path.dirname(__file__)), "pretrain_job.py")
 BERT = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
             max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
@@ -82,8 +80,7 @@ def test_mirrored_two_devices_matches_one_device(tmp_path):
 
 def _single_process(config):
     """The reference run, in this process (TensorFlow is already started here)."""
-    summary = runner.run_pretraining(**dict(config, bert_config=keras_bert.BertConfig(**config["bert_config"])))
-    return {"history": summary["history"]}
+    return {"history": run_config(config)["history"]}
 
 
 @pytest.mark.slow

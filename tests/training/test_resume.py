@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 
 import keras_bert
-from keras_bert.pretraining import runner
 from keras_bert.training import optimizers
 from keras_bert.training.checkpointing import CheckpointError, TrainingCheckpoint
+from pretrain_job import JOB, run_config
 from pretraining_data import write_records
 
-JOB = os.path.join(os.path.dirname(os.path.dirname(__file__)), "pretrain_job.py")
 # Dropout stays on (0.1): the resumed run must draw the same dropout masks.
 BERT = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
             max_position_embeddings=32)
@@ -33,13 +32,9 @@ def _config(tmp_path, name):
                 shuffle_buffer=50)
 
 
-def _in_process(config):
-    return runner.run_pretraining(**dict(config, bert_config=keras_bert.BertConfig(**config["bert_config"])))
-
-
 def test_killed_run_resumes_exactly(tmp_path):
     config = _config(tmp_path, "full")
-    full = _in_process(config)
+    full = run_config(config)
 
     killed = dict(config, model_dir=str(tmp_path / "killed"))
     spec = dict(configs=[killed], out=str(tmp_path / "never.json"), kill_after_checkpoint=4)
@@ -49,7 +44,7 @@ def test_killed_run_resumes_exactly(tmp_path):
     ckpts = sorted(p for p in os.listdir(tmp_path / "killed") if p.endswith(".index"))
     assert ckpts == ["ckpt-2.index", "ckpt-4.index"]
 
-    resumed = _in_process(killed)
+    resumed = run_config(killed)
     assert resumed["start_step"] == 4 and resumed["steps"] == 6
     by_step = {h["step"]: h for h in full["history"]}
     assert [h["step"] for h in resumed["history"]] == [1, 2, 3, 4, 5, 6]  # history.json kept across the kill
@@ -69,7 +64,7 @@ def test_killed_run_resumes_exactly(tmp_path):
     assert sorted(p for p in os.listdir(tmp_path / "killed") if p.endswith(".index")) == \
         ["ckpt-4.index", "ckpt-6.index"]
     # A finished run given more time to run does nothing but report.
-    again = _in_process(killed)
+    again = run_config(killed)
     assert again["start_step"] == 6 and again["steps"] == 6
 
 
