@@ -13,6 +13,8 @@ import os
 import signal
 import sys
 
+from logical_cpus import split_cpu
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -28,11 +30,8 @@ def run_config(config):
 
 
 def main(spec):
-    import tensorflow as tf
     if spec.get("logical_cpus"):
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] *
-                                                   spec["logical_cpus"])
+        split_cpu(spec["logical_cpus"])
     from keras_bert.training import callbacks
 
     kill_step = spec.get("kill_after_checkpoint")

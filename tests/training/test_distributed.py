@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from keras_bert.training import distribute
+from logical_cpus import run_on_logical_cpus
 from pretrain_job import JOB, run_config
 from pretraining_data import write_records
 
@@ -119,10 +120,7 @@ def test_multi_worker_mirrored_two_processes_match_one_process(tmp_path):
 
 
 OVERFLOW_CHECK = """
-import json
 import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
 from keras_bert.training import optimizers
 strategy = tf.distribute.MirroredStrategy()
@@ -142,14 +140,11 @@ def step():
     strategy.run(replica_fn)
 
 step()
-print("RESULT", json.dumps([w.numpy().tolist(), float(opt.dynamic_scale.numpy()) / scale]))
+report([w.numpy().tolist(), float(opt.dynamic_scale.numpy()) / scale])
 """
 
 
 def test_loss_scaling_skips_the_step_on_every_replica_if_one_overflows():
-    run = subprocess.run([sys.executable, "-c", OVERFLOW_CHECK], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = [line for line in run.stdout.splitlines() if line.startswith("RESULT")][0].split(" ", 1)[1]
-    weights, scale_ratio = json.loads(result)
+    weights, scale_ratio = run_on_logical_cpus(OVERFLOW_CHECK)
     assert weights == [1.0, 2.0]  # No replica applied the step ...
     assert scale_ratio == 0.5  # ... and the loss scale was halved once.
