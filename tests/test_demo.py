@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from keras_bert import demo
+from keras_bert.tasks.init_checkpoint import load_init_checkpoint
 
 
 def test_stdlib_corpus_is_documents_of_sentences(tmp_path):
@@ -34,3 +35,8 @@ def test_quick_demo_runs_and_reports(tmp_path):
     assert os.path.exists(tmp_path / "run" / "ckpt-40.index")
     assert os.path.exists(tmp_path / "data" / "vocab.txt")
     assert any(name.endswith(".tfrecord") for name in os.listdir(tmp_path / "data" / "train"))
+    # The run directory is an init checkpoint for tasks: encoder, vocabulary and casing.
+    init = load_init_checkpoint(tmp_path / "run")
+    assert (init.format, init.lower_case, init.encoder.config.num_hidden_layers) == ("pretraining_run", True, 1)
+    with open(tmp_path / "data" / "vocab.txt", encoding="utf-8") as f:
+        assert init.vocabulary == f.read().splitlines()

@@ -1,9 +1,12 @@
 """Files of a checkpoint directory: the config read with errors naming it, atomic writes, the vocabulary."""
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
+
+import tensorflow as tf
 
 
 def read_config(config_path, parse):
@@ -14,6 +17,18 @@ def read_config(config_path, parse):
         return parse(config_path)
     except (ValueError, TypeError) as e:
         raise ValueError(f"{config_path}: {e}") from e
+
+
+def read_json_object(path):
+    """The dict in JSON file `path` (local or gs://); ValueError naming the file if it is not one."""
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not valid JSON: {e}") from e
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds a JSON {type(data).__name__}, not an object.")
+    return data
 
 
 @contextlib.contextmanager

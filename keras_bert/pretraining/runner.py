@@ -4,8 +4,10 @@ One code path for a laptop CPU, several GPUs, many workers or a TPU: the strateg
 `config.strategy`; the input pipeline is built per worker with `distribute_datasets_from_function`;
 `fit` runs one Keras epoch per logging loop of `steps_per_loop` update steps. The run directory
 (`model_dir`, local or gs://) holds checkpoints (`ckpt-<step>`), TensorBoard logs (`tensorboard/`),
-`history.json`, `training_curve.png` and `summary.json`. Running again with the same model_dir
-resumes from the newest checkpoint: same step, optimizer state, learning rate and data position.
+`history.json`, `training_curve.png`, `summary.json`, and what the run's encoder needs to be used
+later (`keras_bert.pretraining.run_dir`): `bert_config.json`, `vocab.txt` and `text_config.json`.
+Running again with the same model_dir resumes from the newest checkpoint: same step, optimizer
+state, learning rate and data position.
 """
 
 import dataclasses
@@ -21,7 +23,7 @@ from absl import logging
 from keras_bert.config import BertConfig
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
-from keras_bert.pretraining import records
+from keras_bert.pretraining import records, run_dir
 from keras_bert.training import callbacks, checkpointing, distribute, optimizers, plots
 from keras_bert.training.checkpointing import CheckpointError
 from keras_bert.training.io_utils import write_atomic
@@ -63,6 +65,10 @@ class PretrainingConfig:
         init_checkpoint: str or None. A Google TF1 checkpoint or Hugging Face directory to
             start from; its config replaces model / bert_config (the weights are overwritten
             when model_dir already holds a checkpoint to resume from).
+        vocab_file: str or None. The vocabulary the training data was made with; copied into
+            model_dir as vocab.txt (its size must equal the model's vocab_size).
+        lower_case: bool or None. The casing of that tokenization, recorded in model_dir
+            (text_config.json).
         next_sentence: bool. Train the NSP head (False: MLM only).
         seed: int. Seeds weights, dropout and data order.
         deterministic: bool. Reproducible data order (see `records.make_dataset`) and an exact
@@ -100,6 +106,8 @@ class PretrainingConfig:
     checkpoint_every: int = 1000
     keep_checkpoints: int = 5
     init_checkpoint: str = None
+    vocab_file: str = None
+    lower_case: bool = None
     next_sentence: bool = True
     seed: int = 0
     deterministic: bool = True
@@ -160,23 +168,6 @@ def build_pretrainer(config, bert_config):
             encoder = BertEncoder.from_checkpoint(config.init_checkpoint, dtype=dtype)
             return BertPretrainer(encoder, next_sentence=config.next_sentence)
     return BertPretrainer(BertEncoder(bert_config, dtype=dtype), next_sentence=config.next_sentence)
-
-
-def _adapt_keras_to_strategy(model, strategy):
-    """Two work-arounds of Keras 3.15's TF trainer under tf.distribute (instance-level only).
-
-    1. The model is built and has no compiled loss or metrics, so Keras' symbolic build has
-       nothing to do; it would still pull a batch and reduce it, which fails for multi-worker
-       strategies (a dict of PerReplica values).
-    2. Under MultiWorkerMirroredStrategy Keras reduces each step's logs with
-       `strategy.reduce("MEAN", v, axis=0)`, which fails for scalars: the metrics (already
-       synchronized over replicas) are returned with shape [1] instead.
-    """
-    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        compute_metrics = model.compute_metrics
-        model.compute_metrics = lambda *args, **kwargs: {
-            name: tf.reshape(value, [1]) for name, value in compute_metrics(*args, **kwargs).items()}
 
 
 def _train_dataset(config, strategy, start_step):
@@ -266,10 +257,12 @@ def run_pretraining(config=None, **overrides):
         optimizer.build(model.trainable_variables)
         model.compile(optimizer=optimizer, jit_compile=config.jit_compile,
                       steps_per_execution=config.steps_per_execution)
-        _adapt_keras_to_strategy(model, strategy)
+        distribute.adapt_keras_model(model, strategy)
         checkpoint = checkpointing.TrainingCheckpoint(config.model_dir, model, optimizer,
                                                       max_to_keep=config.keep_checkpoints, strategy=strategy)
         start_step = checkpoint.restore_latest()
+    if chief:  # After the restore: a checkpoint of another architecture fails before this.
+        run_dir.write_run_files(config.model_dir, model.encoder.config, config.vocab_file, config.lower_case)
     if start_step % config.steps_per_loop:
         raise ValueError(f"The checkpoint in {config.model_dir} is at step {start_step}, not a multiple of "
                          f"steps_per_loop {config.steps_per_loop}; resume with the settings it was made with.")

@@ -76,3 +76,21 @@ def worker_id(strategy):
     """The index of this worker (0 outside multi-worker training)."""
     resolver = _multi_worker_resolver(strategy)
     return 0 if resolver is None else resolver.task_id or 0
+
+
+def adapt_keras_model(model, strategy):
+    """Two work-arounds of Keras 3.15's TF trainer under tf.distribute (instance-level only).
+
+    1. The model is built and has no compiled loss or metrics (its compute_loss and
+       compute_metrics do the work), so Keras' symbolic build has
+       nothing to do; it would still pull a batch and reduce it, which fails for multi-worker
+       strategies (a dict of PerReplica values).
+    2. Under MultiWorkerMirroredStrategy Keras reduces each step's logs with
+       `strategy.reduce("MEAN", v, axis=0)`, which fails for scalars: the metrics (already
+       synchronized over replicas) are returned with shape [1] instead.
+    """
+    model._maybe_symbolic_build = lambda iterator=None, data_batch=None: None
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        compute_metrics = model.compute_metrics
+        model.compute_metrics = lambda *args, **kwargs: {
+            name: tf.reshape(value, [1]) for name, value in compute_metrics(*args, **kwargs).items()}

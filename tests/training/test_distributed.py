@@ -12,7 +12,7 @@ import pytest
 
 from keras_bert.training import distribute
 from logical_cpus import run_on_logical_cpus
-from pretrain_job import JOB, run_config
+from train_job import JOB, run_config
 from pretraining_data import write_records
 
 BERT = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,

@@ -15,7 +15,7 @@ import pytest
 import keras_bert
 from keras_bert.training import optimizers
 from keras_bert.training.checkpointing import CheckpointError, TrainingCheckpoint
-from pretrain_job import JOB, run_config
+from train_job import JOB, run_config
 from pretraining_data import write_records
 
 # Dropout stays on (0.1): the resumed run must draw the same dropout masks.

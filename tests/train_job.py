@@ -1,8 +1,8 @@
-"""A pre-training run in its own process, for the distributed and kill/resume tests.
+"""A pre-training or fine-tuning run in its own process, for the distributed and kill/resume tests.
 
-Usage: python pretrain_job.py '<json>' where the JSON holds `configs` (a list of runs, each
-run_pretraining keyword arguments with `bert_config` as a dict), `out` (a JSON file for the
-list of their results),
+Usage: python train_job.py '<json>' where the JSON holds `configs` (a list of runs, each
+run_pretraining keyword arguments with `bert_config` as a dict, or, with `"runner": "finetune"`,
+run_finetuning keyword arguments), `out` (a JSON file for the list of their results),
 optional `logical_cpus` (split the CPU into that many logical devices before TensorFlow
 starts) and optional `kill_after_checkpoint` (SIGKILL this process right after the
 checkpoint of that step is written, as a preemption would).
@@ -22,7 +22,11 @@ JOB = os.path.abspath(__file__)  # The script the tests start in a subprocess.
 
 
 def run_config(config):
-    """One run of a spec's `configs` (bert_config as a dict), in this process; returns the summary."""
+    """One run of a spec's `configs`, in this process; returns the runner's summary."""
+    config = dict(config)
+    if config.pop("runner", "pretrain") == "finetune":
+        from keras_bert.tasks.finetune import run_finetuning
+        return run_finetuning(**config)
     import keras_bert
     from keras_bert.pretraining import runner
 
@@ -48,7 +52,8 @@ def main(spec):
     for config in spec["configs"]:
         summary = run_config(config)
         results.append({"history": summary["history"], "eval": summary["eval"], "steps": summary["steps"],
-                        "replicas": summary["model"].distribute_strategy.num_replicas_in_sync})
+                        "start_step": summary["start_step"], "eval_history": summary.get("eval_history"),
+                        "replicas": summary.get("replicas") or summary["model"].distribute_strategy.num_replicas_in_sync})
     with open(spec["out"], "w") as f:
         json.dump(results, f)
 

@@ -1,0 +1,188 @@
+"""Fine-tuning models: a `BertEncoder` with the paper's thin task heads (§4).
+
+Dimensions: B batch, K choices, S sequence, H hidden, C classes.
+Every model takes the encoder inputs (`input_word_ids`, `input_mask`, `input_type_ids`) and
+returns float32 logits, also under mixed precision.
+
+- `BertClassifier`: dropout + dense on `pooled_output` (GLUE; one unit for regression).
+- `BertSpanLabeler`: start and end logits over `sequence_output` (SQuAD).
+- `BertTokenClassifier`: dropout + dense on every token of `sequence_output` (NER).
+- `BertMultipleChoice`: one score per choice from each choice's `pooled_output` (SWAG).
+"""
+
+import keras
+import tensorflow as tf
+
+from keras_bert.layers import utils
+from keras_bert.layers.dropout import ReplicaDropout
+from keras_bert.models.encoder import INPUT_NAMES, BertEncoder, encoder_inputs
+
+
+class _TaskModel(keras.Model):
+    """Shared config handling: the encoder is serialized with the model."""
+
+    def _finish(self, encoder, inputs, outputs, **kwargs):
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.encoder = encoder
+
+    def _head_args(self):
+        return {}
+
+    def get_config(self):
+        return {"encoder": keras.saving.serialize_keras_object(self.encoder), "name": self.name,
+                "trainable": self.trainable, **self._head_args()}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)
+
+
+def _dense(units, encoder, name):
+    return keras.layers.Dense(units, dtype="float32", name=name,
+                              kernel_initializer=utils.initializer(encoder.config.initializer_range))
+
+
+def _classify(model, encoder, output, num_classes, dropout, **kwargs):
+    """Builds `model` as dropout + dense(num_classes) on the encoder's `output`."""
+    _check_encoder(encoder)
+    if int(num_classes) < 1:
+        raise ValueError(f"num_classes must be >= 1, got {num_classes}.")
+    inputs = encoder_inputs()
+    states = ReplicaDropout(dropout, name="classifier_dropout")(encoder(inputs)[output])
+    logits = _dense(int(num_classes), encoder, "classifier")(states)
+    model._finish(encoder, inputs, {"logits": logits}, **kwargs)
+    model.num_classes = int(num_classes)
+    model.dropout = float(dropout)
+
+
+def _check_encoder(encoder):
+    if not isinstance(encoder, BertEncoder):
+        raise TypeError(f"encoder must be a keras_bert BertEncoder, got {type(encoder).__name__}.")
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class BertClassifier(_TaskModel):
+    """Sentence or sentence-pair classification (or regression) on `pooled_output`.
+
+    Args:
+        encoder: `BertEncoder`.
+        num_classes: int. Output units (1 for a regression score such as STS-B).
+        dropout: float. Dropout before the dense layer (the paper: 0.1).
+
+    Returns:
+        dict with `logits` float32 [B, C].
+
+    Example:
+    >>> model = BertClassifier(BertEncoder(BertConfig.preset("tiny", vocab_size=100)), num_classes=3)
+    """
+
+    def __init__(self, encoder, num_classes, dropout=0.1, **kwargs):
+        _classify(self, encoder, "pooled_output", num_classes, dropout, **kwargs)  # logits (B, C)
+
+    def _head_args(self):
+        return {"num_classes": self.num_classes, "dropout": self.dropout}
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class BertSpanLabeler(_TaskModel):
+    """Answer-span scores: a start and an end vector dotted with every token (SQuAD, §4.2).
+
+    Args:
+        encoder: `BertEncoder`.
+
+    Returns:
+        dict with `start_logits` and `end_logits`, float32 [B, S].
+    """
+
+    def __init__(self, encoder, **kwargs):
+        _check_encoder(encoder)
+        inputs = encoder_inputs()
+        sequence = encoder(inputs)["sequence_output"]  # (B, S, H)
+        logits = _dense(2, encoder, "span_logits")(sequence)  # (B, S, 2)
+        start, end = _SplitLast(name="split_start_end")(logits)  # (B, S) each
+        self._finish(encoder, inputs, {"start_logits": start, "end_logits": end}, **kwargs)
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class BertTokenClassifier(_TaskModel):
+    """A label for every token (NER, §5.3): dropout + dense on `sequence_output`.
+
+    Args:
+        encoder: `BertEncoder`.
+        num_classes: int. Tag count.
+        dropout: float.
+
+    Returns:
+        dict with `logits` float32 [B, S, C].
+    """
+
+    def __init__(self, encoder, num_classes, dropout=0.1, **kwargs):
+        _classify(self, encoder, "sequence_output", num_classes, dropout, **kwargs)  # logits (B, S, C)
+
+    def _head_args(self):
+        return {"num_classes": self.num_classes, "dropout": self.dropout}
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class BertMultipleChoice(_TaskModel):
+    """K sequences per example, one score each from a shared dense on [CLS] (SWAG, §4.4).
+
+    Args:
+        encoder: `BertEncoder`.
+        dropout: float.
+
+    Call arguments:
+        inputs: dict of int32 [B, K, S] encoder inputs (K choices per example).
+
+    Returns:
+        dict with `logits` float32 [B, K] (softmax over the K choices).
+    """
+
+    def __init__(self, encoder, dropout=0.1, **kwargs):
+        _check_encoder(encoder)
+        inputs = {name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in INPUT_NAMES}
+        flat = {name: _MergeChoices(name=f"merge_{name}")(x) for name, x in inputs.items()}  # (B*K, S)
+        pooled = encoder(flat)["pooled_output"]  # (B*K, H)
+        pooled = ReplicaDropout(dropout, name="classifier_dropout")(pooled)
+        scores = _dense(1, encoder, "classifier")(pooled)  # (B*K, 1)
+        logits = _SplitChoices(name="split_choices")(scores, inputs["input_word_ids"])  # (B, K)
+        self._finish(encoder, inputs, {"logits": logits}, **kwargs)
+        self.dropout = float(dropout)
+
+    def _head_args(self):
+        return {"dropout": self.dropout}
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class _SplitLast(keras.layers.Layer):
+    """[B, S, 2] -> ([B, S], [B, S])."""
+
+    def call(self, x):
+        return x[..., 0], x[..., 1]
+
+    def compute_output_shape(self, shape):
+        return shape[:-1], shape[:-1]
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class _MergeChoices(keras.layers.Layer):
+    """[B, K, S] -> [B*K, S]."""
+
+    def call(self, x):
+        return tf.reshape(x, [-1, tf.shape(x)[-1]])
+
+    def compute_output_shape(self, shape):
+        return (None, shape[-1])
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class _SplitChoices(keras.layers.Layer):
+    """Scores [B*K, 1] and the choices' ids [B, K, S] -> logits [B, K]."""
+
+    def call(self, scores, ids):
+        return tf.reshape(scores, tf.shape(ids)[:2])
+
+    def compute_output_shape(self, scores_shape, ids_shape):
+        return tuple(ids_shape[:2])

@@ -1,0 +1,121 @@
+"""The files of a pre-training run directory beside its checkpoints, and its encoder read back.
+
+The runner (`keras_bert.pretraining.runner`) writes into `model_dir`, at the start of a run:
+`bert_config.json` (the architecture, in the original format), `vocab.txt` (a copy of the
+run's `vocab_file`, if given) and `text_config.json` (`{"lower_case": bool}`, if given).
+Its checkpoints `ckpt-<step>` are `tf.train.Checkpoint`s of model (a `BertPretrainer`),
+optimizer and seeds; `load_encoder` reads the encoder part of the newest one.
+"""
+
+import json
+import os
+import re
+
+import tensorflow as tf
+
+from keras_bert.checkpoints import files, weights
+from keras_bert.config import BertConfig
+from keras_bert.text.vocab import load_vocabulary
+from keras_bert.training.checkpointing import CheckpointError, verify_checkpoint
+from keras_bert.training.io_utils import write_atomic
+
+CONFIG_NAME = "bert_config.json"
+VOCAB_NAME = "vocab.txt"
+TEXT_CONFIG_NAME = "text_config.json"
+_CHECKPOINT_RE = re.compile(r"^ckpt-(\d+)$")
+
+
+def write_run_files(model_dir, bert_config, vocab_file=None, lower_case=None):
+    """Writes bert_config.json, and vocab.txt / text_config.json when given, atomically.
+
+    Args:
+        model_dir: str. The run directory (local or gs://).
+        bert_config: `BertConfig` of the model being trained.
+        vocab_file: str or None. The run's vocabulary, copied as vocab.txt.
+        lower_case: bool or None. The casing of the run's tokenization.
+
+    Raises:
+        ValueError: if the vocabulary's size differs from `bert_config.vocab_size`.
+    """
+    if vocab_file:
+        tokens = load_vocabulary(vocab_file)
+        if len(tokens) != bert_config.vocab_size:
+            raise ValueError(f"vocab_file {vocab_file} has {len(tokens)} tokens but the model's vocab_size is "
+                             f"{bert_config.vocab_size}.")
+        write_atomic(os.path.join(model_dir, VOCAB_NAME), "".join(t + "\n" for t in tokens))
+    if lower_case is not None:
+        write_atomic(os.path.join(model_dir, TEXT_CONFIG_NAME), json.dumps({"lower_case": bool(lower_case)}) + "\n")
+    write_atomic(os.path.join(model_dir, CONFIG_NAME),
+                 json.dumps(bert_config.to_dict(), indent=2, sort_keys=True) + "\n")
+
+
+def find_checkpoint(path):
+    """The `ckpt-<step>` prefix for `path`, or None if `path` is not a run's checkpoint.
+
+    Args:
+        path: a run directory (its newest checkpoint is taken) or one `ckpt-<step>` prefix
+            in it (".index" and ".data-*" suffixes accepted).
+    """
+    path = os.fspath(path).rstrip("/")
+    if tf.io.gfile.isdir(path):
+        latest = tf.train.latest_checkpoint(path)
+        if latest and _CHECKPOINT_RE.match(os.path.basename(latest)):
+            return latest
+        steps = [int(m.group(1)) for m in (_CHECKPOINT_RE.match(os.path.basename(p)[: -len(".index")])
+                                           for p in tf.io.gfile.glob(os.path.join(path, "ckpt-*.index"))) if m]
+        return os.path.join(path, f"ckpt-{max(steps)}") if steps else None
+    prefix = re.sub(r"\.(index|data-\d+-of-\d+)$", "", path)
+    if _CHECKPOINT_RE.match(os.path.basename(prefix)) and tf.io.gfile.exists(prefix + ".index"):
+        return prefix
+    return None
+
+
+def load_encoder(path, dtype=None):
+    """The `BertEncoder` of a run's newest checkpoint (or of the `ckpt-<step>` prefix given).
+
+    Args:
+        path: a run directory or a `ckpt-<step>` prefix in it.
+        dtype: optional Keras dtype policy for the encoder.
+
+    Returns:
+        (`BertEncoder`, checkpoint prefix read).
+
+    Raises:
+        FileNotFoundError: no checkpoint, or no bert_config.json (a run made before runs
+            recorded their architecture).
+        CheckpointError: the checkpoint is corrupt or does not hold that encoder.
+    """
+    prefix = find_checkpoint(path)
+    if prefix is None:
+        raise FileNotFoundError(f"No pre-training checkpoint (ckpt-<step>.index) at {path}.")
+    config_path = os.path.join(os.path.dirname(prefix), CONFIG_NAME)
+    if not tf.io.gfile.exists(config_path):
+        raise FileNotFoundError(
+            f"The pre-training run {os.path.dirname(prefix)} has no {CONFIG_NAME}: it was made before runs "
+            f"recorded their architecture. Write the run's BertConfig there "
+            f"(keras_bert.BertConfig(...).to_json_file('{config_path}')) to load it.")
+    config = files.read_config(config_path, BertConfig.from_json_file)
+    verify_checkpoint(prefix)
+    encoder = weights.build_model(config, dtype=dtype)
+    # The runner saves tf.train.Checkpoint(model=pretrainer, ...); the encoder is model/encoder.
+    try:
+        status = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder)).read(prefix)
+        status.expect_partial()  # The heads, the optimizer and the seeds are not read.
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+        raise CheckpointError(f"Checkpoint {prefix} does not hold an encoder as described by {config_path}: "
+                              f"{e}") from e
+    return encoder, prefix
+
+
+def read_lower_case(path):
+    """The `lower_case` recorded in a run directory's text_config.json, or None."""
+    prefix = find_checkpoint(path)
+    directory = os.path.dirname(prefix) if prefix else os.fspath(path)
+    text_config = os.path.join(directory, TEXT_CONFIG_NAME)
+    if not tf.io.gfile.exists(text_config):
+        return None
+    value = files.read_json_object(text_config).get("lower_case")
+    if value is not None and not isinstance(value, bool):
+        raise ValueError(f"{text_config}: lower_case must be true or false, got {value!r}.")
+    return value

@@ -1,0 +1,163 @@
+"""An init checkpoint for a task: the encoder with the vocabulary and casing it was trained with.
+
+Three kinds of `path` are read: a Google TF1 checkpoint (a directory with bert_config.json and
+bert_model.ckpt.*, or the checkpoint prefix), a Hugging Face BERT directory (config.json +
+model.safetensors) and the `model_dir` of our own pre-training runner (or one `ckpt-<step>`
+in it; see `keras_bert.pretraining.run_dir`).
+
+Vocabulary: `vocab_file` if given, else the vocab.txt beside the checkpoint.
+
+Casing, the first rule that decides (the rule is logged and kept in `casing_rule`):
+1. `lower_case` if given (a conflict with what the checkpoint says is logged as a warning);
+2. Hugging Face: "do_lower_case" in tokenizer_config.json;
+3. Google: the released directory names, as the original `validate_case_matches_checkpoint`:
+   uncased_*, multilingual_*, chinese_* are uncased; cased_*, multi_cased_* are cased
+   (also with a wwm_ prefix, e.g. uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12);
+4. pre-training run: the `lower_case` it recorded (text_config.json);
+5. the vocabulary: uncased when no word piece (special tokens like [CLS] aside) has an
+   upper-case letter.
+
+>>> init = load_init_checkpoint("uncased_L-12_H-768_A-12")  # doctest: +SKIP
+>>> tokenizer = BertTokenizer(init.vocabulary, lower_case=init.lower_case)  # doctest: +SKIP
+"""
+
+import dataclasses
+import os
+import re
+
+from absl import logging
+
+from keras_bert import checkpoints
+from keras_bert.checkpoints import files
+from keras_bert.models.encoder import BertEncoder
+from keras_bert.pretraining import run_dir
+from keras_bert.text.vocab import load_vocabulary
+
+FORMATS = ("google", "huggingface", "pretraining_run")
+HF_TOKENIZER_CONFIG = "tokenizer_config.json"
+
+# The released Google names (google-research/bert tokenization.validate_case_matches_checkpoint).
+_GOOGLE_NAME_RE = re.compile(r"^(?:wwm_)?(uncased|cased|multi_cased|multilingual|chinese)_L-\d+_H-\d+_A-\d+")
+_GOOGLE_LOWER = {"uncased": True, "multilingual": True, "chinese": True, "cased": False, "multi_cased": False}
+_SPECIAL_RE = re.compile(r"^\[[^\]]*\]$")  # [CLS], [unused0], ...
+
+
+@dataclasses.dataclass
+class InitCheckpoint:
+    """What a task starts from.
+
+    Attributes:
+        encoder: `keras_bert.BertEncoder` with the checkpoint's weights.
+        vocabulary: list[str], the WordPiece tokens (id = index).
+        lower_case: bool, True for an uncased model.
+        format: "google", "huggingface" or "pretraining_run".
+        path: str, the checkpoint path given.
+        casing_rule: str, which rule decided `lower_case` (see the module docstring).
+    """
+
+    encoder: BertEncoder
+    vocabulary: list
+    lower_case: bool
+    format: str
+    path: str
+    casing_rule: str = ""
+
+
+def detect_format(path):
+    """"huggingface", "pretraining_run" or "google" for a checkpoint path, by its files.
+
+    Raises:
+        FileNotFoundError: naming what was expected.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path) and checkpoints.huggingface.is_directory(path):
+        return "huggingface"
+    if run_dir.find_checkpoint(path) is not None:
+        return "pretraining_run"
+    try:
+        return checkpoints.detect_format(path)
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{e} Nor is it a pre-training run directory (ckpt-<step>.index).") from None
+
+
+def load_init_checkpoint(path, vocab_file=None, lower_case=None, dtype=None):
+    """Loads an encoder with its vocabulary and casing.
+
+    Args:
+        path: Google checkpoint (directory or prefix), Hugging Face directory, or the
+            model_dir of a pre-training run (or a `ckpt-<step>` prefix in it).
+        vocab_file: str or None. A vocab.txt (or directory holding one) used instead of
+            the one beside the checkpoint.
+        lower_case: bool or None. Uncased tokenization; None: from the checkpoint.
+        dtype: optional Keras dtype policy of the encoder (e.g. "mixed_bfloat16").
+
+    Returns:
+        `InitCheckpoint`.
+
+    Raises:
+        FileNotFoundError: no checkpoint at `path`, or no vocabulary found (naming where
+            it looked).
+        ValueError: the vocabulary's size differs from the encoder's word-embedding rows.
+    """
+    path = os.fspath(path)
+    format = detect_format(path)
+    if format == "pretraining_run":
+        encoder, prefix = run_dir.load_encoder(path, dtype=dtype)
+        vocab_dir = os.path.dirname(prefix)
+    else:
+        encoder = checkpoints.load_encoder(path, format=format, dtype=dtype)
+        vocab_dir = path if os.path.isdir(path) else os.path.dirname(path)
+    vocab_source = vocab_file or checkpoints.vocab_path(vocab_dir)
+    if vocab_source is None:
+        raise FileNotFoundError(f"No vocabulary for {path}: looked for {os.path.join(vocab_dir, 'vocab.txt')}. "
+                                f"Pass vocab_file (--vocab_file) to give one.")
+    vocabulary = load_vocabulary(vocab_source)
+    rows = encoder.config.vocab_size
+    if len(vocabulary) != rows:
+        raise ValueError(f"The vocabulary {vocab_source} has {len(vocabulary)} tokens but the encoder of {path} "
+                         f"has {rows} word-embedding rows (vocab_size); they must be equal.")
+    lower_case, rule = _casing(format, vocab_dir, vocabulary, lower_case)
+    logging.info("%s: %s checkpoint, %d tokens from %s, lower_case=%s (%s).", path, format, len(vocabulary),
+                 vocab_source, lower_case, rule)
+    return InitCheckpoint(encoder=encoder, vocabulary=vocabulary, lower_case=lower_case, format=format,
+                          path=path, casing_rule=rule)
+
+
+def _casing(format, directory, vocabulary, lower_case):
+    """(lower_case, the rule that decided it)."""
+    recorded, rule = checkpoint_casing(format, directory)
+    if lower_case is not None:
+        if recorded is not None and recorded != bool(lower_case):
+            logging.warning("lower_case=%s was passed but %s says lower_case=%s; using lower_case=%s.",
+                            bool(lower_case), rule, recorded, bool(lower_case))
+        return bool(lower_case), "lower_case argument"
+    if recorded is not None:
+        return recorded, rule
+    if vocabulary_is_uncased(vocabulary):
+        return True, "vocabulary: no upper-case letter in its word pieces"
+    return False, "vocabulary: upper-case letters in its word pieces"
+
+
+def checkpoint_casing(format, directory):
+    """(lower_case or None, rule) from the checkpoint's own files or name."""
+    if format == "huggingface":
+        config_path = os.path.join(directory, HF_TOKENIZER_CONFIG)
+        if os.path.isfile(config_path):
+            value = files.read_json_object(config_path).get("do_lower_case")
+            if isinstance(value, bool):
+                return value, f"{config_path} do_lower_case"
+    elif format == "google":
+        name = os.path.basename(os.path.abspath(directory))
+        match = _GOOGLE_NAME_RE.match(name)
+        if match:
+            return _GOOGLE_LOWER[match.group(1)], f"released Google checkpoint name {name}"
+    elif format == "pretraining_run":
+        value = run_dir.read_lower_case(directory)
+        if value is not None:
+            return value, f"{os.path.join(directory, run_dir.TEXT_CONFIG_NAME)} lower_case"
+    return None, None
+
+
+def vocabulary_is_uncased(vocabulary):
+    """True when no token other than bracketed special tokens has an upper-case letter."""
+    return not any(t != t.lower() for t in vocabulary if not _SPECIAL_RE.match(t))

@@ -1,0 +1,76 @@
+"""The task interface: data -> features -> model -> loss -> metrics -> predictions.
+
+A task is a small class the runner (`keras_bert.tasks.finetune`) drives; the runner owns
+everything shared (tokenizer, batching, strategy, optimizer, checkpoints, logs, outputs). The
+runner picks tasks by name from `keras_bert.tasks.registry`.
+
+Dimensions: B batch, N features.
+"""
+
+import tensorflow as tf
+
+
+class Task:
+    """One benchmark's data, head, loss, metrics and prediction files.
+
+    Attributes:
+        name: str, the `--task` name.
+        main_metric: str, the eval_results key that picks the best epoch (higher is better).
+        train_split: str. eval_splits: dict split -> suffix added to its metric names.
+        predict_splits: dict split -> prediction file name.
+        label_keys: tuple of FeatureSet label names the loss reads.
+        recipe: dict of fine-tuning defaults that differ from the GLUE recipe
+            (e.g. {"seq_length": 384, "learning_rate": 5e-5}).
+    """
+
+    name = None
+    main_metric = None
+    train_split = "train"
+    eval_splits = {"dev": ""}
+    predict_splits = {}
+    label_keys = ()
+    recipe = {}
+
+    def read(self, data_dir, split, use_tfds=False, file=None):
+        """The examples of `split`, from `data_dir` (or `file`), or from tensorflow-datasets."""
+        raise NotImplementedError
+
+    def encode(self, examples, tokenizer, seq_length, training=False):
+        """Examples -> `keras_bert.tasks.features.FeatureSet`."""
+        raise NotImplementedError
+
+    def build_model(self, encoder, dropout):
+        """The task model on `encoder` (a `keras_bert.models.task_models` class)."""
+        raise NotImplementedError
+
+    def loss_sums(self, labels, outputs):
+        """(sum of per-example losses, number of examples) over the batch, float32 scalars,
+        so that the runner can average over the examples of all replicas."""
+        raise NotImplementedError
+
+    def evaluate(self, examples, features, outputs):
+        """Metrics dict (plain names) from the model `outputs` (see `finetune.predict`)."""
+        raise NotImplementedError
+
+    def write_predictions(self, split, examples, features, outputs, output_dir):
+        """Writes the split's prediction files into `output_dir`; returns their paths."""
+        raise NotImplementedError
+
+    def info(self):
+        """JSON-able facts export needs beyond the vocabulary (labels, output meaning)."""
+        return {}
+
+    def check_vocabulary(self, tokenizer):
+        """Raise if the tokenizer lacks something the task needs (default: nothing)."""
+
+
+def sparse_xent_sums(labels, logits, weights=None):
+    """(sum of cross-entropies, count) for int labels [...] and logits [..., C]; positions with
+    weight 0 (or label < 0 when no weights are given) are left out."""
+    labels = tf.cast(labels, tf.int32)
+    if weights is None:
+        weights = tf.cast(labels >= 0, tf.float32)
+    weights = tf.cast(weights, tf.float32)
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.maximum(labels, 0),
+                                                          logits=tf.cast(logits, tf.float32))
+    return tf.reduce_sum(xent * weights), tf.reduce_sum(weights)

@@ -1,0 +1,72 @@
+"""Task models: each head's logits against NumPy on the encoder's own outputs, float32 outputs
+under mixed precision, and .keras round trips."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+import keras_bert
+from keras_bert.models.task_models import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTokenClassifier
+
+CONFIG = dict(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+              max_position_embeddings=16)
+IDS = np.array([[2, 5, 6, 3, 0], [2, 7, 3, 0, 0]], np.int32)
+INPUTS = {"input_word_ids": IDS, "input_mask": (IDS > 0).astype(np.int32), "input_type_ids": np.zeros_like(IDS)}
+
+
+def _encoder(dtype=None):
+    return keras_bert.BertEncoder(keras_bert.BertConfig(**CONFIG), dtype=dtype)
+
+
+def _dense(model, name):
+    layer = model.get_layer(name)
+    return layer.kernel.numpy(), layer.bias.numpy()
+
+
+@pytest.mark.parametrize("cls, output, args", [(BertClassifier, "pooled_output", (3,)),
+                                                (BertTokenClassifier, "sequence_output", (4,)),
+                                                (BertSpanLabeler, "sequence_output", ())])
+def test_heads_against_numpy_and_round_trip(cls, output, args, tmp_path):
+    encoder = _encoder()
+    model = cls(encoder, *args)
+    out = model(INPUTS)
+    states = encoder(INPUTS)[output].numpy()
+    kernel, bias = _dense(model, "span_logits" if cls is BertSpanLabeler else "classifier")
+    expected = states @ kernel + bias
+    if cls is BertSpanLabeler:
+        np.testing.assert_allclose(out["start_logits"], expected[..., 0], atol=1e-5)
+        np.testing.assert_allclose(out["end_logits"], expected[..., 1], atol=1e-5)
+    else:
+        np.testing.assert_allclose(out["logits"], expected, atol=1e-5)
+    path = os.path.join(tmp_path, "model.keras")
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    assert type(reloaded) is cls
+    for key, value in reloaded(INPUTS).items():
+        np.testing.assert_allclose(value, out[key], atol=1e-6)
+
+
+def test_multiple_choice_scores_each_choice_alone(tmp_path):
+    encoder = _encoder()
+    model = BertMultipleChoice(encoder)
+    choices = {k: np.stack([v, v[::-1], v], axis=1) for k, v in INPUTS.items()}  # (B=2, K=3, S)
+    logits = model(choices)["logits"].numpy()
+    assert logits.shape == (2, 3)
+    kernel, bias = _dense(model, "classifier")
+    for k in range(3):
+        pooled = encoder({name: v[:, k] for name, v in choices.items()})["pooled_output"].numpy()
+        np.testing.assert_allclose(logits[:, k], (pooled @ kernel + bias)[:, 0], atol=1e-5)
+    path = os.path.join(tmp_path, "choice.keras")
+    model.save(path)
+    np.testing.assert_allclose(keras.saving.load_model(path)(choices)["logits"], logits, atol=1e-6)
+
+
+def test_logits_are_float32_under_mixed_precision():
+    model = BertClassifier(_encoder("mixed_bfloat16"), 2)
+    assert model(INPUTS)["logits"].dtype == "float32"
+    with pytest.raises(ValueError, match="num_classes"):
+        BertClassifier(_encoder(), 0)
+    with pytest.raises(TypeError, match="BertEncoder"):
+        BertClassifier(keras.layers.Dense(3), 2)
