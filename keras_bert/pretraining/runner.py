@@ -48,7 +48,7 @@ class PretrainingConfig:
         num_train_steps: int. Update steps.
         num_warmup_steps: int. Linear-warmup update steps.
         learning_rate: float. Peak learning rate.
-        optimizer: "adamw" or "lamb".
+        optimizer: "adamw", "lamb" or "adam_weight_decay" (the original BERT optimizer).
         weight_decay: float. Decoupled weight decay (not on LayerNorm and bias).
         clip_norm: float. Global gradient norm clipping (0 for none).
         grad_accumulation_steps: int. Micro-batches of batch_size / this per update.

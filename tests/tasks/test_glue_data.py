@@ -13,7 +13,7 @@ import tensorflow_datasets as tfds
 from keras_bert.tasks import glue
 from keras_bert.tasks.glue import GlueDataError, InputExample
 
-REAL_DATA = "/work/shared/data"
+from real_data import REAL_DATA  # noqa: E402
 
 QUOTED = 'He said "yes" and left.'
 OPEN_QUOTE = '"An unbalanced quote opens this sentence.'  # Would swallow the next fields with csv quoting.

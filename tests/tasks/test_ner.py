@@ -15,8 +15,9 @@ from keras_bert.tasks.features import IGNORE_LABEL
 from keras_bert.tasks.finetune import run_finetuning
 from keras_bert.tasks.ner import ConllDataError, NerExample, NerTask, entity_metrics, read_conll, to_iob2, windows
 from keras_bert.text.tokenizer import BertTokenizer
+from real_data import REAL_DATA
 
-REAL_DEV = "/work/shared/data/conll2003/dev.txt"
+REAL_DEV = os.path.join(REAL_DATA, "conll2003", "dev.txt")
 TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
 
 FIRST = ["john", "mary", "peter", "anna"]
