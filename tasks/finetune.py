@@ -23,8 +23,8 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import time
+import weakref
 
 import keras
 import numpy as np
@@ -239,16 +239,13 @@ def predict(model, task, features, batch_size, buckets=None, strategy=None, jit_
     batches, padded = feature_lib.batch_plan(features.lengths, batch_size, buckets=buckets)
     data = feature_lib.make_dataset(features, batches, padded, pad_batch_to=batch_size if fixed else None,
                                     label_keys=())
-    call = tf.function(lambda x: model(x, training=False), jit_compile=jit_compile, reduce_retracing=not jit_compile)
-    if isinstance(strategy, tf.distribute.TPUStrategy):
-        tpu_call = call
-        call = tf.function(lambda x: strategy.run(tpu_call, args=(x,)))
+    call = _predict_function(model, strategy, jit_compile)
     token_outputs = set(getattr(task, "token_outputs", ()))
     lengths = features.lengths
     collected = {}
     for index, (x, _) in zip(batches, data):
         out = call(x)
-        if isinstance(strategy, tf.distribute.TPUStrategy):  # One replica here: batches are not split.
+        if isinstance(strategy, tf.distribute.TPUStrategy):  # Every replica ran the whole batch.
             out = {k: strategy.experimental_local_results(v)[0] for k, v in out.items()}
         for name, value in out.items():
             value = value.numpy()[:len(index)]
@@ -256,6 +253,24 @@ def predict(model, task, features, batch_size, buckets=None, strategy=None, jit_
             for row, i in enumerate(index):
                 rows[i] = value[row, :lengths[i]] if name in token_outputs else value[row]
     return {k: v if k in token_outputs else np.stack(v) for k, v in collected.items()}
+
+
+_PREDICT_FUNCTIONS = weakref.WeakKeyDictionary()  # model -> {(strategy id, jit_compile): tf.function}
+
+
+def _predict_function(model, strategy, jit_compile):
+    """The model's inference `tf.function`, made once per model (XLA compiles a bucket's shape once
+    over all epochs' evaluations). On TPU it runs through `strategy.run`."""
+    cache = _PREDICT_FUNCTIONS.setdefault(model, {})
+    key = (id(strategy), jit_compile)
+    if key not in cache:
+        call = tf.function(lambda x: model(x, training=False), jit_compile=jit_compile,
+                           reduce_retracing=not jit_compile)
+        if isinstance(strategy, tf.distribute.TPUStrategy):
+            inner = call
+            call = tf.function(lambda x: strategy.run(inner, args=(x,)))
+        cache[key] = call
+    return cache[key]
 
 
 def _save_best(model, model_dir, step, epoch, metrics):

@@ -137,3 +137,7 @@ def test_under_xla_only_the_bucket_shapes_are_compiled(tmp_path):
     assert summary["steps"] == 2 * (96 // 16)
     assert shapes <= {(16, b) for b in (8, 16, 32, 64)}, shapes
     assert 1 < len(shapes) <= 4
+    # The XLA-compiled inference function was traced (and compiled) once per shape, over both
+    # epochs' evaluations.
+    (predict_fn,) = finetune._PREDICT_FUNCTIONS[summary["model"]].values()
+    assert predict_fn.experimental_get_tracing_count() <= 4

@@ -177,3 +177,12 @@ def test_no_string_tensor_reaches_the_model(sst2):
     batches, padded = feature_lib.batch_plan(feats.lengths, 8, shuffle=True)
     spec = feature_lib.make_dataset(feats, batches, padded, label_keys=task.label_keys).element_spec
     assert all(s.dtype in (tf.int32, tf.float32) for s in tf.nest.flatten(spec))
+
+
+def test_mixed_bfloat16_fine_tunes_and_saves_in_that_policy(sst2, tmp_path):
+    summary = run_finetuning(task="sst2", model_dir=str(tmp_path / "bf16"), do_train=True, do_eval=True,
+                             mixed_precision="mixed_bfloat16", num_train_epochs=1, batch_size=32, seq_length=64,
+                             learning_rate=1e-3, verbose=False, plot=False, **sst2)
+    assert np.isfinite(summary["history"][-1]["loss"])
+    reloaded = keras.saving.load_model(os.path.join(str(tmp_path / "bf16"), "model", "model.keras"))
+    assert reloaded.encoder.dtype_policy.name == "mixed_bfloat16"
