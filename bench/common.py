@@ -56,6 +56,23 @@ def time_call(fn, warmup=1, iters=5, min_seconds=0.0):
             "cpu": statistics.median(cpu)}
 
 
+def summarize_rounds(rounds):
+    """`time_call` results of several rounds -> dict: wall-time `median`, `min`, `max` over all
+    timed calls of all rounds and the median of the rounds' `cpu` seconds."""
+    times = [x for t in rounds for x in t["times"]]
+    return {"median": statistics.median(times), "min": min(times), "max": max(times),
+            "cpu": statistics.median(t["cpu"] for t in rounds)}
+
+
+def ratio_text(slow_rounds, fast_rounds):
+    """How many times faster `fast` is than `slow`, measured in the same rounds: the median of the
+    per-round ratios of wall and of CPU time, with each round's ratio."""
+    wall = [s["median"] / f["median"] for s, f in zip(slow_rounds, fast_rounds)]
+    cpu = [s["cpu"] / f["cpu"] for s, f in zip(slow_rounds, fast_rounds)]
+    return (f"{statistics.median(wall):.2f}x wall (rounds {' '.join(f'{w:.2f}' for w in wall)}), "
+            f"{statistics.median(cpu):.2f}x cpu time (rounds {' '.join(f'{c:.2f}' for c in cpu)})")
+
+
 def _sync(result):
     tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, result)
 

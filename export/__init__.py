@@ -1,1 +1,49 @@
-"""Export to SavedModel, TF Hub-style pairs and TFLite (installed as keras_bert.export)."""
+"""Export to TF Serving SavedModels, TF Hub-style pairs and TFLite (installed as keras_bert.export).
+
+    python -m keras_bert.export --model_dir=runs/mrpc/model --export_dir=serving/mrpc \\
+        [--version=N] [--format=saved_model|hub|tflite] [--quantize=...] [--seq_length=...]
+
+>>> export_saved_model("runs/mrpc/model", "serving/mrpc")   # doctest: +SKIP
+'serving/mrpc/1'
+>>> export_hub("uncased_L-12_H-768_A-12", "hub/bert")       # doctest: +SKIP
+'hub/bert/1'
+>>> list_ops("serving/mrpc/1")["FastBertNormalize"].library  # doctest: +SKIP
+'tensorflow-text'
+
+Modules: `source` (what is exported: a fine-tuned model dir or a pre-trained encoder),
+`text_inputs` (raw text -> encoder inputs in the graph, with length bucketing), `signatures`
+(one builder per kind of task), `saved_model` (TF Serving versions), `hub` (the TF Hub pair),
+`ops` (the op inventory and check), `versions` (atomic version directories), `rest` (TF
+Serving REST bodies -> signature inputs), `tflite` (TFLite models).
+"""
+
+from keras_bert.export.hub import export_hub
+from keras_bert.export.ops import OpCheckError, check_ops, list_ops
+from keras_bert.export.saved_model import export_saved_model
+from keras_bert.export.source import load_source
+
+FORMATS = ("saved_model", "hub", "tflite")
+QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8")
+
+
+def export(model_dir, export_dir, format="saved_model", version=None, seq_length=None, quantize="none"):
+    """Exports in one of `FORMATS`; returns the new version directory.
+
+    `quantize` applies to TFLite only (one of `QUANTIZATIONS`).
+    """
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {format!r}.")
+    if quantize not in QUANTIZATIONS:
+        raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {quantize!r}.")
+    if format != "tflite" and quantize != "none":
+        raise ValueError(f"quantize applies to format='tflite' only, got format={format!r}.")
+    if format == "saved_model":
+        return export_saved_model(model_dir, export_dir, version=version, seq_length=seq_length)
+    if format == "hub":
+        return export_hub(model_dir, export_dir, version=version, seq_length=seq_length)
+    from keras_bert.export.tflite import export_tflite  # Written on top of the serving signatures.
+    return export_tflite(model_dir, export_dir, version=version, seq_length=seq_length, quantize=quantize)
+
+
+__all__ = ["FORMATS", "OpCheckError", "QUANTIZATIONS", "check_ops", "export", "export_hub", "export_saved_model",
+           "list_ops", "load_source"]

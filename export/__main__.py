@@ -1,0 +1,36 @@
+"""Command line: python -m keras_bert.export --model_dir=... --export_dir=... [--format=...]."""
+
+from absl import app, flags
+
+from keras_bert import cli
+
+
+def define_flags():
+    from keras_bert.export import FORMATS, QUANTIZATIONS
+
+    cli.define(flags.DEFINE_string, "model_dir", None,
+               "A fine-tuned model/ directory (model.keras, task.json, vocab.txt) or its run directory, "
+               "or a pre-trained encoder: Google checkpoint, Hugging Face directory, pre-training run directory.")
+    cli.define(flags.DEFINE_string, "export_dir", None, "Base directory; each export is a new integer version in it.")
+    cli.define(flags.DEFINE_integer, "version", None, "Version to write (default: the next one); never overwritten.")
+    cli.define(flags.DEFINE_enum, "format", "saved_model", FORMATS,
+               "saved_model (TF Serving), hub (TF Hub-style preprocessor/ + encoder/) or tflite.")
+    cli.define(flags.DEFINE_enum, "quantize", "none", QUANTIZATIONS, "TFLite quantization.")
+    cli.define(flags.DEFINE_integer, "seq_length", None,
+               "Longest packed sequence; longer texts are truncated (default: the training length, 128 for encoders).")
+    flags.adopt_module_key_flags(cli)  # --help lists them (they are defined through keras_bert.cli).
+
+
+def main(argv):
+    del argv
+    from keras_bert.export import export
+
+    FLAGS = flags.FLAGS
+    print(export(FLAGS.model_dir, FLAGS.export_dir, format=FLAGS.format, version=FLAGS.version,
+                 seq_length=FLAGS.seq_length, quantize=FLAGS.quantize))
+
+
+if __name__ == "__main__":
+    define_flags()
+    flags.mark_flags_as_required(["model_dir", "export_dir"])
+    app.run(main)

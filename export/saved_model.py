@@ -1,0 +1,134 @@
+"""SavedModels for TF Serving: raw text in, the task's answer out, one version directory each.
+
+>>> export_saved_model("runs/sst2/model", "serving/sst2")   # doctest: +SKIP
+'serving/sst2/1'
+
+`<export_dir>/<version>/` holds `saved_model.pb`, `variables/` and `assets.extra/` (task.json
+with the export's facts, vocab.txt; TF Serving ignores that folder). The signatures are those
+of `keras_bert.export.signatures` for the model's kind. Before the version appears, the
+written SavedModel is checked: every op must be servable (`keras_bert.export.ops.check_ops`)
+and, reloaded, every signature must give the answers of the functions it was saved from
+(`verify_reload`). A failed check leaves no version directory.
+"""
+
+import contextlib
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from keras_bert.export import ops, versions
+from keras_bert.export.signatures import build_signatures
+from keras_bert.export.source import load_source
+from keras_bert.export.text_inputs import TextPacker
+
+EXTRA_DIR = "assets.extra"
+# Probe texts of the reload check: empty, plain, punctuation and accents, over-long.
+PROBE_TEXTS = ("", "Hello, world!", "Ünïcödé — ça va? 東京 🙂", "a very long text " * 400)
+
+
+def export_saved_model(model_dir, export_dir, version=None, seq_length=None):
+    """Exports a fine-tuned task model (or a pre-trained encoder) for TF Serving.
+
+    Args:
+        model_dir: str. The `model/` directory of a fine-tuning run (or the run directory),
+            or a pre-trained encoder checkpoint (see `keras_bert.export.source.load_source`).
+        export_dir: str. The model's base directory; versions are its integer subdirectories.
+        version: int or None (the next version).
+        seq_length: int or None. Longest packed sequence (default: the training length).
+
+    Returns:
+        str, the new version directory.
+
+    Raises:
+        FileExistsError: the version exists (it is never overwritten).
+        keras_bert.export.ops.OpCheckError: an op TF Serving cannot run (naming op and node).
+    """
+    source = load_source(model_dir, seq_length=seq_length, mlm=False)
+    return write_saved_model(source, export_dir, version=version)
+
+
+def write_saved_model(source, export_dir, version=None):
+    """Writes the signatures of an `ExportSource` as a new checked version; returns its path."""
+    signatures = build_signatures(source)
+    module = serving_module(source, signatures)
+    with versions.new_version(export_dir, version) as (tmp, final):
+        tf.saved_model.save(module, tmp, signatures=signatures)
+        text_ops = sorted(o.name for o in ops.check_ops(tmp).values() if o.library == "tensorflow-text")
+        verify_reload(tmp, signatures, probe_inputs(source))
+        write_extra(tmp, source, signatures, text_ops)
+    return final
+
+
+def serving_module(source, functions):
+    """A tf.Module holding the model's variables and the functions (also as attributes)."""
+    module = tf.Module()
+    module.model_variables = list((source.model if source.model is not None else source.encoder).variables)
+    for name, function in functions.items():
+        setattr(module, name, function)
+    return module
+
+
+def probe_inputs(source):
+    """Inputs for the reload check by signature input name: texts and encoder inputs."""
+    texts = tf.constant(PROBE_TEXTS)
+    probes = {name: texts for name in source.text_inputs}
+    probes.update(TextPacker(source.tokenizer, source.seq_length)(*[texts] * len(source.text_inputs)))
+    return probes
+
+
+def verify_reload(path, functions, probes, atol=1e-5):
+    """Reloads the SavedModel at `path`; each signature must answer `probes` as `functions` do.
+
+    Args:
+        path: str, a SavedModel directory.
+        functions: dict signature name -> tf.function it was saved from (with input_signature).
+        probes: dict input name -> tensor; a signature with other inputs is not checked.
+        atol: float, tolerance for floating-point outputs.
+
+    Raises:
+        AssertionError: naming the signature and output that differ.
+    """
+    loaded = tf.saved_model.load(path)
+    for name, function in functions.items():
+        if name not in loaded.signatures:
+            raise AssertionError(f"{path}: signature {name} is missing after reloading.")
+        spec = function.input_signature
+        flat = tf.nest.flatten(spec)
+        if not all(s.name in probes for s in flat):
+            continue
+        kwargs = {s.name: probes[s.name] for s in flat}
+        with eagerly():  # The reference: the same Python code, run eagerly (no tracing).
+            want = function(*tf.nest.map_structure(lambda s: probes[s.name], spec))
+        got = loaded.signatures[name](**kwargs)
+        for key, value in want.items():
+            a, b = np.asarray(got[key]), np.asarray(value)
+            same = np.allclose(a, b, atol=atol, rtol=0) if a.dtype.kind == "f" else np.array_equal(a, b)
+            if a.shape != b.shape or not same:
+                raise AssertionError(f"{path}: signature {name} output {key} differs after reloading.")
+
+
+@contextlib.contextmanager
+def eagerly():
+    """Runs tf.functions as plain Python in this block (no tracing): cheap reference outputs."""
+    before = tf.config.functions_run_eagerly()
+    tf.config.run_functions_eagerly(True)
+    try:
+        yield
+    finally:
+        tf.config.run_functions_eagerly(before)
+
+
+def write_extra(path, source, functions, text_ops):
+    """assets.extra/task.json (task facts and the export's signatures and text ops) and vocab.txt."""
+    extra = os.path.join(path, EXTRA_DIR)
+    tf.io.gfile.makedirs(extra)
+    signatures = {name: [s.name for s in tf.nest.flatten(f.input_signature)] for name, f in functions.items()}
+    info = dict(source.info, seq_length=source.seq_length, kind=source.kind, signatures=signatures,
+                tensorflow_text_ops=text_ops, tensorflow_version=tf.__version__)
+    with tf.io.gfile.GFile(os.path.join(extra, "task.json"), "w") as f:
+        f.write(json.dumps(info, indent=1))
+    with tf.io.gfile.GFile(os.path.join(extra, "vocab.txt"), "w") as f:
+        f.write("".join(t + "\n" for t in source.tokenizer.vocabulary))
+
