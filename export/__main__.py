@@ -30,7 +30,12 @@ def main(argv):
                  seq_length=FLAGS.seq_length, quantize=FLAGS.quantize))
 
 
-if __name__ == "__main__":
+def console_main():
+    """Entry point (`python -m keras_bert.export`, `keras-bert-export`)."""
     define_flags()
     flags.mark_flags_as_required(["model_dir", "export_dir"])
     app.run(main)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -283,9 +283,14 @@ def main(argv):
     write_features(examples, FLAGS.output_file, init.encoder, preprocessor, layers, FLAGS.pooling, FLAGS.batch_size)
 
 
-if __name__ == "__main__":
+def console_main():
+    """Entry point (`python -m keras_bert.tasks.extract_features`, `keras-bert-extract-features`)."""
     define_flags()
     # Marked here only: validators stay on the global flags, where other command lines
     # run in the same process (tests) would trip over them.
     flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
     app.run(main)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -565,8 +565,13 @@ def main(argv):
     print(json.dumps({k: v for k, v in summary.items() if k not in ("model", "history")}, indent=1))
 
 
-if __name__ == "__main__":
+def console_main():
+    """Entry point (`python -m keras_bert.tasks.finetune`, `keras-bert-finetune`)."""
     from absl import app, flags
     define_flags()
     flags.mark_flags_as_required(["task", "model_dir"])
     app.run(main)
+
+
+if __name__ == "__main__":
+    console_main()

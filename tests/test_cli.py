@@ -20,3 +20,19 @@ def test_command_lines_share_one_process():
     assert flags.FLAGS["model_dir"].default is None
     defaults = {f.name: f.default for f in dataclasses.fields(run_pretraining.PretrainingConfig)}
     assert flags.FLAGS["seed"].default == defaults["seed"]
+
+
+def test_every_command_line_has_a_console_entry_point():
+    """setup.cfg's console scripts resolve to each command line's `console_main` (installed or not)."""
+    import configparser
+    import importlib
+    import os
+
+    parser = configparser.ConfigParser()
+    parser.read(os.path.join(os.path.dirname(__file__), "..", "setup.cfg"))
+    scripts = dict(line.split(" = ") for line in parser["options.entry_points"]["console_scripts"].split("\n") if line)
+    assert {"keras-bert-pretrain", "keras-bert-finetune", "keras-bert-export", "keras-bert-extract-features",
+            "keras-bert-create-pretraining-data", "keras-bert-build-vocab", "keras-bert-demo"} <= set(scripts)
+    for target in scripts.values():
+        module, function = target.split(":")
+        assert callable(getattr(importlib.import_module(module), function)), target

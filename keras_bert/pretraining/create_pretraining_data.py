@@ -367,9 +367,15 @@ def main(argv):
     print("\n".join(files))
 
 
-if __name__ == "__main__":
+def console_main():
+    """Entry point (`python -m keras_bert.pretraining.create_pretraining_data`,
+    `keras-bert-create-pretraining-data`)."""
     from absl import app, flags
 
     _define_flags()
     flags.mark_flags_as_required(["output_dir", "vocab_file"])
     app.run(main)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -70,9 +70,14 @@ def main(argv):
     print(json.dumps(summary, indent=1))
 
 
-if __name__ == "__main__":
+def console_main():
+    """Entry point (`python -m keras_bert.pretraining.run_pretraining`, `keras-bert-pretrain`)."""
     define_flags()
     # Marked here only: validators stay on the global flags, where other command lines
     # run in the same process (tests) would trip over them.
     flags.mark_flags_as_required(["train_files", "model_dir"])
     app.run(main)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -33,7 +33,12 @@ def main(argv):
     logging.info("Wrote %d tokens to %s.", len(tokens), FLAGS.output)
 
 
-if __name__ == "__main__":
+def console_main():
+    """Entry point (`python -m keras_bert.text.build_vocab`, `keras-bert-build-vocab`)."""
     define_flags()
     flags.mark_flags_as_required(["input", "output"])
     app.run(main)
+
+
+if __name__ == "__main__":
+    console_main()
