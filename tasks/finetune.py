@@ -264,11 +264,15 @@ def _predict_function(model, strategy, jit_compile):
     cache = _PREDICT_FUNCTIONS.setdefault(model, {})
     key = (id(strategy), jit_compile)
     if key not in cache:
-        call = tf.function(lambda x: model(x, training=False), jit_compile=jit_compile,
-                           reduce_retracing=not jit_compile)
+        def infer(x):
+            return model(x, training=False)
+
+        call = tf.function(infer, jit_compile=jit_compile, reduce_retracing=not jit_compile)
         if isinstance(strategy, tf.distribute.TPUStrategy):
-            inner = call
-            call = tf.function(lambda x: strategy.run(inner, args=(x,)))
+            def replicated(x, inner=call):
+                return strategy.run(inner, args=(x,))
+
+            call = tf.function(replicated)
         cache[key] = call
     return cache[key]
 
