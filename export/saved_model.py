@@ -21,7 +21,6 @@ import tensorflow as tf
 from keras_bert.export import ops, versions
 from keras_bert.export.signatures import build_signatures
 from keras_bert.export.source import load_source
-from keras_bert.export.text_inputs import TextPacker
 
 EXTRA_DIR = "assets.extra"
 # Probe texts of the reload check: empty, plain, punctuation and accents, over-long.
@@ -56,7 +55,7 @@ def write_saved_model(source, export_dir, version=None):
     with versions.new_version(export_dir, version) as (tmp, final):
         tf.saved_model.save(module, tmp, signatures=signatures)
         text_ops = sorted(o.name for o in ops.check_ops(tmp).values() if o.library == "tensorflow-text")
-        verify_reload(tmp, signatures, probe_inputs(source))
+        verify_reload(tmp, signatures, probe_inputs(signatures))
         write_extra(tmp, source, signatures, text_ops)
     return final
 
@@ -70,11 +69,21 @@ def serving_module(source, functions):
     return module
 
 
-def probe_inputs(source):
-    """Inputs for the reload check by signature input name: texts and encoder inputs."""
+def probe_inputs(functions):
+    """Inputs for the reload check by signature input name: the probe texts for every string
+    input (a [B, K] input gets them K times, rotated), and `preprocess`'s answer on them for the
+    encoder inputs."""
     texts = tf.constant(PROBE_TEXTS)
-    probes = {name: texts for name in source.text_inputs}
-    probes.update(TextPacker(source.tokenizer, source.seq_length)(*[texts] * len(source.text_inputs)))
+    probes = {}
+    for function in functions.values():
+        for spec in tf.nest.flatten(function.input_signature):
+            if spec.dtype == tf.string:
+                columns = [tf.roll(texts, i, 0) for i in range(spec.shape[1] if spec.shape.rank == 2 else 1)]
+                probes[spec.name] = tf.stack(columns, 1) if spec.shape.rank == 2 else texts
+    if "preprocess" in functions:
+        spec = functions["preprocess"].input_signature
+        with eagerly():
+            probes.update(functions["preprocess"](*tf.nest.map_structure(lambda s: probes[s.name], spec)))
     return probes
 
 

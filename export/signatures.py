@@ -12,15 +12,16 @@ signature}. Kinds whose examples are one text (or pair) per row only say how the
 outputs become the answer and call `text_signatures`. Kinds with other inputs (SQuAD's
 question and context windows, NER's word offsets, SWAG's choices) write their own builder
 from the same pieces (`text_inputs.TextPacker`, `text_inputs.trim_to_longest`,
-`model_outputs`) and register it in `BUILDERS` under the `problem` their task writes to
-task.json.
+`model_outputs`, and their answers' modules `entities` and `spans`) and register it in
+`BUILDERS` under the `problem` their task writes to task.json.
 
-Dimensions: B batch, S sequence, H hidden, C classes.
+Dimensions: B batch, S sequence, H hidden, C classes, K choices, E entities, W windows.
 """
 
 import tensorflow as tf
 
-from keras_bert.export.text_inputs import TextPacker, encoder_input_specs, text_specs
+from keras_bert.export import entities, spans
+from keras_bert.export.text_inputs import TextPacker, encoder_input_specs, text_specs, trim_to_longest
 
 
 def model_outputs(source, inputs):
@@ -83,8 +84,121 @@ def encoder(source):
         "input_mask": inputs["input_mask"]})
 
 
+def token_classification(source):
+    """NER: `text` string [B] -> its entities, padded to the batch's most (E):
+    `entity_text`, `entity_type` string [B, E] (the exact substring of the text, and its
+    type), `start_char`, `end_char` int32 [B, E] (code point offsets, see
+    `keras_bert.export.entities`; -1 and "" pad), `entity_count` int32 [B]. `predict_ids`
+    gives the tag `logits` [B, S, C]. Words past the first seq_length - 2 pieces get no tag."""
+    packer = TextPacker(source.tokenizer, source.seq_length)
+    labels = [str(label) for label in source.info["labels"]]
+    is_suffix = tf.constant([t.startswith("##") and t != "##" for t in source.tokenizer.vocabulary])
+
+    @tf.function(input_signature=[encoder_input_specs()])
+    def predict_ids(inputs):
+        return model_outputs(source, inputs)
+
+    @tf.function(input_signature=text_specs(["text"]))
+    def preprocess(text):
+        return packer(text)
+
+    @tf.function(input_signature=text_specs(["text"]))
+    def serving_default(text):
+        ids, starts, ends = source.tokenizer.tokenize_with_offsets(text)  # (B, (pieces)) each
+        inputs = trim_to_longest(packer.preprocessor.packer(ids))  # (B, S)
+        logits = predict_ids(inputs)["logits"]  # (B, S, C)
+        words = entities.word_spans(ids, starts, ends, is_suffix)  # (W,) each
+        tagged = words["piece"] < source.seq_length - 2  # Inside the packed row.
+        words = {k: tf.boolean_mask(v, tagged) for k, v in words.items()}
+        position = tf.stack([words["row"], words["piece"] + 1], 1)  # (W, 2): after [CLS]
+        tag = tf.argmax(tf.gather_nd(logits, position), axis=-1, output_type=tf.int32)  # (W,)
+        return entities.entity_outputs(text, entities.decode_iob2(words, tag, labels))
+
+    return {"serving_default": serving_default, "preprocess": preprocess, "predict_ids": predict_ids}
+
+
+def multiple_choice(source):
+    """SWAG: `context` string [B] (segment A) and `endings` string [B, K] (segment B of each
+    choice; for SWAG, sent2 + " " + ending) -> `choice` int32 [B], `probabilities` float32
+    [B, K]. `preprocess` gives encoder inputs [B, K, S], `predict_ids` the `logits` [B, K]."""
+    packer = TextPacker(source.tokenizer, source.seq_length)
+    k = int(source.info["num_choices"])
+    texts_spec = [tf.TensorSpec([None], tf.string, name="context"), tf.TensorSpec([None, k], tf.string, name="endings")]
+
+    @tf.function(input_signature=[{name: tf.TensorSpec([None, k, None], tf.int32, name=name)
+                                   for name in encoder_input_specs()}])
+    def predict_ids(inputs):
+        return model_outputs(source, inputs)
+
+    @tf.function(input_signature=texts_spec)
+    def preprocess(context, endings):
+        inputs = packer(tf.repeat(context, k), tf.reshape(endings, [-1]))  # (B*K, S)
+        return {name: tf.reshape(v, [-1, k, tf.shape(v)[1]]) for name, v in inputs.items()}  # (B, K, S)
+
+    @tf.function(input_signature=texts_spec)
+    def serving_default(context, endings):
+        probabilities = tf.nn.softmax(predict_ids(preprocess(context, endings))["logits"], axis=-1)  # (B, K)
+        return {"choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32), "probabilities": probabilities}
+
+    return {"serving_default": serving_default, "preprocess": preprocess, "predict_ids": predict_ids}
+
+
+def span(source):
+    """SQuAD: `question`, `context` string [B] -> `answer` string [B] (the exact substring of the
+    context, "" for none), `start_char`, `end_char` int32 [B] (its code point offsets in the
+    context, -1 for none), `score` float32 [B] (the best span's start + end logit, -inf for
+    none), `has_answer` bool [B]; SQuAD 2.0 adds `null_odds` float32 [B] (null score minus the
+    best span's, the task's null_odds.json). Windows and answers as `keras_bert.export.spans`
+    (settings from task.json). `preprocess` gives the encoder inputs of every window [W, S] and
+    its question's `example_index` int32 [W]; `predict_ids` the `start_logits`, `end_logits`."""
+    info = source.info
+    seq_length, doc_stride, max_query = source.seq_length, int(info["doc_stride"]), int(info["max_query_length"])
+    least_room = seq_length - max_query - 3
+    if least_room < 1:
+        raise ValueError(f"seq_length {seq_length} leaves no room for the context after {max_query} question tokens "
+                         f"(max_query_length): export with a longer seq_length.")
+    reach = -(-(seq_length - 3) // min(doc_stride, least_room))  # Windows holding one token are fewer apart.
+    version_2, threshold = info.get("squad_version") == "2.0", float(info.get("null_score_diff_threshold", 0.0))
+    texts_spec = text_specs(["question", "context"])
+
+    @tf.function(input_signature=[encoder_input_specs()])
+    def predict_ids(inputs):
+        return model_outputs(source, inputs)
+
+    @tf.function(input_signature=texts_spec)
+    def preprocess(question, context):
+        inputs, windows, _ = spans.pack_windows(source.tokenizer, question, context, seq_length, doc_stride, max_query)
+        return dict(inputs, example_index=windows["example"])
+
+    @tf.function(input_signature=texts_spec)
+    def serving_default(question, context):
+        inputs, windows, (_, starts, ends) = spans.pack_windows(
+            source.tokenizer, question, context, seq_length, doc_stride, max_query)
+        logits = predict_ids(inputs)  # (W, S) each
+        best = spans.best_spans(windows, logits["start_logits"], logits["end_logits"], int(info["n_best_size"]),
+                                int(info["max_answer_length"]), reach)  # (B,) each
+        answer = {}
+        has_answer = best["found"]
+        if version_2:
+            null = spans.null_scores(windows, logits["start_logits"], logits["end_logits"])  # (B,)
+            null_odds = tf.where(best["found"], null - best["score"], null)
+            if int(info["n_best_size"]) == 1:  # The null answer then takes the only n-best slot.
+                has_answer &= null <= best["score"]
+            has_answer &= null_odds <= threshold
+            answer["null_odds"] = tf.cast(null_odds, tf.float32)
+        byte_start, byte_end = spans.span_bytes(starts, ends, best, has_answer)  # (B,) each
+        row = tf.range(tf.size(question))
+        char = [tf.where(has_answer, c, entities.PAD_OFFSET)
+                for c in entities.char_offsets(context, row, byte_start, byte_end)]
+        return dict(answer, answer=tf.strings.substr(context, byte_start, byte_end - byte_start), start_char=char[0],
+                    end_char=char[1], score=tf.cast(best["score"], tf.float32), has_answer=has_answer)
+
+    return {"serving_default": serving_default, "preprocess": preprocess, "predict_ids": predict_ids}
+
+
 # task.json `problem` (or "encoder") -> builder.
-BUILDERS = {"classification": classification, "regression": regression, "encoder": encoder}
+BUILDERS = {"classification": classification, "regression": regression, "encoder": encoder,
+            "token_classification": token_classification, "multiple_choice": multiple_choice, "span": span}
 
 
 def build_signatures(source):

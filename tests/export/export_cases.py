@@ -15,6 +15,7 @@ import tensorflow as tf
 import keras_bert
 import reference
 from finetune_cases import TINY, VOCAB
+from keras_bert.models.task_models import BertClassifier, BertTokenClassifier
 from keras_bert.tasks.finetune import FinetuneConfig, save_task_model
 from keras_bert.text.preprocessor import BertPreprocessor
 from keras_bert.text.tokenizer import BertTokenizer
@@ -30,19 +31,21 @@ TEXTS_B = ["a lovely film .", "", "it was bad", "the plot", "music", "fine", "st
            "good", "", "the actor", "great"]
 
 
-def write_task_model(directory, task, seed=0, seq_length=SEQ_LENGTH, lower_case=True):
+def write_task_model(directory, task, seed=0, seq_length=SEQ_LENGTH, lower_case=True, **options):
     """A `model/` directory of `task` (a registry name) with random weights, as `save_task_model`
-    writes it; returns its path."""
+    writes it; returns its path. `options` are task options of `FinetuneConfig` (doc_stride, ...)."""
     config = FinetuneConfig(task=task, init_checkpoint="unused", model_dir=str(directory), do_eval=True,
-                            seq_length=seq_length)
+                            seq_length=seq_length, **options)
     keras.utils.set_random_seed(seed)
     model = config.task_object.build_model(keras_bert.BertEncoder(keras_bert.BertConfig(**TINY)), dropout=0.1)
     reference.randomize_weights(model, seed=seed, scale=0.2)
-    # Centre the logits on varied texts, so that every label occurs (a label check can fail).
-    inputs = BertPreprocessor(BertTokenizer(VOCAB, lower_case=lower_case), seq_length=seq_length)(
-        [tf.constant(TEXTS), tf.constant(TEXTS_B)])
-    bias = model.get_layer("classifier").bias
-    bias.assign(bias - np.median(np.asarray(model(inputs)["logits"]), axis=0))
+    if isinstance(model, (BertClassifier, BertTokenClassifier)):
+        # Centre the logits on varied texts, so that every label occurs (a label check can fail).
+        inputs = BertPreprocessor(BertTokenizer(VOCAB, lower_case=lower_case), seq_length=seq_length)(
+            [tf.constant(TEXTS), tf.constant(TEXTS_B)])
+        logits = np.asarray(model(inputs)["logits"])  # (N, C) or (N, S, C)
+        bias = model.get_layer("classifier").bias
+        bias.assign(bias - np.median(logits.reshape(-1, logits.shape[-1]), axis=0))
     return save_task_model(model, config, VOCAB, lower_case, os.path.join(str(directory), "model"))
 
 

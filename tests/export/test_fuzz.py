@@ -4,7 +4,8 @@ input, never a crash. The default run feeds ~300 texts; `-m slow` feeds 10,000.
 Defined answers: probabilities that sum to 1 with the label of their argmax; encoder inputs
 that are exactly the training tokenizer's ids packed as [CLS] A [SEP], over-long texts cut to
 their first seq_length - 2 tokens (the documented truncation); a row's answer does not depend
-on the batch it came in (length bucketing is invisible).
+on the batch it came in (length bucketing is invisible); NER entities, SQuAD answers and their
+code point offsets that are exact substrings of the text (or no entity, or "" and -1).
 """
 
 import os
@@ -80,13 +81,14 @@ def run_fuzz(sst2, mnli, pretrained, total, sizes):
     return fed
 
 
-def test_fuzz_every_signature(sst2, mnli, pretrained):
-    assert run_fuzz(sst2, mnli, pretrained, total=300, sizes=(1, 3, 17, 64, 250)) == 300
+# (texts fed, batch sizes): the default run, and `-m slow`.
+RUNS = [pytest.param(300, (1, 3, 17, 64, 250), id="300"),
+        pytest.param(10_000, (1, 7, 1000, 64, 250, 1, 31), id="10000", marks=pytest.mark.slow)]
 
 
-@pytest.mark.slow
-def test_fuzz_every_signature_10000_inputs(sst2, mnli, pretrained):
-    assert run_fuzz(sst2, mnli, pretrained, total=10_000, sizes=(1, 7, 1000, 64, 250, 1, 31)) == 10_000
+@pytest.mark.parametrize("total, sizes", RUNS)
+def test_fuzz_every_signature(sst2, mnli, pretrained, total, sizes):
+    assert run_fuzz(sst2, mnli, pretrained, total, sizes) == total
 
 
 def test_empty_batches_and_bad_ids(sst2):
@@ -97,3 +99,42 @@ def test_empty_batches_and_bad_ids(sst2):
     bad = dict(inputs, input_word_ids=inputs["input_word_ids"] + len(VOCAB))
     with pytest.raises(tf.errors.InvalidArgumentError, match="input_word_ids"):
         signatures["predict_ids"](**bad)
+
+
+def run_task_fuzz(conll, swag, squad, total, sizes):
+    """NER, SWAG and SQuAD serving_default on `total` fuzz texts: entities and answers are exact
+    substrings at their code point offsets, probabilities sum to 1; returns the rows fed."""
+    ner, choice, span = (tf.saved_model.load(e["path"]).signatures["serving_default"] for e in (conll, swag, squad))
+    fed = 0
+    for batch in fuzz_batches(total, seed=2, sizes=sizes):
+        texts = tf.constant(batch, tf.string)
+        n = len(batch)
+        out = ner(text=texts)
+        counts = out["entity_count"].numpy()
+        assert out["entity_text"].shape == (n, max(counts, default=0))
+        for i, text in enumerate(batch):
+            decoded = text.decode("utf-8", "replace")
+            for j in range(counts[i]):
+                start, end = int(out["start_char"][i, j]), int(out["end_char"][i, j])
+                assert 0 <= start < end <= len(decoded) and out["entity_type"][i, j].numpy() in (b"PER", b"ORG", b"LOC",
+                                                                                                b"MISC")
+                assert decoded[start:end] == out["entity_text"][i, j].numpy().decode("utf-8", "replace")
+        endings = tf.stack([tf.roll(texts, i, 0) for i in range(4)], 1)  # (n, 4)
+        probabilities = choice(context=texts[::-1], endings=endings)["probabilities"].numpy()
+        assert probabilities.shape == (n, 4) and np.all(np.isfinite(probabilities))
+        np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
+        out = span(question=texts[::-1], context=texts)
+        for i, text in enumerate(batch):
+            start, end, answer = int(out["start_char"][i]), int(out["end_char"][i]), out["answer"][i].numpy()
+            if out["has_answer"][i]:
+                assert text.decode("utf-8", "replace")[start:end] == answer.decode("utf-8", "replace") != ""
+            else:
+                assert (answer, start, end) == (b"", -1, -1)
+        assert np.all(np.isfinite(out["null_odds"])) and not np.any(np.isnan(out["score"]))
+        fed += n
+    return fed
+
+
+@pytest.mark.parametrize("total, sizes", RUNS)
+def test_fuzz_task_signatures(conll, swag, squad2, total, sizes):
+    assert run_task_fuzz(conll, swag, squad2, total, sizes) == total

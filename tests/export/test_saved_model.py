@@ -257,7 +257,7 @@ def test_bad_sources_are_named(tmp_path, sst2):
     with pytest.raises(ValueError, match=r"seq_length must be an int in \[2, 64\]"):
         load_source(sst2["model_dir"], seq_length=65)
     source = load_source(sst2["model_dir"])
-    source.kind = "span"
-    with pytest.raises(ValueError, match="No serving signatures for 'span'"):
+    source.kind = "ranking"
+    with pytest.raises(ValueError, match="No serving signatures for 'ranking'"):
         write_saved_model(source, str(tmp_path / "serving"))
     assert not os.path.exists(tmp_path / "serving") or os.listdir(tmp_path / "serving") == []
