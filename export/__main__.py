@@ -32,6 +32,7 @@ def main(argv):
 
 def console_main():
     """Entry point (`python -m keras_bert.export`, `keras-bert-export`)."""
+    cli.use_module_help(__doc__)
     define_flags()
     flags.mark_flags_as_required(["model_dir", "export_dir"])
     app.run(main)

@@ -13,3 +13,13 @@ def define(define_fn, name, *args, **kwargs):
     if name in flags.FLAGS:
         delattr(flags.FLAGS, name)
     return define_fn(name, *args, **kwargs)
+
+
+def use_module_help(doc):
+    """Shows `doc` (the command line module's docstring: what it does, with an example) on
+    --help also when it runs as a console script, whose __main__ has no docstring of its own."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    if main is not None and not main.__doc__:
+        main.__doc__ = doc

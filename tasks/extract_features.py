@@ -285,6 +285,7 @@ def main(argv):
 
 def console_main():
     """Entry point (`python -m keras_bert.tasks.extract_features`, `keras-bert-extract-features`)."""
+    cli.use_module_help(__doc__)
     define_flags()
     # Marked here only: validators stay on the global flags, where other command lines
     # run in the same process (tests) would trip over them.

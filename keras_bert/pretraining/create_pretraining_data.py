@@ -370,6 +370,8 @@ def main(argv):
 def console_main():
     """Entry point (`python -m keras_bert.pretraining.create_pretraining_data`,
     `keras-bert-create-pretraining-data`)."""
+    from keras_bert import cli
+    cli.use_module_help(__doc__)
     from absl import app, flags
 
     _define_flags()
