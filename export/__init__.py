@@ -26,10 +26,12 @@ FORMATS = ("saved_model", "hub", "tflite")
 QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8")
 
 
-def export(model_dir, export_dir, format="saved_model", version=None, seq_length=None, quantize="none"):
+def export(model_dir, export_dir, format="saved_model", version=None, seq_length=None, quantize="none",
+           representative_texts=None):
     """Exports in one of `FORMATS`; returns the new version directory.
 
-    `quantize` applies to TFLite only (one of `QUANTIZATIONS`).
+    `quantize` applies to TFLite only (one of `QUANTIZATIONS`); int8 calibrates on
+    `representative_texts` (see `keras_bert.export.tflite.export_tflite`).
     """
     if format not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {format!r}.")
@@ -42,7 +44,8 @@ def export(model_dir, export_dir, format="saved_model", version=None, seq_length
     if format == "hub":
         return export_hub(model_dir, export_dir, version=version, seq_length=seq_length)
     from keras_bert.export.tflite import export_tflite  # Written on top of the serving signatures.
-    return export_tflite(model_dir, export_dir, version=version, seq_length=seq_length, quantize=quantize)
+    return export_tflite(model_dir, export_dir, version=version, seq_length=seq_length, quantize=quantize,
+                         representative_texts=representative_texts)
 
 
 __all__ = ["FORMATS", "OpCheckError", "QUANTIZATIONS", "check_ops", "export", "export_hub", "export_saved_model",

@@ -18,6 +18,8 @@ def define_flags():
     cli.define(flags.DEFINE_enum, "quantize", "none", QUANTIZATIONS, "TFLite quantization.")
     cli.define(flags.DEFINE_integer, "seq_length", None,
                "Longest packed sequence; longer texts are truncated (default: the training length, 128 for encoders).")
+    cli.define(flags.DEFINE_string, "representative_texts", None,
+               "For --quantize=int8: a file of calibration texts, one per line (pairs tab-separated).")
     flags.adopt_module_key_flags(cli)  # --help lists them (they are defined through keras_bert.cli).
 
 
@@ -27,7 +29,8 @@ def main(argv):
 
     FLAGS = flags.FLAGS
     print(export(FLAGS.model_dir, FLAGS.export_dir, format=FLAGS.format, version=FLAGS.version,
-                 seq_length=FLAGS.seq_length, quantize=FLAGS.quantize))
+                 seq_length=FLAGS.seq_length, quantize=FLAGS.quantize,
+                 representative_texts=FLAGS.representative_texts))
 
 
 def console_main():

