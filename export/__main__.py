@@ -1,6 +1,6 @@
 """Command line: python -m keras_bert.export --model_dir=... --export_dir=... [--format=...]."""
 
-from absl import app, flags
+from absl import flags
 
 from keras_bert import cli
 
@@ -35,10 +35,7 @@ def main(argv):
 
 def console_main():
     """Entry point (`python -m keras_bert.export`, `keras-bert-export`)."""
-    cli.use_module_help(__doc__)
-    define_flags()
-    flags.mark_flags_as_required(["model_dir", "export_dir"])
-    app.run(main)
+    cli.run_command(__doc__, define_flags, ["model_dir", "export_dir"], main)
 
 
 if __name__ == "__main__":

@@ -23,3 +23,15 @@ def use_module_help(doc):
     main = sys.modules.get("__main__")
     if main is not None and not main.__doc__:
         main.__doc__ = doc
+
+
+def run_command(doc, define_flags, required, main):
+    """Runs a command line: its help text `doc` (see `use_module_help`), its flags, the flags it
+    requires (marked here only: validators stay on the global flags, where other command lines
+    run in the same process, as in tests, would trip over them) and `main` under absl."""
+    from absl import app
+
+    use_module_help(doc)
+    define_flags()
+    flags.mark_flags_as_required(required)
+    app.run(main)

@@ -285,12 +285,7 @@ def main(argv):
 
 def console_main():
     """Entry point (`python -m keras_bert.tasks.extract_features`, `keras-bert-extract-features`)."""
-    cli.use_module_help(__doc__)
-    define_flags()
-    # Marked here only: validators stay on the global flags, where other command lines
-    # run in the same process (tests) would trip over them.
-    flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
-    app.run(main)
+    cli.run_command(__doc__, define_flags, ["input_file", "output_file", "init_checkpoint"], main)
 
 
 if __name__ == "__main__":

@@ -572,11 +572,7 @@ def main(argv):
 def console_main():
     """Entry point (`python -m keras_bert.tasks.finetune`, `keras-bert-finetune`)."""
     from keras_bert import cli
-    cli.use_module_help(__doc__)
-    from absl import app, flags
-    define_flags()
-    flags.mark_flags_as_required(["task", "model_dir"])
-    app.run(main)
+    cli.run_command(__doc__, define_flags, ["task", "model_dir"], main)
 
 
 if __name__ == "__main__":

@@ -371,12 +371,7 @@ def console_main():
     """Entry point (`python -m keras_bert.pretraining.create_pretraining_data`,
     `keras-bert-create-pretraining-data`)."""
     from keras_bert import cli
-    cli.use_module_help(__doc__)
-    from absl import app, flags
-
-    _define_flags()
-    flags.mark_flags_as_required(["output_dir", "vocab_file"])
-    app.run(main)
+    cli.run_command(__doc__, _define_flags, ["output_dir", "vocab_file"], main)
 
 
 if __name__ == "__main__":

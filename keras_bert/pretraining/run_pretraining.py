@@ -14,7 +14,7 @@ Running the same command again resumes from the newest checkpoint in --model_dir
 import dataclasses
 import json
 
-from absl import app, flags
+from absl import flags
 
 from keras_bert import cli
 
@@ -72,12 +72,7 @@ def main(argv):
 
 def console_main():
     """Entry point (`python -m keras_bert.pretraining.run_pretraining`, `keras-bert-pretrain`)."""
-    cli.use_module_help(__doc__)
-    define_flags()
-    # Marked here only: validators stay on the global flags, where other command lines
-    # run in the same process (tests) would trip over them.
-    flags.mark_flags_as_required(["train_files", "model_dir"])
-    app.run(main)
+    cli.run_command(__doc__, define_flags, ["train_files", "model_dir"], main)
 
 
 if __name__ == "__main__":

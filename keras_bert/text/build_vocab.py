@@ -35,10 +35,7 @@ def main(argv):
 
 def console_main():
     """Entry point (`python -m keras_bert.text.build_vocab`, `keras-bert-build-vocab`)."""
-    cli.use_module_help(__doc__)
-    define_flags()
-    flags.mark_flags_as_required(["input", "output"])
-    app.run(main)
+    cli.run_command(__doc__, define_flags, ["input", "output"], main)
 
 
 if __name__ == "__main__":
