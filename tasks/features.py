@@ -11,6 +11,7 @@ Dimensions: N features, K choices, L tokens (ragged), S padded length, B batch, 
 """
 
 import dataclasses
+import functools
 import weakref
 
 import numpy as np
@@ -61,21 +62,15 @@ class FeatureSet:
     def num_features(self):
         return int(self.inputs["input_word_ids"].nrows())
 
-    @property
+    @functools.cached_property
     def lengths(self):
-        """int `np.ndarray` [N]: tokens per feature (the longest choice for multiple choice)."""
+        """int `np.ndarray` [N]: tokens per feature (the longest choice for multiple choice);
+        computed once (batch plans and predictions read it every epoch)."""
         ids = self.inputs["input_word_ids"]
         lengths = ids.row_lengths(axis=ids.ragged_rank)  # (N,) or (N, (K))
         if ids.ragged_rank == 2:  # The longest of each feature's K choices.
             lengths = tf.reduce_max(lengths, axis=1)
         return lengths.numpy()
-
-    def select(self, index):
-        """The features at `index` (a NumPy index array), extras left as they are."""
-        index = np.asarray(index)
-        take = lambda v: tf.gather(v, index) if isinstance(v, tf.RaggedTensor) else np.asarray(v)[index]  # noqa: E731
-        return FeatureSet({k: take(v) for k, v in self.inputs.items()}, {k: take(v) for k, v in self.labels.items()},
-                          self.example_index[index], self.extras)
 
 
 def padded_length(max_length, buckets=None):
@@ -123,12 +118,6 @@ def batch_plan(lengths, batch_size, *, shuffle=False, seed=0, epoch=0, drop_rema
         batches = [batches[i] for i in rng.permutation(len(batches))]
     padded = np.array([padded_length(lengths[b].max(), buckets) for b in batches], dtype=np.int64)
     return batches, padded
-
-
-def replica_slices(batches, num_replicas):
-    """Each global batch split into `num_replicas` per-replica index arrays (row r::R), in
-    replica order: the stream `distribute_datasets_from_function` expects of one pipeline."""
-    return [b[r::num_replicas] for b in batches for r in range(num_replicas)]
 
 
 def make_dataset(features, batches, padded, *, num_replicas=1, replica_range=None, pad_batch_to=None,

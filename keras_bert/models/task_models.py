@@ -39,6 +39,13 @@ class _TaskModel(keras.Model):
         return cls(**config)
 
 
+class _Classification(_TaskModel):
+    """Dropout + dense on an encoder output (see `_classify`); num_classes and dropout in the config."""
+
+    def _head_args(self):
+        return {"num_classes": self.num_classes, "dropout": self.dropout}
+
+
 def _dense(units, encoder, name):
     return keras.layers.Dense(units, dtype="float32", name=name,
                               kernel_initializer=utils.initializer(encoder.config.initializer_range))
@@ -63,7 +70,7 @@ def _check_encoder(encoder):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertClassifier(_TaskModel):
+class BertClassifier(_Classification):
     """Sentence or sentence-pair classification (or regression) on `pooled_output`.
 
     Args:
@@ -80,10 +87,6 @@ class BertClassifier(_TaskModel):
 
     def __init__(self, encoder, num_classes, dropout=0.1, **kwargs):
         _classify(self, encoder, "pooled_output", num_classes, dropout, **kwargs)  # logits (B, C)
-
-    def _head_args(self):
-        return {"num_classes": self.num_classes, "dropout": self.dropout}
-
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertSpanLabeler(_TaskModel):
@@ -106,7 +109,7 @@ class BertSpanLabeler(_TaskModel):
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class BertTokenClassifier(_TaskModel):
+class BertTokenClassifier(_Classification):
     """A label for every token (NER, §5.3): dropout + dense on `sequence_output`.
 
     Args:
@@ -120,10 +123,6 @@ class BertTokenClassifier(_TaskModel):
 
     def __init__(self, encoder, num_classes, dropout=0.1, **kwargs):
         _classify(self, encoder, "sequence_output", num_classes, dropout, **kwargs)  # logits (B, S, C)
-
-    def _head_args(self):
-        return {"num_classes": self.num_classes, "dropout": self.dropout}
-
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertMultipleChoice(_TaskModel):
