@@ -399,9 +399,19 @@ _METRICS = {
     "accuracy": sk_metrics.accuracy_score,
     "f1": lambda y, p: sk_metrics.f1_score(y, p, pos_label="1", zero_division=0.0),
     "matthews_correlation": sk_metrics.matthews_corrcoef,
-    "pearson": lambda y, p: stats.pearsonr(y, p)[0],
-    "spearman": lambda y, p: stats.spearmanr(y, p)[0],
+    "pearson": lambda y, p: _correlation(stats.pearsonr, y, p),
+    "spearman": lambda y, p: _correlation(stats.spearmanr, y, p),
 }
+
+
+def _correlation(function, labels, predictions):
+    """scipy's correlation, or 0.0 when either side is constant (scipy's NaN: undefined, and a NaN
+    would never compare as better, so a run whose first epoch predicts a constant kept it as best)."""
+    if np.ptp(labels) == 0 or np.ptp(predictions) == 0:
+        logging.warning("Constant %s: the correlation is undefined, reported as 0.0.",
+                        "labels" if np.ptp(labels) == 0 else "predictions")
+        return 0.0
+    return function(labels, predictions)[0]
 
 
 def compute_metrics(task, labels, predictions):

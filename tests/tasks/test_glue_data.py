@@ -367,6 +367,13 @@ def test_regression_metrics_against_formulas():
     assert spearman == pytest.approx(1 - 12 / 210)
 
 
+def test_correlation_of_constant_predictions_is_zero_not_nan():
+    # A regression head often predicts one value early on: NaN would never be beaten as the best epoch.
+    gold = [0.0, 1.5, 2.0, 3.8]
+    assert glue.compute_metrics("stsb", gold, [2.5] * 4) == {"pearson": 0.0, "spearman": 0.0}
+    assert glue.compute_metrics("stsb", [3.0] * 4, gold) == {"pearson": 0.0, "spearman": 0.0}
+
+
 def test_metric_input_errors():
     with pytest.raises(GlueDataError, match=r"'2' is not one of 0, 1"):
         glue.compute_metrics("cola", ["0", "1"], ["0", "2"])
