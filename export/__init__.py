@@ -17,10 +17,19 @@ Modules: `source` (what is exported: a fine-tuned model dir or a pre-trained enc
 Serving REST bodies -> signature inputs), `tflite` (TFLite models).
 """
 
-from keras_bert.export.hub import export_hub
-from keras_bert.export.ops import OpCheckError, check_ops, list_ops
-from keras_bert.export.saved_model import export_saved_model
-from keras_bert.export.source import load_source
+from keras_bert import paths
+from keras_bert._lazy import attach
+
+# The names load on first use (the command line's --help starts without TensorFlow).
+_NAMES = {
+    "export_hub": "keras_bert.export.hub:export_hub",
+    "OpCheckError": "keras_bert.export.ops:OpCheckError",
+    "check_ops": "keras_bert.export.ops:check_ops",
+    "list_ops": "keras_bert.export.ops:list_ops",
+    "export_saved_model": "keras_bert.export.saved_model:export_saved_model",
+    "load_source": "keras_bert.export.source:load_source",
+}
+__getattr__, __dir__ = attach(__name__, _NAMES)
 
 FORMATS = ("saved_model", "hub", "tflite")
 QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8")
@@ -39,9 +48,16 @@ def export(model_dir, export_dir, format="saved_model", version=None, seq_length
         raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {quantize!r}.")
     if format != "tflite" and quantize != "none":
         raise ValueError(f"quantize applies to format='tflite' only, got format={format!r}.")
+    paths.require_path("model_dir", model_dir, "a fine-tuned model/ directory (model.keras, task.json, vocab.txt) "
+                       "or its run directory, or a pre-trained encoder: Google checkpoint, Hugging Face directory "
+                       "or run_pretraining model_dir")
     if format == "saved_model":
+        from keras_bert.export.saved_model import export_saved_model
+
         return export_saved_model(model_dir, export_dir, version=version, seq_length=seq_length)
     if format == "hub":
+        from keras_bert.export.hub import export_hub
+
         return export_hub(model_dir, export_dir, version=version, seq_length=seq_length)
     from keras_bert.export.tflite import export_tflite  # Written on top of the serving signatures.
     return export_tflite(model_dir, export_dir, version=version, seq_length=seq_length, quantize=quantize,

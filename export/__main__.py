@@ -1,4 +1,10 @@
-"""Command line: python -m keras_bert.export --model_dir=... --export_dir=... [--format=...]."""
+"""Command line: export a fine-tuned model or a pre-trained encoder for TF Serving, TF Hub or TFLite.
+
+    python -m keras_bert.export --model_dir=runs/mrpc/model --export_dir=serving/mrpc \\
+        [--version=N] [--format=saved_model|hub|tflite] [--quantize=...] [--seq_length=...]
+
+Each export is a new integer version directory in --export_dir (never overwritten).
+"""
 
 from absl import flags
 
@@ -20,7 +26,6 @@ def define_flags():
                "Longest packed sequence; longer texts are truncated (default: the training length, 128 for encoders).")
     cli.define(flags.DEFINE_string, "representative_texts", None,
                "For --quantize=int8: a file of calibration texts, one per line (pairs tab-separated).")
-    flags.adopt_module_key_flags(cli)  # --help lists them (they are defined through keras_bert.cli).
 
 
 def main(argv):

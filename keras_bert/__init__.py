@@ -1,13 +1,32 @@
-"""keras_bert: BERT (Devlin et al., 2019) as Keras 3 code, from raw text to a served model."""
+"""keras_bert: BERT (Devlin et al., 2019) as Keras 3 code, from raw text to a served model.
 
-import os
+The names below load on first use (`import keras_bert` does not import TensorFlow):
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+>>> import keras_bert
+>>> encoder = keras_bert.BertEncoder(keras_bert.BertConfig.preset("tiny"))  # doctest: +SKIP
+"""
 
-from keras_bert.config import BertConfig  # noqa: E402
-from keras_bert.models.encoder import BertEncoder  # noqa: E402
-from keras_bert.models.pretrainer import BertPretrainer  # noqa: E402
-from keras_bert import checkpoints  # noqa: E402,F401
+import os as _os
+
+_os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+from keras_bert import _lazy  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["BertConfig", "BertEncoder", "BertPretrainer", "checkpoints"]
+
+_NAMES = {
+    "BertConfig": "keras_bert.config:BertConfig",
+    "BertEncoder": "keras_bert.models.encoder:BertEncoder",
+    "BertPretrainer": "keras_bert.models.pretrainer:BertPretrainer",
+    "BertTokenizer": "keras_bert.text.tokenizer:BertTokenizer",
+    "BertPreprocessor": "keras_bert.text.preprocessor:BertPreprocessor",
+    "BertClassifier": "keras_bert.models.task_models:BertClassifier",
+    "BertSpanLabeler": "keras_bert.models.task_models:BertSpanLabeler",
+    "BertTokenClassifier": "keras_bert.models.task_models:BertTokenClassifier",
+    "BertMultipleChoice": "keras_bert.models.task_models:BertMultipleChoice",
+    "checkpoints": "keras_bert.checkpoints",
+    "tasks": "keras_bert.tasks",
+    "export": "keras_bert.export",
+}
+__all__ = list(_NAMES)
+__getattr__, __dir__ = _lazy.attach(__name__, _NAMES)

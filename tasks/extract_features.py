@@ -35,13 +35,11 @@ import re
 import time
 
 import numpy as np
-import tensorflow as tf
-from absl import app, flags, logging
+from absl import flags, logging
 
-from keras_bert import cli
-from keras_bert.tasks.init_checkpoint import load_init_checkpoint
-from keras_bert.text.preprocessor import BertPreprocessor
-from keras_bert.text.tokenizer import BertTokenizer
+from keras_bert import cli, paths
+
+# TensorFlow and the text layers are imported where used: --help starts without them.
 
 POOLINGS = ("none", "cls", "mean", "concat_last_4", "sum_last_4")
 LAST_4 = (-1, -2, -3, -4)
@@ -144,6 +142,9 @@ def _pool(states, layers, positions, pooling):
 
 
 def _as_preprocessor(preprocessor, seq_length):
+    from keras_bert.text.preprocessor import BertPreprocessor
+    from keras_bert.text.tokenizer import BertTokenizer
+
     if isinstance(preprocessor, BertTokenizer):
         return BertPreprocessor(preprocessor, seq_length=seq_length or DEFAULT_SEQ_LENGTH)
     if not isinstance(preprocessor, BertPreprocessor):
@@ -157,6 +158,8 @@ def _as_preprocessor(preprocessor, seq_length):
 def _segments(texts):
     """A batch of texts or pairs -> one string tensor [B], or two when the batch has pairs
     (a single text is then the pair (text, ""), which `BertPacker` packs as a single text)."""
+    import tensorflow as tf
+
     pairs = [tuple(t) if isinstance(t, (tuple, list)) else (t, "") for t in texts]
     if any(len(p) != 2 for p in pairs):
         raise ValueError(f"A pair must be (text_a, text_b), got {next(p for p in pairs if len(p) != 2)!r}.")
@@ -173,6 +176,8 @@ def read_examples(path):
     Raises:
         FileNotFoundError, ValueError: naming the file and line (see the module docstring).
     """
+    import tensorflow as tf
+
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"Input file not found: {path}")
     with tf.io.gfile.GFile(path, "rb") as f:
@@ -223,6 +228,8 @@ def write_features(examples, output_file, encoder, preprocessor, layers=LAST_4, 
     The lines go to a temporary file renamed at the end, so a reader never sees a partial
     output; progress is logged every `log_every_seconds`. Returns the number of lines.
     """
+    import tensorflow as tf
+
     tmp = f"{output_file}.tmp-{os.getpid()}"
     started = last_log = time.monotonic()
     count = 0
@@ -265,7 +272,15 @@ def main(argv):
     try:
         layers = [int(i) for i in FLAGS.layers]
     except ValueError:
-        raise app.UsageError(f"--layers must be comma-separated integers, got {','.join(FLAGS.layers)}.") from None
+        raise cli.UsageError(f"--layers must be comma-separated integers, got {','.join(FLAGS.layers)}.") from None
+    paths.require_path("input_file", FLAGS.input_file, "a text file, one example per line")
+    paths.require_path("init_checkpoint", FLAGS.init_checkpoint, "a Google checkpoint (bert_config.json + "
+                       "bert_model.ckpt.*), a Hugging Face directory or a run_pretraining model_dir")
+    paths.require_path("vocab_file", FLAGS.vocab_file, "a vocab.txt, or a directory holding one")
+    from keras_bert.tasks.init_checkpoint import load_init_checkpoint  # TensorFlow, Keras.
+    from keras_bert.text.preprocessor import BertPreprocessor
+    from keras_bert.text.tokenizer import BertTokenizer
+
     examples = read_examples(FLAGS.input_file)
     empty = sum(1 for e in examples if e == "")
     if empty:
@@ -274,7 +289,7 @@ def main(argv):
     init = load_init_checkpoint(FLAGS.init_checkpoint, vocab_file=FLAGS.vocab_file, lower_case=FLAGS.lower_case)
     limit = init.encoder.config.max_position_embeddings
     if not 2 <= FLAGS.max_seq_length <= limit:
-        raise app.UsageError(f"--max_seq_length {FLAGS.max_seq_length} must be in [2, {limit}] "
+        raise cli.UsageError(f"--max_seq_length {FLAGS.max_seq_length} must be in [2, {limit}] "
                              f"(max_position_embeddings of {FLAGS.init_checkpoint}).")
     layer_positions(layers, init.encoder.config.num_hidden_layers, FLAGS.pooling)  # Errors before any work.
     preprocessor = BertPreprocessor(BertTokenizer(init.vocabulary, lower_case=init.lower_case),

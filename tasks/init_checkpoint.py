@@ -31,7 +31,7 @@ from keras_bert import checkpoints
 from keras_bert.checkpoints import files
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.pretraining import run_dir
-from keras_bert.text.vocab import load_vocabulary
+from keras_bert.text.vocab import cased_pieces, load_vocabulary, vocabulary_is_uncased
 
 FORMATS = ("google", "huggingface", "pretraining_run")
 HF_TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -39,7 +39,6 @@ HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 # The released Google names (google-research/bert tokenization.validate_case_matches_checkpoint).
 _GOOGLE_NAME_RE = re.compile(r"^(?:wwm_)?(uncased|cased|multi_cased|multilingual|chinese)_L-\d+_H-\d+_A-\d+")
 _GOOGLE_LOWER = {"uncased": True, "multilingual": True, "chinese": True, "cased": False, "multi_cased": False}
-_SPECIAL_RE = re.compile(r"^\[[^\]]*\]$")  # [CLS], [unused0], ...
 
 
 @dataclasses.dataclass
@@ -97,7 +96,8 @@ def load_init_checkpoint(path, vocab_file=None, lower_case=None, dtype=None):
     Raises:
         FileNotFoundError: no checkpoint at `path`, or no vocabulary found (naming where
             it looked).
-        ValueError: the vocabulary's size differs from the encoder's word-embedding rows.
+        ValueError: the vocabulary's size differs from the encoder's word-embedding rows, or a
+            cased vocabulary meets a checkpoint that is uncased (`check_vocabulary_casing`).
     """
     path = os.fspath(path)
     format = detect_format(path)
@@ -115,7 +115,10 @@ def load_init_checkpoint(path, vocab_file=None, lower_case=None, dtype=None):
     rows = encoder.config.vocab_size
     if len(vocabulary) != rows:
         raise ValueError(f"The vocabulary {vocab_source} has {len(vocabulary)} tokens but the encoder of {path} "
-                         f"has {rows} word-embedding rows (vocab_size); they must be equal.")
+                         f"has {rows} word-embedding rows (vocab_size); they must be equal: use the vocab.txt "
+                         f"the checkpoint was trained with.")
+    if vocab_file:  # Another vocabulary than the checkpoint's own: its casing must fit too.
+        check_vocabulary_casing(vocabulary, vocab_source, path, *checkpoint_casing(format, vocab_dir))
     lower_case, rule = _casing(format, vocab_dir, vocabulary, lower_case)
     logging.info("%s: %s checkpoint, %d tokens from %s, lower_case=%s (%s).", path, format, len(vocabulary),
                  vocab_source, lower_case, rule)
@@ -158,6 +161,16 @@ def checkpoint_casing(format, directory):
     return None, None
 
 
-def vocabulary_is_uncased(vocabulary):
-    """True when no token other than bracketed special tokens has an upper-case letter."""
-    return not any(t != t.lower() for t in vocabulary if not _SPECIAL_RE.match(t))
+def check_vocabulary_casing(vocabulary, vocab_source, path, recorded, rule):
+    """Raises when the checkpoint is uncased by its own files or name (`recorded`, decided by
+    `rule`) but the vocabulary given for it is cased: many word pieces with upper-case letters (at least
+    1 in 200: an uncased vocabulary has none; a few in a multilingual one are tolerated).
+
+    Raises:
+        ValueError: naming the vocabulary, the checkpoint, and a few cased pieces.
+    """
+    cased = cased_pieces(vocabulary)
+    if recorded is True and len(cased) >= max(1, len(vocabulary) // 200):
+        raise ValueError(f"The vocabulary {vocab_source} is cased ({len(cased)} of its {len(vocabulary)} tokens "
+                         f"have upper-case letters, e.g. {cased[:3]}) but the checkpoint {path} is uncased "
+                         f"({rule}); use the vocab.txt it was trained with.")

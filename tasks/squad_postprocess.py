@@ -36,7 +36,7 @@ def postprocess(examples, features, outputs, n_best_size=20, max_answer_length=3
         examples: list of `SquadExample`.
         features: their `FeatureSet` (`squad_features.encode_examples`).
         outputs: dict with `start_logits` and `end_logits`, one float array [L] per feature
-            (`finetune.predict` with the task's `token_outputs`).
+            (`trainer.predict` with the task's `token_outputs`).
         n_best_size, max_answer_length: ints (the original's 20 and 30).
         version_2: bool, consider the null answer (SQuAD 2.0).
         null_score_diff_threshold: float, predict "" when null score - best span score is above it.

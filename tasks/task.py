@@ -49,7 +49,7 @@ class Task:
         raise NotImplementedError
 
     def evaluate(self, examples, features, outputs):
-        """Metrics dict (plain names) from the model `outputs` (see `finetune.predict`)."""
+        """Metrics dict (plain names) from the model `outputs` (see `trainer.predict`)."""
         raise NotImplementedError
 
     def write_predictions(self, split, examples, features, outputs, output_dir):

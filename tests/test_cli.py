@@ -1,5 +1,13 @@
-"""Several command lines define flags in one process (as the tests do) without clashing."""
+"""The command lines: flags shared in one process, start-up without TensorFlow (`import keras_bert`,
+--help), public names, and errors a user can fix reported in one line."""
 
+import configparser
+import os
+import re
+import subprocess
+import sys
+
+import pytest
 from absl import flags
 
 
@@ -11,7 +19,7 @@ def test_command_lines_share_one_process():
     from keras_bert.text import build_vocab
 
     build_vocab.define_flags()  # --vocab_size 30000
-    create_pretraining_data._define_flags()  # --seed 12345
+    create_pretraining_data.define_flags()  # --seed 12345
     run_pretraining.define_flags()  # --seed, --vocab_size, --model_dir of its own
     assert flags.FLAGS["vocab_size"].default is None
     demo.define_flags()  # --model_dir runs/demo
@@ -36,3 +44,107 @@ def test_every_command_line_has_a_console_entry_point():
     for target in scripts.values():
         module, function = target.split(":")
         assert callable(getattr(importlib.import_module(module), function)), target
+
+
+# === Start-up: `import keras_bert` and every --help run without TensorFlow ===
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+_HEAVY = re.compile(r"\|\s+(tensorflow|keras)$", re.MULTILINE)  # -X importtime lines of those imports.
+
+
+def _console_scripts():
+    parser = configparser.ConfigParser()
+    parser.read(os.path.join(ROOT, "setup.cfg"))
+    lines = parser["options.entry_points"]["console_scripts"].split("\n")
+    return dict(line.split(" = ") for line in lines if line)
+
+
+def _python(*args, env=None):
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env=dict(os.environ, **(env or {})))
+
+
+def test_import_keras_bert_does_not_import_tensorflow():
+    done = _python("-c", "import keras_bert, sys; assert not {'tensorflow', 'keras'} & set(sys.modules), "
+                         "sorted(m for m in sys.modules if m.startswith(('tensorflow', 'keras')))[:5]")
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_top_level_names_resolve_to_their_objects():
+    import keras_bert
+    from keras_bert.models import task_models
+    from keras_bert.text import preprocessor, tokenizer
+
+    expected = {"BertTokenizer": tokenizer.BertTokenizer, "BertPreprocessor": preprocessor.BertPreprocessor,
+                "BertClassifier": task_models.BertClassifier, "BertSpanLabeler": task_models.BertSpanLabeler,
+                "BertTokenClassifier": task_models.BertTokenClassifier,
+                "BertMultipleChoice": task_models.BertMultipleChoice}
+    for name, value in expected.items():
+        assert getattr(keras_bert, name) is value
+    assert keras_bert.BertEncoder.__name__ == "BertEncoder" and keras_bert.BertConfig.__name__ == "BertConfig"
+    assert keras_bert.tasks.__name__ == "keras_bert.tasks" and callable(keras_bert.export.export)
+    assert keras_bert.checkpoints.load_encoder
+    assert set(keras_bert.__all__) <= set(dir(keras_bert)) and "BertTokenizer" in keras_bert.__all__
+    with pytest.raises(AttributeError, match="BertTokeniser"):
+        keras_bert.BertTokeniser  # noqa: B018
+
+
+def test_command_line_modules_keep_their_library_names():
+    from keras_bert.pretraining import create_pretraining_data, static_records
+    from keras_bert.tasks import finetune, trainer
+
+    assert finetune.run_finetuning is trainer.run_finetuning and finetune.predict is trainer.predict
+    assert create_pretraining_data.create_pretraining_data is static_records.create_pretraining_data
+    assert "run_finetuning" in dir(finetune)
+
+
+@pytest.mark.parametrize("script, target", sorted(_console_scripts().items()))
+def test_help_exits_0_prints_the_description_and_skips_tensorflow(script, target):
+    """Each console script's --help, run as installed (`console_main` under its script name) and
+    as `python -m`, exits 0 with the module's description and its flags, without TensorFlow."""
+    module, function = target.split(":")
+    description = __import__("importlib").import_module(module).__doc__.strip().splitlines()[0]
+    as_script = f"import sys; sys.argv[0] = {script!r}; from {module} import {function}; sys.exit({function}())"
+    for args in (("-c", as_script, "--help"), ("-m", module.removesuffix(".__main__"), "--help")):
+        done = _python("-X", "importtime", *args)
+        assert done.returncode == 0, (args, done.stderr[-2000:])
+        assert description in done.stdout and "flags:" in done.stdout, done.stdout[:500]
+        assert not _HEAVY.search(done.stderr), (args, _HEAVY.findall(done.stderr))
+    assert _python("-m", module.removesuffix(".__main__"), "-h").returncode == 0
+
+
+# === One-line errors ===
+
+def test_user_errors_are_one_line_with_status_2(capsys):
+    from keras_bert import cli
+    from keras_bert.tasks import registry
+
+    def task_typo(argv):
+        registry.get_task("mrcp")  # A ValueError of keras_bert's own checks.
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli._reporting_errors(task_typo)([])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ": error: Unknown task 'mrcp'. Did you mean 'mrpc'?" in err
+
+    def usage(argv):
+        raise cli.UsageError("give exactly one of --a and --b.")
+
+    with pytest.raises(SystemExit):
+        cli._reporting_errors(usage)([])
+    assert capsys.readouterr().err.endswith(": error: give exactly one of --a and --b.\n")
+
+
+def test_unexpected_errors_keep_their_traceback():
+    import numpy as np
+
+    from keras_bert import cli
+
+    def library_bug(argv):
+        np.reshape(np.zeros(3), (2, 2))  # A ValueError raised by NumPy, not by a keras_bert check.
+
+    with pytest.raises(ValueError, match="reshape"):
+        cli._reporting_errors(library_bug)([])
+    with pytest.raises(KeyError):
+        cli._reporting_errors(lambda argv: {}["x"])([])

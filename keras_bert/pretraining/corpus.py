@@ -14,8 +14,8 @@ raise a `ValueError` naming the file and line with ``errors="strict"``.
 
 import re
 
-import tensorflow as tf
-
+# TensorFlow is imported where used (gs:// paths, tf.data): the command line lists FORMATS
+# in --help without it.
 FORMATS = ("sentences", "text", "lines")
 
 # Words that end with a period without ending a sentence (compared lower-cased, without the period).
@@ -95,6 +95,8 @@ def expand_input_files(input_files):
         pattern = str(pattern).strip()
         if not pattern:
             continue
+        import tensorflow as tf
+
         matched = sorted(tf.io.gfile.glob(pattern))
         if not matched:
             raise FileNotFoundError(f"No input file matches {pattern!r}")
@@ -106,7 +108,12 @@ def expand_input_files(input_files):
 
 def _decoded_lines(path, errors):
     # Local files through Python's buffered reader (faster line iteration), others (gs://) through gfile.
-    opener = tf.io.gfile.GFile if "://" in path else open
+    if "://" in path:
+        import tensorflow as tf
+
+        opener = tf.io.gfile.GFile
+    else:
+        opener = open
     with opener(path, "rb") as reader:
         for number, raw in enumerate(reader, start=1):
             try:
@@ -196,6 +203,8 @@ def dataset_documents(dataset, field="text", hard_wrapped=False):
     Yields:
       list of str sentences of one document (empty documents are skipped).
     """
+    import tensorflow as tf
+
     if isinstance(dataset, tf.data.Dataset):
         dataset = dataset.as_numpy_iterator()
     for element in dataset:

@@ -1,337 +1,47 @@
-"""Corpus -> static pre-training TFRecords (the original `create_pretraining_data.py`, fast and parallel).
+"""Command line: corpus -> static pre-training TFRecords (the original `create_pretraining_data.py`).
 
     python -m keras_bert.pretraining.create_pretraining_data --input_file=corpus/*.txt \\
         --output_dir=data/seq128 --vocab_file=vocab.txt --max_seq_length=128 --num_shards=16
 
-The corpus is streamed in chunks of `documents_per_chunk` documents (random next segments come from
-another document of the same chunk). Each chunk is tokenized in one call of the in-graph tokenizer,
-turned into examples `dupe_factor` times (`keras_bert.pretraining.examples`, duplicate d of chunk c
-seeded by (seed, c, d)) and serialized with NumPy (`example_proto`). Chunks run on `num_workers`
-processes (the main one and helpers); the main process writes their examples round-robin into
-`num_shards` files in chunk order, so the output depends only on the corpus, the settings and `seed`,
-never on `num_workers`. Files are written as `*.tmp` and renamed at the end; on an error they are
-removed. Helpers pay a start-up (TensorFlow import, tokenizer build) of a few seconds each: they pay
-off on corpora that take minutes, on machines with free cores.
-
-Records have the original feature names and dtypes: int64 input_ids, input_mask, segment_ids [S],
-masked_lm_positions, masked_lm_ids [P], float masked_lm_weights [P], int64 next_sentence_labels [1]
-(0 = IsNext, 1 = random next).
+The library is `keras_bert.pretraining.static_records` (`create_pretraining_data`, `ExampleFactory`,
+also importable from here); its docstring describes the chunks, helpers and record format.
 """
 
-import collections
-import concurrent.futures
-import json
-import multiprocessing
 import os
-import queue
-import sys
-import time
 
-import numpy as np
-import tensorflow as tf
+from absl import flags
 
-from keras_bert.pretraining import corpus as corpus_lib
-from keras_bert.pretraining import examples as examples_lib
-from keras_bert.pretraining import records
-from keras_bert.pretraining.example_proto import serialize_examples
-from keras_bert.training.io_utils import write_atomic
+from keras_bert import cli, paths
+from keras_bert.pretraining.corpus import FORMATS
+
+# The library's names, importable from here as before (loaded on first use: --help stays light).
+_LIBRARY_NAMES = ("ExampleFactory", "create_pretraining_data")
+__all__ = [*_LIBRARY_NAMES, "console_main", "define_flags", "main"]
 
 
-class ExampleFactory:
-    """Tokenizes chunks of documents and turns them into serialized examples (one per process).
+def __getattr__(name):
+    if name in _LIBRARY_NAMES:
+        from keras_bert.pretraining import static_records
 
-    Args:
-      tokenizer: a `keras_bert.text.BertTokenizer` (tf.string [B] -> ragged ids [B, (T)] with
-        vocabulary, vocab_size, cls_id, sep_id, mask_id, pad_id).
-      settings: dict of create_pretraining_data's example settings (max_seq_length,
-        max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor, whole_word_masking, seed).
-    """
-
-    def __init__(self, tokenizer, settings):
-        self.tokenizer = tokenizer
-        self.settings = dict(settings)
-        self.is_continuation = None
-        if self.settings["whole_word_masking"]:
-            self.is_continuation = examples_lib.continuation_pieces(tokenizer.vocabulary)
-
-    def tokenize(self, documents):
-        """documents: list of lists of str sentences -> examples_lib.TokenizedChunk."""
-        sentences = [s for doc in documents for s in doc]
-        ids = self.tokenizer(tf.constant(sentences, tf.string)) if sentences else None
-        if ids is None:
-            return examples_lib.TokenizedChunk.from_sentence_lengths(np.zeros([0], np.int64), [], [])
-        return examples_lib.TokenizedChunk.from_sentence_lengths(
-            ids.flat_values.numpy().astype(np.int64), ids.row_lengths().numpy(), [len(d) for d in documents])
-
-    def __call__(self, chunk_index, documents):
-        """Returns a list of (serialized records, stats) per duplicate of the chunk."""
-        return self.examples(chunk_index, self.tokenize(documents))
-
-    def examples(self, chunk_index, chunk):
-        """TokenizedChunk -> a list of (serialized records, stats) per duplicate."""
-        s, tok = self.settings, self.tokenizer
-        results = []
-        for dupe in range(s["dupe_factor"]):
-            if chunk.num_documents == 0:
-                results.append(([], collections.Counter()))
-                continue
-            features = examples_lib.create_examples(
-                chunk, s["max_seq_length"], s["max_predictions_per_seq"], s["masked_lm_prob"],
-                s["short_seq_prob"], tok.vocab_size, tok.cls_id, tok.sep_id, tok.mask_id, tok.pad_id,
-                np.random.SeedSequence([s["seed"], chunk_index, dupe]), self.is_continuation)
-            stats = collections.Counter(
-                examples=len(features["input_ids"]), tokens=int(features["input_mask"].sum()),
-                masked_tokens=int(features["masked_lm_weights"].sum()),
-                random_next=int(features["next_sentence_labels"].sum()))
-            results.append((serialize_examples({k: features[k] for k in records.FEATURE_NAMES}), stats))
-        stats = collections.Counter(documents=chunk.num_documents, sentences=len(chunk.sentence_starts) - 1,
-                                    corpus_tokens=len(chunk.token_ids))
-        results[0][1].update(stats)
-        return results
+        return getattr(static_records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _make_tokenizer(vocab_file, lower_case):
-    from keras_bert.text.tokenizer import BertTokenizer  # Keras import only where tokenizing.
-
-    return BertTokenizer(vocab_file, lower_case=lower_case)
+def __dir__():
+    return sorted(set(globals()) | set(_LIBRARY_NAMES))
 
 
-def _helper_loop(tasks, results, vocab_file, lower_case, settings):
-    """A helper process: takes (index, documents) tasks until None, puts (index, results or error)."""
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    try:
-        factory = ExampleFactory(_make_tokenizer(vocab_file, lower_case), settings)
-    except BaseException as e:  # Reported by the main process.
-        results.put((-1, f"worker start-up failed: {e!r}"))
-        return
-    while (task := tasks.get()) is not None:
-        try:
-            results.put((task[0], factory(*task)))
-        except BaseException as e:
-            results.put((task[0], f"chunk {task[0]} failed: {e!r}"))
-
-
-def _chunks(documents, documents_per_chunk, max_chunk_sentences):
-    """Groups a document stream into chunks of documents_per_chunk documents (or max_chunk_sentences
-    sentences, with at least 2 documents). A last chunk of fewer than documents_per_chunk // 2
-    documents joins the one before, so random next segments always have other documents to come from
-    (unless the whole corpus is one document)."""
-    previous, chunk, sentences = None, [], 0
-    for doc in documents:
-        chunk.append(doc)
-        sentences += len(doc)
-        if len(chunk) >= documents_per_chunk or (sentences >= max_chunk_sentences and len(chunk) >= 2):
-            if previous is not None:
-                yield previous
-            previous, chunk, sentences = chunk, [], 0
-    if previous is not None and chunk and len(chunk) < documents_per_chunk // 2:
-        previous, chunk = previous + chunk, []
-    for rest in (previous, chunk):
-        if rest:
-            yield rest
-
-
-def _ordered_results(chunks, num_workers, vocab_file, lower_case, settings):
-    """Yields each chunk's results in chunk order.
-
-    With num_workers > 1, num_workers - 1 helper processes and the main process take chunks from one
-    task queue (at most 2 * num_workers chunks ahead of the writer); the main process works on a chunk
-    whenever the next one to write is not ready, so helpers starting up (importing TensorFlow) cost
-    little. Results are keyed by chunk index, so the output does not depend on who computed what.
-    """
-    factory = ExampleFactory(_make_tokenizer(vocab_file, lower_case), settings)
-    if num_workers <= 1:  # Tokenize the next chunk (TensorFlow, without the GIL) on a thread meanwhile.
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            previous = None
-            for index, chunk in enumerate(chunks):
-                tokenized = pool.submit(factory.tokenize, chunk)
-                if previous is not None:
-                    yield factory.examples(index - 1, previous.result())
-                previous = tokenized
-            if previous is not None:
-                yield factory.examples(index, previous.result())
-        return
-    context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe.
-    tasks, results = context.Queue(), context.Queue()
-    helpers = [context.Process(target=_helper_loop, args=(tasks, results, vocab_file, lower_case, settings),
-                               daemon=True) for _ in range(num_workers - 1)]
-    for helper in helpers:
-        helper.start()
-    indexed, done = enumerate(chunks), {}
-    submitted = next_index = 0
-    exhausted = False
-    try:
-        while True:
-            while not exhausted and submitted - next_index < 2 * num_workers:
-                task = next(indexed, None)
-                if task is None:
-                    exhausted = True
-                else:
-                    tasks.put(task)
-                    submitted += 1
-            if exhausted and next_index == submitted:
-                return
-            if next_index in done:
-                yield done.pop(next_index)
-                next_index += 1
-                continue
-            try:  # The next chunk is not ready: work on the oldest unclaimed one here.
-                index, chunk = tasks.get(timeout=0.05)
-                done[index] = factory(index, chunk)
-                continue
-            except queue.Empty:
-                pass
-            try:
-                index, result = results.get(timeout=1.0)
-            except queue.Empty:
-                if not all(h.is_alive() for h in helpers):
-                    raise RuntimeError("A create_pretraining_data worker process died.") from None
-                continue
-            if isinstance(result, str):
-                raise RuntimeError(result)
-            done[index] = result
-    finally:
-        for _ in helpers:
-            tasks.put(None)
-        for helper in helpers:  # All results are in: a helper still starting up is not waited for.
-            helper.join(timeout=1)
-            if helper.is_alive():
-                helper.terminate()
-
-
-class _Progress:
-    """A status line on stderr: redrawn each second on a terminal, a new line every 30 s in logs."""
-
-    def __init__(self, enabled):
-        self.enabled = enabled
-        self.start = self.last = time.time()
-        self.interval = 1.0 if sys.stderr.isatty() else 30.0
-
-    def update(self, stats, final=False):
-        now = time.time()
-        if not self.enabled or (not final and now - self.last < self.interval):
-            return
-        self.last = now
-        rate = stats["examples"] / max(now - self.start, 1e-9)
-        end = "\n" if final or not sys.stderr.isatty() else "\r"
-        sys.stderr.write(f"documents {stats['documents']:,} | examples {stats['examples']:,} | "
-                         f"{rate:,.0f} examples/s | {now - self.start:,.0f}s{end}")
-        sys.stderr.flush()
-
-
-def _check_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor,
-                    num_shards, documents_per_chunk):
-    checks = [(max_seq_length >= 5, f"max_seq_length must be >= 5, got {max_seq_length}"),
-              (max_predictions_per_seq >= 1, f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}"),
-              (0.0 < masked_lm_prob <= 1.0, f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}"),
-              (0.0 <= short_seq_prob <= 1.0, f"short_seq_prob must be in [0, 1], got {short_seq_prob}"),
-              (dupe_factor >= 1, f"dupe_factor must be >= 1, got {dupe_factor}"),
-              (num_shards >= 1, f"num_shards must be >= 1, got {num_shards}"),
-              (documents_per_chunk >= 2, f"documents_per_chunk must be >= 2, got {documents_per_chunk}")]
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
-
-
-def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True, max_seq_length=128,
-                            max_predictions_per_seq=20, masked_lm_prob=0.15, short_seq_prob=0.1,
-                            dupe_factor=10, whole_word_masking=False, num_shards=1, num_workers=1, seed=12345,
-                            file_format="sentences", documents=None, output_prefix="pretraining",
-                            documents_per_chunk=1000, max_chunk_sentences=50000, progress=False):
-    """Writes pre-training TFRecords from a corpus (see the module docstring).
-
-    Args:
-      input_files: str (comma-separated glob patterns) or list of patterns; ignored when `documents`
-        is given.
-      output_dir: str, created if needed (local or gs://).
-      vocab_file: str, the WordPiece vocab.txt (or anything `keras_bert.text.vocab.load_vocabulary` reads).
-      lower_case: bool, uncased tokenization.
-      max_seq_length: int S.
-      max_predictions_per_seq: int P.
-      masked_lm_prob: float, share of tokens to predict.
-      short_seq_prob: float, probability of a shorter random target length.
-      dupe_factor: int, passes over the corpus with different pairs and masks.
-      whole_word_masking: bool, mask all pieces of a word together.
-      num_shards: int, output files.
-      num_workers: int, processes creating examples (the output does not depend on it). Helpers are
-        spawned: in a script, call from under `if __name__ == "__main__":`.
-      seed: int.
-      file_format: "sentences" (original), "text" or "lines"; see `keras_bert.pretraining.corpus`.
-      documents: optional iterable of documents (lists of str sentences), e.g. from
-        `corpus.tfds_documents("wikipedia/20230601.en")`, used instead of `input_files`.
-      output_prefix: str, files are named `{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord`.
-      documents_per_chunk: int, documents per chunk (the pool random next segments come from).
-      max_chunk_sentences: int, a chunk also ends at this many sentences (bounds memory).
-      progress: bool, a status line on stderr.
-
-    Returns:
-      list of str, the written files. Statistics (documents, sentences, examples, tokens,
-      masked_tokens, random_next, per-shard example counts) are written to
-      `{output_dir}/{prefix}-stats.json` and logged.
-    """
-    _check_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor,
-                    num_shards, documents_per_chunk)
-    from keras_bert.text.vocab import load_vocabulary
-
-    load_vocabulary(vocab_file)  # Fail early (missing file, missing special tokens), before any output.
-    if documents is None:
-        documents = corpus_lib.read_documents(input_files, file_format=file_format)  # Fails early.
-    settings = dict(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
-                    masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob, dupe_factor=dupe_factor,
-                    whole_word_masking=whole_word_masking, seed=seed)
-    tf.io.gfile.makedirs(output_dir)
-    files = [os.path.join(output_dir, f"{output_prefix}-{i:05d}-of-{num_shards:05d}.tfrecord")
-             for i in range(num_shards)]
-    writers = [tf.io.TFRecordWriter(f + ".tmp") for f in files]
-    stats = collections.Counter()
-    shard_counts = [0] * num_shards
-    progress_line = _Progress(progress)
-    try:
-        chunks = _chunks(documents, documents_per_chunk, max_chunk_sentences)
-        shard = 0
-        for results in _ordered_results(chunks, max(1, num_workers), vocab_file, lower_case, settings):
-            for records, unit_stats in results:
-                stats.update(unit_stats)
-                for record in records:
-                    writers[shard].write(record)
-                    shard_counts[shard] += 1
-                    shard = (shard + 1) % num_shards
-            progress_line.update(stats)
-        if stats["examples"] == 0:
-            raise ValueError("The corpus gave no examples (no document with a non-empty sentence).")
-        for writer in writers:
-            writer.close()
-        for f in files:
-            tf.io.gfile.rename(f + ".tmp", f, overwrite=True)
-    except BaseException:
-        for writer, f in zip(writers, files):
-            writer.close()
-            if tf.io.gfile.exists(f + ".tmp"):
-                tf.io.gfile.remove(f + ".tmp")
-        raise
-    progress_line.update(stats, final=True)
-    summary = dict(stats, shard_examples=shard_counts, settings=settings,
-                   files=[os.path.basename(f) for f in files])
-    stats_file = os.path.join(output_dir, f"{output_prefix}-stats.json")
-    write_atomic(stats_file, json.dumps(summary, indent=2))
-    return files
-
-
-def _define_flags():
-    from absl import flags
-
-    from keras_bert import cli
-
+def define_flags():
+    """Define the flags (again on each call: another command line may have defined the same names)."""
     cli.define(flags.DEFINE_string, "input_file", None, "Comma-separated input files / glob patterns.")
     cli.define(flags.DEFINE_string, "tfds_name", None, "A tensorflow-datasets corpus (e.g. wikipedia/20230601.en) "
-                        "used instead of --input_file.")
+               "used instead of --input_file.")
     cli.define(flags.DEFINE_string, "tfds_split", "train", "Split of --tfds_name.")
     cli.define(flags.DEFINE_string, "tfds_field", "text", "Text field of --tfds_name.")
     cli.define(flags.DEFINE_string, "output_dir", None, "Output directory.")
     cli.define(flags.DEFINE_string, "vocab_file", None, "WordPiece vocab.txt.")
-    cli.define(flags.DEFINE_bool, "lower_case", True, "Uncased tokenization.")
-    cli.define(flags.DEFINE_enum, "file_format", "sentences", list(corpus_lib.FORMATS), "Input file format.")
+    cli.define(flags.DEFINE_bool, "lower_case", True, "Uncased tokenization; must match the vocabulary.")
+    cli.define(flags.DEFINE_enum, "file_format", "sentences", list(FORMATS), "Input file format.")
     cli.define(flags.DEFINE_integer, "max_seq_length", 128, "Maximum sequence length.")
     cli.define(flags.DEFINE_integer, "max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
     cli.define(flags.DEFINE_float, "masked_lm_prob", 0.15, "Masked LM probability.")
@@ -348,15 +58,16 @@ def _define_flags():
 
 def main(argv):
     del argv
-    from absl import flags
-
     FLAGS = flags.FLAGS
     if bool(FLAGS.input_file) == bool(FLAGS.tfds_name):
-        raise SystemExit("Give exactly one of --input_file and --tfds_name.")
+        raise cli.UsageError("give exactly one of --input_file and --tfds_name.")
+    paths.require_path("vocab_file", FLAGS.vocab_file, "a WordPiece vocab.txt, one token per line")
+    from keras_bert.pretraining import corpus, static_records  # TensorFlow.
+
     documents = None
     if FLAGS.tfds_name:
-        documents = corpus_lib.tfds_documents(FLAGS.tfds_name, FLAGS.tfds_split, FLAGS.tfds_field)
-    files = create_pretraining_data(
+        documents = corpus.tfds_documents(FLAGS.tfds_name, FLAGS.tfds_split, FLAGS.tfds_field)
+    files = static_records.create_pretraining_data(
         FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, lower_case=FLAGS.lower_case,
         max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
@@ -370,8 +81,7 @@ def main(argv):
 def console_main():
     """Entry point (`python -m keras_bert.pretraining.create_pretraining_data`,
     `keras-bert-create-pretraining-data`)."""
-    from keras_bert import cli
-    cli.run_command(__doc__, _define_flags, ["output_dir", "vocab_file"], main)
+    cli.run_command(__doc__, define_flags, ["output_dir", "vocab_file"], main)
 
 
 if __name__ == "__main__":

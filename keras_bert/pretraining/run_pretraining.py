@@ -17,10 +17,8 @@ import json
 from absl import flags
 
 from keras_bert import cli
-
-from keras_bert.pretraining.runner import PRECISIONS, PretrainingConfig, run_pretraining
-from keras_bert.training.distribute import STRATEGIES
-from keras_bert.training.optimizers import OPTIMIZERS
+from keras_bert.pretraining.pretraining_config import PretrainingConfig
+from keras_bert.training.choices import OPTIMIZERS, PRECISIONS, STRATEGIES
 
 _D = PretrainingConfig.__dataclass_fields__
 FLAGS = flags.FLAGS
@@ -65,7 +63,11 @@ def config_from_flags():
 
 def main(argv):
     del argv
-    summary = run_pretraining(config_from_flags())
+    config = config_from_flags()  # Settings and paths are checked before TensorFlow loads.
+    config.check_paths()
+    from keras_bert.pretraining.runner import run_pretraining
+
+    summary = run_pretraining(config)
     summary = {k: v for k, v in summary.items() if k not in ("model", "history")}
     print(json.dumps(summary, indent=1))
 

@@ -1,13 +1,12 @@
 """Command line: build a WordPiece vocab.txt from text files.
 
-    python -m keras_bert.text.build_vocab --input='corpus/*.txt' --vocab_size=30000 \
+    python -m keras_bert.text.build_vocab --input='corpus/*.txt' --vocab_size=30000 \\
         --lower_case=true --output=vocab.txt
 """
 
-from absl import app, flags, logging
+from absl import flags, logging
 
 from keras_bert import cli
-from keras_bert.text import vocab_builder
 from keras_bert.text.vocab import SPECIAL_TOKENS
 
 FLAGS = flags.FLAGS
@@ -25,7 +24,9 @@ def define_flags():
 
 def main(argv):
     if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+        raise cli.UsageError(f"unexpected arguments: {argv[1:]}")
+    from keras_bert.text import vocab_builder  # TensorFlow and tensorflow-text.
+
     tokens = vocab_builder.build_vocabulary(
         FLAGS.input, FLAGS.vocab_size, lower_case=FLAGS.lower_case,
         reserved_tokens=FLAGS.reserved_tokens, max_unique_chars=FLAGS.max_unique_chars)

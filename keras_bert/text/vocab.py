@@ -1,6 +1,7 @@
 """Loading a WordPiece vocabulary: vocab.txt files, model directories, Python lists."""
 
 import os
+import re
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -66,6 +67,18 @@ def check_vocabulary(tokens, origin="vocabulary"):
             f"{origin}: the vocabulary lacks the BERT special tokens {missing} "
             f"(all of {list(SPECIAL_TOKENS)} are required)."
         )
+
+_SPECIAL_RE = re.compile(r"^\[[^\]]*\]$")  # [CLS], [unused0], ...
+
+
+def cased_pieces(tokens):
+    """The word pieces with an upper-case letter (bracketed special tokens aside)."""
+    return [t for t in tokens if t != t.lower() and not _SPECIAL_RE.match(t)]
+
+
+def vocabulary_is_uncased(tokens):
+    """True when no token other than bracketed special tokens has an upper-case letter."""
+    return not cased_pieces(tokens)
 
 
 def _find_in_directory(directory):

@@ -10,7 +10,7 @@ import os
 
 import tensorflow as tf
 
-STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
+from keras_bert.training.choices import STRATEGIES
 
 
 def get_strategy(name="default", tpu=None):

@@ -15,9 +15,10 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert.training.choices import OPTIMIZERS
+
 # Variables whose path matches this get no weight decay (the original's exclusion list).
 NO_DECAY_PATTERN = r"LayerNorm|layer_norm|bias"
-OPTIMIZERS = ("adamw", "lamb", "adam_weight_decay")
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

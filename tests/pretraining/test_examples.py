@@ -210,10 +210,15 @@ def test_deterministic_across_workers_and_atomic(tmp_path):
     assert not list((tmp_path / "two").glob("*.tmp"))
 
 
-def test_helper_process_gives_the_same_examples(tmp_path):
+def test_helper_process_gives_the_same_examples_and_imports_only_what_it_needs(tmp_path, capfd, monkeypatch):
+    """A spawned helper (as create_pretraining_data starts them) imports the writer and the
+    tokenizer, not the runner, models, checkpoints or tasks (its imports: -X importtime on stderr)."""
     import multiprocessing
+    import re
 
-    from keras_bert.pretraining.create_pretraining_data import _helper_loop
+    from keras_bert.pretraining.static_records import _helper_loop
+
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")
 
     vocab_file = generated_corpus.write_vocab(tmp_path / "vocab.txt")
     docs = generated_corpus.documents(40, seed=8)
@@ -229,10 +234,15 @@ def test_helper_process_gives_the_same_examples(tmp_path):
     ours = ExampleFactory(BertTokenizer(vocab_file), settings)(3, docs)
     assert index == 3 and len(ours) == 2 and ours[0][0]
     assert [records for records, _ in theirs] == [records for records, _ in ours]
+    imported = set(re.findall(r"^import time:.*\|\s+(\S+)$", capfd.readouterr().err, re.MULTILINE))
+    assert {"keras_bert.pretraining.static_records", "keras_bert.text.tokenizer"} <= imported
+    needless = ("keras_bert.pretraining.runner", "keras_bert.models", "keras_bert.checkpoints", "keras_bert.tasks",
+                "keras_bert.training.optimizers", "keras_bert.config")
+    assert not [m for m in imported if m.startswith(needless)]
 
 
 def test_chunks_keep_other_documents_for_random_next():
-    from keras_bert.pretraining.create_pretraining_data import _chunks
+    from keras_bert.pretraining.static_records import _chunks
 
     sizes = lambda n, per=10, cap=10**6: [len(c) for c in _chunks([["s."]] * n, per, cap)]  # noqa: E731
     assert sizes(25) == [10, 10, 5] and sizes(24) == [10, 14] and sizes(10) == [10] and sizes(3) == [3]

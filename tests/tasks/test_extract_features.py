@@ -10,11 +10,11 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import app, flags
+from absl import flags
 
 import keras_bert
 import reference
-from keras_bert import checkpoints
+from keras_bert import checkpoints, cli
 from keras_bert.tasks import extract_features as ef
 from keras_bert.text import BertPreprocessor, BertTokenizer
 
@@ -200,13 +200,13 @@ def test_command_line_pooling_vocab_and_casing_flags(tmp_path, checkpoint_dir, e
 def test_command_line_errors(tmp_path, checkpoint_dir):
     (tmp_path / "in.txt").write_text("the cat\n")
     common = [f"--output_file={tmp_path / 'out.jsonl'}", f"--init_checkpoint={checkpoint_dir}", "--max_seq_length=16"]
-    with pytest.raises(FileNotFoundError, match="Input file not found"):
+    with pytest.raises(FileNotFoundError, match="input_file=.*missing.txt does not exist"):
         run_cli(common + [f"--input_file={tmp_path / 'missing.txt'}"])
     with pytest.raises(ValueError, match="out of range: the encoder has 4 layers"):
         run_cli(common + [f"--input_file={tmp_path / 'in.txt'}", "--layers=-1,-7"])
-    with pytest.raises(app.UsageError, match="must be comma-separated integers"):
+    with pytest.raises(cli.UsageError, match="must be comma-separated integers"):
         run_cli(common + [f"--input_file={tmp_path / 'in.txt'}", "--layers=-1,last"])
-    with pytest.raises(app.UsageError, match=r"--max_seq_length 64 must be in \[2, 24\]"):
+    with pytest.raises(cli.UsageError, match=r"--max_seq_length 64 must be in \[2, 24\]"):
         run_cli(common + [f"--input_file={tmp_path / 'in.txt'}", "--max_seq_length=64"])
     assert not os.path.exists(tmp_path / "out.jsonl")
 

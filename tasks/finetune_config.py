@@ -1,0 +1,153 @@
+"""`FinetuneConfig`: the settings of a fine-tuning run (light: the command line defines its flags
+from it and checks names and paths before TensorFlow loads; the runner is `keras_bert.tasks.trainer`)."""
+
+import dataclasses
+
+from keras_bert import paths
+from keras_bert.tasks import registry
+from keras_bert.training.choices import OPTIMIZERS, PRECISIONS, STRATEGIES
+
+INIT_CHECKPOINT_KINDS = ("a Google checkpoint (bert_config.json + bert_model.ckpt.*), a Hugging Face directory "
+                         "(config.json + model.safetensors) or a run_pretraining model_dir (ckpt-<step>.*)")
+# The paper's GLUE recipe (§4.1, A.3); tasks override some of it (Task.recipe).
+RECIPE = {"seq_length": 128, "batch_size": 32, "learning_rate": 2e-5, "num_train_epochs": 3}
+# FinetuneConfig fields handed to the task's constructor (those it takes).
+TASK_OPTIONS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "null_score_diff_threshold",
+                "document_context", "entity_types")
+
+
+@dataclasses.dataclass
+class FinetuneConfig:
+    """Settings of a fine-tuning run (the command-line flags have the same names).
+
+    Args:
+        task: str. A task name of `keras_bert.tasks.registry` (cola, sst2, mrpc, ...).
+        data_dir: str. The task's folder of its benchmark distribution (e.g. glue/MRPC).
+        tfds: bool. Read the data from tensorflow-datasets instead of data_dir.
+        train_file, eval_file: str or None. Files replacing the usual names in data_dir.
+        init_checkpoint: str. Google TF1 checkpoint, Hugging Face directory or the model_dir
+            of `run_pretraining`; its vocabulary and casing are used unless given below.
+        model: str or None. A BertConfig preset to start from random weights instead
+            (needs vocab_file).
+        vocab_file: str or None. lower_case: bool or None (None: from the checkpoint).
+        model_dir: str. The run directory (see the module docstring).
+        do_train, do_eval, do_predict: bool.
+        seq_length, batch_size, learning_rate, num_train_epochs: the recipe; None takes the
+            task's default (GLUE: 128, 32, 2e-5, 3).
+        eval_batch_size: int or None (default batch_size).
+        warmup_proportion: float. Linear warmup over this fraction of the steps.
+        optimizer: "adam_weight_decay" (the original BERT optimizer), "adamw" or "lamb".
+        weight_decay, clip_norm, dropout: floats (0.01, 1.0, 0.1).
+        strategy, tpu, mixed_precision, jit_compile: as for pre-training.
+        buckets: str or None. Comma-separated fixed padded lengths; default: pad each batch
+            to its longest example, except under jit_compile or TPU, where the lengths of
+            `features.DEFAULT_BUCKETS` below seq_length and seq_length itself are used.
+        steps_per_loop: int or None. Update steps per logging loop (a divisor of an epoch).
+        checkpoint_every: int or None. Save every this many steps, rounded to a loop (and
+            always at the end of an epoch).
+        keep_checkpoints: int. seed: int. verbose, plot: bool.
+        max_train_examples, max_eval_examples: int or None. Use only the first examples.
+        doc_stride, max_query_length, n_best_size, max_answer_length, null_score_diff_threshold:
+            SQuAD's windows and answer search (the original's 128, 64, 20, 30, 0.0).
+        document_context: bool. NER: each sentence in the middle of its document's text.
+        entity_types: str or None. NER: comma-separated types (default PER,ORG,LOC,MISC).
+    """
+
+    task: str = None
+    data_dir: str = None
+    tfds: bool = False
+    train_file: str = None
+    eval_file: str = None
+    init_checkpoint: str = None
+    model: str = None
+    vocab_file: str = None
+    lower_case: bool = None
+    model_dir: str = None
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    seq_length: int = None
+    batch_size: int = None
+    eval_batch_size: int = None
+    learning_rate: float = None
+    num_train_epochs: int = None
+    warmup_proportion: float = 0.1
+    optimizer: str = "adam_weight_decay"
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    dropout: float = 0.1
+    strategy: str = "default"
+    tpu: str = None
+    mixed_precision: str = "none"
+    jit_compile: bool = False
+    buckets: str = None
+    steps_per_loop: int = None
+    checkpoint_every: int = None
+    keep_checkpoints: int = 2
+    seed: int = 0
+    verbose: bool = True
+    plot: bool = True
+    max_train_examples: int = None
+    max_eval_examples: int = None
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    null_score_diff_threshold: float = 0.0
+    document_context: bool = False
+    entity_types: str = None
+
+    def __post_init__(self):
+        self.task_object = registry.get_task(self.task, **{name: getattr(self, name) for name in TASK_OPTIONS})
+        if not self.model_dir:
+            raise ValueError("model_dir is required (checkpoints, results, predictions and the model go there).")
+        if not (self.do_train or self.do_eval or self.do_predict):
+            raise ValueError("Nothing to do: pass at least one of do_train, do_eval, do_predict.")
+        if not self.init_checkpoint and not (self.model and self.vocab_file):
+            raise ValueError("Pass init_checkpoint (a Google, Hugging Face or pre-training run checkpoint), "
+                             "or model (a BertConfig preset) with vocab_file to start from random weights.")
+        for name, choices in (("mixed_precision", PRECISIONS), ("optimizer", OPTIMIZERS), ("strategy", STRATEGIES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}.")
+        for name, value in RECIPE.items():
+            if getattr(self, name) is None:
+                setattr(self, name, self.task_object.recipe.get(name, value))
+        self.eval_batch_size = self.eval_batch_size or self.batch_size
+        for name in ("seq_length", "batch_size", "eval_batch_size", "num_train_epochs", "keep_checkpoints"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        if not 0 <= self.warmup_proportion < 1:
+            raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}.")
+
+    def check_paths(self):
+        """Raises if a local input path does not exist (see `check_input_paths`)."""
+        check_input_paths(self.init_checkpoint, self.vocab_file, self.data_dir, self.tfds)
+
+    @property
+    def fixed_shapes(self):
+        """True where every new input shape compiles anew (XLA, TPU)."""
+        return self.jit_compile or self.strategy == "tpu"
+
+    def bucket_lengths(self):
+        """The fixed padded lengths, or None to pad each batch to its longest example."""
+        if self.buckets:
+            lengths = sorted({int(b) for b in str(self.buckets).split(",") if b.strip()})
+            if not lengths or lengths[0] < 2:
+                raise ValueError(f"buckets must be lengths >= 2, got {self.buckets!r}.")
+            return [b for b in lengths if b < self.seq_length] + [self.seq_length]
+        if self.fixed_shapes:
+            from keras_bert.tasks.features import DEFAULT_BUCKETS
+
+            return [b for b in DEFAULT_BUCKETS if b < self.seq_length] + [self.seq_length]
+        return None
+
+
+def check_input_paths(init_checkpoint=None, vocab_file=None, data_dir=None, tfds=False):
+    """Raises FileNotFoundError / NotADirectoryError naming a local input path (a `FinetuneConfig`
+    field) that does not exist. `run_finetuning` calls it first; the command line before it
+    builds the config (whose task loads TensorFlow), so that a typo fails at once."""
+    paths.require_path("init_checkpoint", init_checkpoint, INIT_CHECKPOINT_KINDS)
+    paths.require_path("vocab_file", vocab_file, "a vocab.txt, or a directory holding one")
+    if not tfds:
+        paths.require_path("data_dir", data_dir, "the task's data folder in its benchmark's own layout "
+                           "(e.g. glue/MRPC with train.tsv and dev.tsv), or pass tfds", directory=True)

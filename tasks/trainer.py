@@ -1,0 +1,395 @@
+"""The fine-tuning runner: one code path for every task (paper §4, §5.3). Its settings are a
+`FinetuneConfig` (`keras_bert.tasks.finetune_config`); its command line is `keras_bert.tasks.finetune`:
+
+    python -m keras_bert.tasks.finetune --task=mrpc --data_dir=glue/MRPC \\
+        --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/mrpc --do_train --do_eval --do_predict
+
+What a run writes under `--model_dir` (checkpoints, best epoch, eval_results.json, predictions/,
+model/, TensorBoard logs, plot) is listed in that command line's docstring, its --help.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import time
+import weakref
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from keras_bert.tasks import features as feature_lib
+from keras_bert.tasks.finetune_config import FinetuneConfig
+from keras_bert.training import callbacks, checkpointing, distribute, optimizers, plots
+from keras_bert.training.io_utils import write_atomic
+from keras_bert.training.memory import out_of_memory_hint
+
+TASK_FILE = "task.json"
+MODEL_FILE = "model.keras"
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class TaskTrainer(keras.Model):
+    """Trains a task model with its task's loss, averaged over the examples of all replicas.
+
+    Args:
+        task: a `keras_bert.tasks.task.Task`.
+        model: the task model (`task.build_model(...)`); it is what gets saved and exported.
+    """
+
+    def __init__(self, task, model, **kwargs):
+        super().__init__(**kwargs)
+        self.task = task
+        self.model = model
+        self.built = True  # The task model is built; this wrapper adds no weights.
+
+    def call(self, inputs, training=False):
+        return self.model(inputs, training=training)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        total, count = self.task.loss_sums(y, y_pred)
+        context = tf.distribute.get_replica_context()
+        if context is not None and context.num_replicas_in_sync > 1:
+            count = context.all_reduce("sum", count)
+        # The global mean's share of this replica: Keras sums the replicas' gradients.
+        loss = total / tf.maximum(count, 1.0)
+        extra = self.model.losses
+        if extra:
+            loss = loss + tf.add_n([tf.cast(v, loss.dtype) for v in extra])
+        return loss
+
+
+def _load_encoder(config, dtype):
+    """(encoder, vocabulary, lower_case) from init_checkpoint, or a fresh preset encoder."""
+    from keras_bert.tasks.init_checkpoint import load_init_checkpoint
+    from keras_bert.text.vocab import load_vocabulary
+
+    if config.init_checkpoint:
+        init = load_init_checkpoint(config.init_checkpoint, vocab_file=config.vocab_file,
+                                    lower_case=config.lower_case, dtype=dtype)
+        return init.encoder, init.vocabulary, init.lower_case
+    from keras_bert import BertConfig, BertEncoder
+    vocabulary = load_vocabulary(config.vocab_file)
+    bert_config = BertConfig.preset(config.model, vocab_size=len(vocabulary))
+    lower_case = True if config.lower_case is None else config.lower_case
+    return BertEncoder(bert_config, dtype=dtype), vocabulary, lower_case
+
+
+def _read(config, split, limit):
+    task = config.task_object
+    file = config.train_file if split == task.train_split else config.eval_file if split in task.eval_splits else None
+    examples = task.read(config.data_dir, split, use_tfds=config.tfds, file=file)
+    return examples[:limit] if limit else examples
+
+
+def _steps_per_loop(config, steps_per_epoch):
+    if config.steps_per_loop:
+        if steps_per_epoch % config.steps_per_loop:
+            raise ValueError(f"steps_per_loop {config.steps_per_loop} must divide the {steps_per_epoch} steps "
+                             f"of an epoch.")
+        return config.steps_per_loop
+    return max(d for d in range(1, min(100, steps_per_epoch) + 1) if steps_per_epoch % d == 0)
+
+
+def predict(model, task, features, batch_size, buckets=None, strategy=None, jit_compile=False):
+    """The task model's outputs on every feature, in feature order.
+
+    Batches are sorted by length and padded as in training. Outputs a task lists in
+    `token_outputs` ([B, S, ...]) come back as a list of one array per feature, cut to its
+    tokens; the others as one array [N, ...].
+    """
+    fixed = bool(buckets) and (jit_compile or isinstance(strategy, tf.distribute.TPUStrategy))
+    batches, padded = feature_lib.batch_plan(features.lengths, batch_size, buckets=buckets)
+    data = feature_lib.make_dataset(features, batches, padded, pad_batch_to=batch_size if fixed else None,
+                                    label_keys=())
+    call = _predict_function(model, strategy, jit_compile)
+    token_outputs = set(getattr(task, "token_outputs", ()))
+    lengths = features.lengths
+    collected = {}
+    for index, (x, _) in zip(batches, data):
+        out = call(x)
+        if isinstance(strategy, tf.distribute.TPUStrategy):  # Every replica ran the whole batch.
+            out = {k: strategy.experimental_local_results(v)[0] for k, v in out.items()}
+        for name, value in out.items():
+            value = value.numpy()[:len(index)]
+            rows = collected.setdefault(name, [None] * features.num_features)
+            for row, i in enumerate(index):
+                rows[i] = value[row, :lengths[i]] if name in token_outputs else value[row]
+    return {k: v if k in token_outputs else np.stack(v) for k, v in collected.items()}
+
+
+_PREDICT_FUNCTIONS = weakref.WeakKeyDictionary()  # model -> {(strategy id, jit_compile): tf.function}
+
+
+def _predict_function(model, strategy, jit_compile):
+    """The model's inference `tf.function`, made once per model (XLA compiles a bucket's shape once
+    over all epochs' evaluations). On TPU it runs through `strategy.run`."""
+    cache = _PREDICT_FUNCTIONS.setdefault(model, {})
+    key = (id(strategy), jit_compile)
+    if key not in cache:
+        def infer(x):
+            return model(x, training=False)
+
+        call = tf.function(infer, jit_compile=jit_compile, reduce_retracing=not jit_compile)
+        if isinstance(strategy, tf.distribute.TPUStrategy):
+            def replicated(x, inner=call):
+                return strategy.run(inner, args=(x,))
+
+            call = tf.function(replicated)
+        cache[key] = call
+    return cache[key]
+
+
+def _save_best(model, model_dir, step, epoch, metrics):
+    """Writes the weights as `best-<step>/` and points `best.json` at them (atomically)."""
+    path = os.path.join(model_dir, f"best-{step}", "weights")
+    tf.train.Checkpoint(model=model).write(path)
+    write_atomic(os.path.join(model_dir, "best.json"),
+                 json.dumps({"step": step, "epoch": epoch, "path": path, "metrics": metrics}, indent=1))
+    for name in tf.io.gfile.listdir(model_dir):
+        name = name.rstrip("/")
+        if name.startswith("best-") and name != f"best-{step}":
+            tf.io.gfile.rmtree(os.path.join(model_dir, name))
+
+
+def _read_json(path, default):
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f)
+    return default
+
+
+def _evaluate(config, model, strategy, eval_sets):
+    """Metrics of every eval split, suffixed as the task names them (MNLI: _matched ...)."""
+    task = config.task_object
+    metrics = {}
+    for split, (examples, feats) in eval_sets.items():
+        outputs = _predict_or_explain(config, model, feats, strategy)
+        for name, value in task.evaluate(examples, feats, outputs).items():
+            metrics[name + task.eval_splits[split]] = float(value)
+    return metrics
+
+
+def _predict_or_explain(config, model, feats, strategy):
+    """`predict` with the run's settings; out of memory names eval_batch_size."""
+    with out_of_memory_hint("evaluation", config.eval_batch_size, config.seq_length,
+                            "use a smaller eval_batch_size"):
+        return predict(model, config.task_object, feats, config.eval_batch_size, config.bucket_lengths(), strategy,
+                       config.jit_compile)
+
+
+def save_task_model(model, config, vocabulary, lower_case, path):
+    """Writes `model.keras`, `task.json` and `vocab.txt` to `path` as one new directory."""
+    task = config.task_object
+    info = {"task": task.name, "seq_length": int(config.seq_length), "lower_case": bool(lower_case),
+            "vocab_file": "vocab.txt", "model_file": MODEL_FILE, "model_class": type(model).__name__,
+            "keras_bert_version": _version(), **task.info()}
+    tmp = path.rstrip("/") + ".tmp"
+    if tf.io.gfile.exists(tmp):
+        tf.io.gfile.rmtree(tmp)
+    tf.io.gfile.makedirs(tmp)
+    model.save(os.path.join(tmp, MODEL_FILE))  # Keras writes gs:// paths through tf.io.gfile.
+    with tf.io.gfile.GFile(os.path.join(tmp, "vocab.txt"), "w") as f:
+        f.write("".join(t + "\n" for t in vocabulary))
+    with tf.io.gfile.GFile(os.path.join(tmp, TASK_FILE), "w") as f:
+        f.write(json.dumps(info, indent=1))
+    if tf.io.gfile.exists(path):
+        old = path.rstrip("/") + ".old"
+        if tf.io.gfile.exists(old):
+            tf.io.gfile.rmtree(old)
+        tf.io.gfile.rename(path, old)
+        tf.io.gfile.rename(tmp, path)
+        tf.io.gfile.rmtree(old)
+    else:
+        tf.io.gfile.rename(tmp, path)
+    return path
+
+
+def _version():
+    import keras_bert
+    return keras_bert.__version__
+
+
+def run_finetuning(config=None, **overrides):
+    """Fine-tune, evaluate and predict as `config` says; resumes from `model_dir`.
+
+    Args:
+        config: `FinetuneConfig`, or None to build one from `overrides`.
+        **overrides: `FinetuneConfig` fields.
+
+    Returns:
+        dict: `eval` (metrics of the kept model), `steps`, `start_step`, `best` (its epoch,
+        step and metrics), `history` (training loops), `eval_history` (per epoch),
+        `predictions` (written files), `model_path`, `examples_per_second`, `model` (the
+        trained task model).
+    """
+    config = dataclasses.replace(config, **overrides) if config is not None else FinetuneConfig(**overrides)
+    config.check_paths()
+    task = config.task_object
+    keras.utils.set_random_seed(config.seed)
+    strategy = distribute.get_strategy(config.strategy, config.tpu)
+    chief = distribute.is_chief(strategy)
+    tf.io.gfile.makedirs(config.model_dir)
+    dtype = "float32" if config.mixed_precision == "none" else config.mixed_precision
+
+    with strategy.scope():
+        encoder, vocabulary, lower_case = _load_encoder(config, dtype)
+    from keras_bert.text.tokenizer import BertTokenizer
+    tokenizer = BertTokenizer(vocabulary, lower_case=lower_case)
+    task.check_vocabulary(tokenizer)
+    if config.seq_length > encoder.config.max_position_embeddings:
+        raise ValueError(f"seq_length {config.seq_length} exceeds the model's max_position_embeddings "
+                         f"{encoder.config.max_position_embeddings}.")
+
+    def load(split, limit):
+        started = time.perf_counter()
+        examples = _read(config, split, limit)
+        feats = task.encode(examples, tokenizer, config.seq_length, training=split == task.train_split)
+        logging.info("%s %s: %d examples -> %d features in %.1f s", task.name, split, len(examples),
+                     feats.num_features, time.perf_counter() - started)
+        return examples, feats
+
+    eval_sets = {s: load(s, config.max_eval_examples) for s in task.eval_splits} \
+        if (config.do_eval or config.do_train) else {}
+    train = load(task.train_split, config.max_train_examples) if config.do_train else None
+
+    buckets = config.bucket_lengths()
+    replicas = strategy.num_replicas_in_sync
+    steps_per_epoch = 1
+    if train:
+        n = train[1].num_features
+        steps_per_epoch = n // config.batch_size if config.fixed_shapes else math.ceil(n / config.batch_size)
+        if steps_per_epoch < 1:
+            raise ValueError(f"{n} training features are fewer than one batch of {config.batch_size}.")
+    num_train_steps = steps_per_epoch * config.num_train_epochs
+    loop = _steps_per_loop(config, steps_per_epoch)
+
+    with strategy.scope():
+        model = task.build_model(encoder, config.dropout)
+        trainer = TaskTrainer(task, model)
+        optimizer = optimizers.create_optimizer(
+            config.learning_rate, num_train_steps, int(num_train_steps * config.warmup_proportion),
+            variables=model.trainable_variables, optimizer=config.optimizer, weight_decay=config.weight_decay,
+            clip_norm=config.clip_norm, loss_scale=config.mixed_precision == "mixed_float16")
+        optimizer.build(model.trainable_variables)
+        trainer.compile(optimizer=optimizer, jit_compile=config.jit_compile)
+        distribute.adapt_keras_model(trainer, strategy)
+        checkpoint = checkpointing.TrainingCheckpoint(os.path.join(config.model_dir, "checkpoints"), trainer,
+                                                      optimizer, max_to_keep=config.keep_checkpoints,
+                                                      strategy=strategy)
+        start_step = checkpoint.restore_latest()
+
+    history_path = os.path.join(config.model_dir, "history.json")
+    eval_history_path = os.path.join(config.model_dir, "eval_history.json")
+    log_dir = os.path.join(config.model_dir, "tensorboard")
+    eval_history = [e for e in _read_json(eval_history_path, []) if e["step"] <= start_step]
+    history = [h for h in _read_json(history_path, []) if h["step"] <= start_step] if start_step else []
+    log = callbacks.TrainingLog(num_train_steps, config.batch_size, history=history,
+                                log_dir=os.path.join(log_dir, "train") if chief else None,
+                                history_path=history_path if chief else None, verbose=config.verbose and chief)
+    every = config.checkpoint_every or steps_per_epoch
+    saver = callbacks.PeriodicCheckpoint(checkpoint, max(loop, every // loop * loop), num_train_steps)
+
+    if train and start_step < num_train_steps:
+        _check_resume(start_step, loop)
+        for epoch in range(start_step // steps_per_epoch, config.num_train_epochs):
+            done = int(optimizer.iterations.numpy()) - epoch * steps_per_epoch
+            batches, padded = feature_lib.batch_plan(
+                train[1].lengths, config.batch_size, shuffle=True, seed=config.seed, epoch=epoch,
+                drop_remainder=config.fixed_shapes, buckets=buckets)
+            batches, padded = batches[done:steps_per_epoch], padded[done:steps_per_epoch]
+            data = _distribute(strategy, train[1], batches, padded, task.label_keys)
+            first_loop = epoch * steps_per_epoch // loop
+            with out_of_memory_hint("training", config.batch_size, config.seq_length,
+                                    "use a smaller batch_size (e.g. 16) or seq_length"):
+                trainer.fit(data, epochs=(epoch + 1) * steps_per_epoch // loop,
+                            initial_epoch=first_loop + done // loop, steps_per_epoch=loop, callbacks=[log, saver],
+                            verbose=0, shuffle=False)
+            step = int(optimizer.iterations.numpy())
+            if eval_sets and chief:  # Evaluation is local: other workers need not wait for it.
+                metrics = _evaluate(config, model, strategy, eval_sets)
+                eval_history.append({"epoch": epoch + 1, "step": step, **metrics})
+                log.write_eval(step, metrics)
+                logging.info("epoch %d (step %d): %s", epoch + 1, step,
+                             ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+                best = _read_json(os.path.join(config.model_dir, "best.json"), None)
+                if best is None or metrics[task.main_metric] > best["metrics"][task.main_metric]:
+                    _save_best(model, config.model_dir, step, epoch + 1, metrics)
+                write_atomic(eval_history_path, json.dumps(eval_history, indent=1))
+            if step % saver.every:  # PeriodicCheckpoint saved already on multiples of `every`.
+                saver.last_path = checkpoint.save(step) or saver.last_path
+
+    step = int(optimizer.iterations.numpy())
+    best = _read_json(os.path.join(config.model_dir, "best.json"), None) if chief else None
+    if best is not None:
+        tf.train.Checkpoint(model=model).read(best["path"]).assert_existing_objects_matched()
+        logging.info("Kept the model of epoch %d (step %d): %s %.4f", best["epoch"], best["step"],
+                     task.main_metric, best["metrics"][task.main_metric])
+
+    results = {}
+    if config.do_eval and eval_sets and chief:
+        results = best["metrics"] if best is not None and config.do_train else \
+            _evaluate(config, model, strategy, eval_sets)
+        record = {"task": task.name, "split": ",".join(eval_sets), "step": best["step"] if best else step,
+                  "epoch": best["epoch"] if best else None, **results}
+        write_atomic(os.path.join(config.model_dir, "eval_results.json"), json.dumps(record, indent=1))
+    written = []
+    if config.do_predict and chief:
+        out_dir = os.path.join(config.model_dir, "predictions")
+        tf.io.gfile.makedirs(out_dir)
+        for split in task.predict_splits:
+            examples, feats = load(split, None)
+            outputs = _predict_or_explain(config, model, feats, strategy)
+            written += task.write_predictions(split, examples, feats, outputs, out_dir)
+    model_path = None
+    if chief:
+        model_path = save_task_model(model, config, vocabulary, lower_case, os.path.join(config.model_dir, "model"))
+    plot = None
+    if chief and config.plot and log.history:
+        plot = _plot(log.history, eval_history, task.name, os.path.join(config.model_dir, "training_curve.png"))
+    new = [h for h in log.history if h["step"] > start_step]
+    timed = new[1:] or new  # The first loop includes tracing.
+    seconds = sum(h["seconds"] for h in timed)
+    summary = {"task": task.name, "eval": results, "steps": step, "start_step": start_step, "best": best,
+               "eval_history": eval_history, "predictions": written, "model_path": model_path, "plot": plot,
+               "tensorboard_dir": log_dir, "examples_per_second": (
+                   sum(h["examples_per_second"] * h["seconds"] for h in timed) / seconds if seconds else None)}
+    if chief:
+        write_atomic(os.path.join(config.model_dir, "summary.json"), json.dumps(summary, indent=1))
+    summary["history"] = log.history
+    summary["model"] = model
+    summary["replicas"] = replicas
+    return summary
+
+
+def _plot(history, eval_history, task_name, path):
+    """Training loss, the dev metrics of each epoch and the learning rate against the step."""
+    metric_names = [k for k in (eval_history[-1] if eval_history else {}) if k not in ("step", "epoch")]
+    points = history + [{"step": e["step"], **{f"dev {k}": e[k] for k in metric_names}} for e in eval_history]
+    panels = (("loss", ("loss",)), ("dev metrics", tuple(f"dev {k}" for k in metric_names)),
+              ("learning rate", ("learning_rate",)))
+    return plots.plot_history(points, path, title=f"BERT fine-tuning: {task_name}", panels=panels)
+
+
+def _check_resume(start_step, loop):
+    if start_step % loop:
+        raise ValueError(f"The checkpoint is at step {start_step}, not a multiple of the {loop} steps of a "
+                         f"logging loop; resume with the settings it was made with.")
+
+
+def _distribute(strategy, feats, batches, padded, label_keys):
+    """The training dataset of a batch plan, split over the strategy's replicas (row r::R
+    of each global batch to replica r, every replica padded to the global batch's length)."""
+    replicas = strategy.num_replicas_in_sync
+    if replicas == 1 and not isinstance(strategy, tf.distribute.TPUStrategy):
+        return feature_lib.make_dataset(feats, batches, padded, label_keys=label_keys)
+
+    def dataset_fn(context):
+        per_pipeline = replicas // context.num_input_pipelines
+        first = context.input_pipeline_id * per_pipeline
+        return feature_lib.make_dataset(feats, batches, padded, num_replicas=replicas,
+                                        replica_range=(first, first + per_pipeline), label_keys=label_keys)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
