@@ -11,10 +11,17 @@ Offsets are in characters: Unicode code points of the text, with every ill-forme
 counting as one character (U+FFFD), as Python's `bytes.decode("utf-8", "replace")` counts them;
 for a valid UTF-8 text, `text[start_char:end_char]` is the entity.
 
-Dimensions: B batch, S sequence, C tags, M pieces (flat), W words (flat), E entities (flat).
+Every op here has a TFLite builtin or a tensorflow-text TFLite kernel (the same graph serves as a
+SavedModel and converts to TFLite, `keras_bert.export.tflite`): int32 offsets, byte values and
+substrings from tensorflow-text's `ByteSplitter`, no string or ragged ops of TensorFlow's own.
+
+Dimensions: B batch, S sequence, C tags, M pieces (flat), W words (flat), E entities (flat),
+L bytes (flat).
 """
 
+import numpy as np
 import tensorflow as tf
+import tensorflow_text as tf_text
 
 PAD_OFFSET = -1  # start_char / end_char of the padding after a row's entities.
 
@@ -29,7 +36,7 @@ def word_spans(ids, starts, ends, is_suffix):
 
     Returns:
         dict of [W] tensors: `row` (int32, the text), `piece` (int32, the position of the
-        word's first piece among its text's pieces), `start`, `end` (int64 byte offsets of the
+        word's first piece among its text's pieces), `start`, `end` (int32 byte offsets of the
         whole word).
     """
     pieces = ids.flat_values  # (M,)
@@ -39,9 +46,9 @@ def word_spans(ids, starts, ends, is_suffix):
     row = tf.cast(ids.value_rowids(), tf.int32)  # (M,)
     piece = tf.range(tf.size(pieces)) - tf.gather(tf.cast(ids.row_splits, tf.int32), row)  # (M,)
     first = tf.where(opens)[:, 0]  # (W,)
-    return {"row": tf.gather(row, first), "piece": tf.gather(piece, first),
-            "start": tf.gather(starts.flat_values, first),
-            "end": tf.math.unsorted_segment_max(ends.flat_values, word, num_words)}
+    starts, ends = (tf.cast(offsets.flat_values, tf.int32) for offsets in (starts, ends))  # (M,) each
+    return {"row": tf.gather(row, first), "piece": tf.gather(piece, first), "start": tf.gather(starts, first),
+            "end": tf.math.unsorted_segment_max(ends, word, num_words)}
 
 
 def decode_iob2(words, tag, labels):
@@ -53,9 +60,10 @@ def decode_iob2(words, tag, labels):
         labels: list of str, the tags ("O", "B-PER", "I-PER", ...).
 
     Returns:
-        dict of [E] tensors: `row` (int32), `type` (string), `start`, `end` (int64 bytes).
+        dict of [E] tensors: `row` (int32), `type` (int32, the index of the entity type in
+        `entity_types(labels)`), `start`, `end` (int32 bytes).
     """
-    types = list(dict.fromkeys(label[2:] for label in labels if label != "O"))
+    types = entity_types(labels)
     type_of = tf.constant([types.index(label[2:]) if label != "O" else -1 for label in labels])  # (C,)
     begin_tag = tf.constant([label.startswith("B-") for label in labels])  # (C,)
     kind = tf.gather(type_of, tag)  # (W,) -1 for O
@@ -72,39 +80,101 @@ def decode_iob2(words, tag, labels):
     def first(values):
         return tf.boolean_mask(values, opens)
 
-    return {"row": first(row), "type": tf.gather(tf.constant(types + [""]), first(kind)),
+    return {"row": first(row), "type": first(kind),
             "start": first(words["start"]),
             "end": tf.math.unsorted_segment_max(tf.gather(words["end"], members), entity, count)}
+
+
+def entity_types(labels):
+    """The entity types of IOB2 tags, in order of first occurrence ("B-PER", "I-PER" -> "PER")."""
+    return list(dict.fromkeys(label[2:] for label in labels if label != "O"))
 
 
 def char_offsets(texts, row, *byte_offsets):
     """Byte offsets into texts -> code point offsets (ill-formed sequences count as U+FFFD).
 
     Args:
-        texts: string [B]. row: int32 [N], the text of each offset. *byte_offsets: int64 [N]
-            each, at character boundaries (or the text's end).
+        texts: string [B]. row: int32 [...], the text of each offset. *byte_offsets: int32
+            [...] each (the shape of `row`), at character boundaries (or the text's end).
 
     Returns:
-        list of int32 [N], one per `byte_offsets`: the characters before each offset in its text.
+        list of int32 [...], one per `byte_offsets`: the characters before each offset in its text.
     """
-    _, starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8", errors="replace")  # (B, (chars))
-    base = tf.cumsum(tf.cast(tf.strings.length(texts), tf.int64), exclusive=True)  # (B,) bytes before each text
-    flat = starts.flat_values + tf.gather(base, starts.value_rowids())  # (chars,) sorted over the batch
-    before_row = tf.gather(starts.row_splits, row)  # (N,) chars of the texts before
-    return [tf.cast(tf.searchsorted(flat, offsets + tf.gather(base, row), side="left", out_type=tf.int64) -
-                    before_row, tf.int32) for offsets in byte_offsets]
+    values = tf_text.ByteSplitter().split(texts)  # uint8 (B, (bytes))
+    starts = tf.concat([[0], tf.cumsum(_character_starts(values))], 0)  # (L + 1,) characters before each byte
+    base = tf.gather(tf.cast(values.row_splits, tf.int32), row)  # (...) the text's first byte
+    return [tf.gather(starts, base + offsets) - tf.gather(starts, base) for offsets in byte_offsets]
 
 
-def entity_outputs(texts, entities):
-    """Entities flat over the batch -> padded answers [B, E_max] (see `signatures.token_classification`)."""
-    row = entities["row"]
-    start_char, end_char = char_offsets(texts, row, entities["start"], entities["end"])
-    text = tf.strings.substr(tf.gather(texts, row), entities["start"], entities["end"] - entities["start"])
-    nrows = tf.shape(texts, out_type=tf.int64)[0]
+def _utf8_tables():
+    """Per lead byte: continuation bytes it takes (0-3), and the range of its second byte (Unicode
+    Table 3-7, well-formed UTF-8; a byte that is no lead takes none)."""
+    need = np.zeros(256, np.int32)
+    need[0xC2:0xE0], need[0xE0:0xF0], need[0xF0:0xF5] = 1, 2, 3
+    low, high = np.full(256, 0x80, np.int32), np.full(256, 0xBF, np.int32)
+    low[0xE0], high[0xED], low[0xF0], high[0xF4] = 0xA0, 0x9F, 0x90, 0x8F
+    return need, low, high
 
-    def padded(values, pad):
-        return tf.RaggedTensor.from_value_rowids(values, tf.cast(row, tf.int64), nrows=nrows).to_tensor(pad)
 
-    return {"entity_text": padded(text, ""), "entity_type": padded(entities["type"], ""),
-            "start_char": padded(start_char, PAD_OFFSET), "end_char": padded(end_char, PAD_OFFSET),
-            "entity_count": tf.math.bincount(row, minlength=tf.cast(nrows, tf.int32), dtype=tf.int32)}
+def _character_starts(values):
+    """int32 [L]: 1 where a byte starts a character of `bytes.decode("utf-8", "replace")`.
+
+    That decoder replaces each maximal ill-formed subpart (Unicode's "U+FFFD substitution of
+    maximal subparts") by one U+FFFD: a byte starts a character unless it continues a lead byte
+    at most 3 bytes before it in its text, each byte in between well-formed after that lead.
+    """
+    need, low, high = (tf.constant(t) for t in _utf8_tables())
+    flat = tf.cast(values.flat_values, tf.int32)  # (L,)
+    position = tf.range(tf.size(flat)) - tf.gather(tf.cast(values.row_splits, tf.int32),
+                                                   tf.cast(values.value_rowids(), tf.int32))  # (L,) in its text
+
+    def back(d):  # (L,) the byte d before each one (0, an ASCII byte, before the text).
+        return tf.where(position >= d, tf.concat([tf.zeros([d], tf.int32), flat], 0)[:tf.size(flat)], 0)
+
+    def second(lead, byte):  # Could `byte` follow `lead` as its second byte?
+        return (byte >= tf.gather(low, lead)) & (byte <= tf.gather(high, lead))
+
+    def continuation(byte):
+        return (byte >= 0x80) & (byte <= 0xBF)
+
+    b1, b2, b3 = back(1), back(2), back(3)
+    continues = (tf.gather(need, b1) >= 1) & second(b1, flat)
+    continues |= (tf.gather(need, b2) >= 2) & second(b2, b1) & continuation(flat)
+    continues |= (tf.gather(need, b3) == 3) & second(b3, b2) & continuation(b1) & continuation(flat)
+    return 1 - tf.cast(continues, tf.int32)
+
+
+def substrings(texts, starts, ends):
+    """string [B, N]: the bytes [starts, ends) of each text (int32 [B, N] each), "" where start == end."""
+    shape = tf.shape(starts)  # (B, N)
+    splits = tf.range(shape[0] + 1, dtype=tf.int64) * tf.cast(shape[1], tf.int64)
+
+    def ragged(offsets):
+        return tf.RaggedTensor.from_row_splits(tf.reshape(offsets, [-1]), splits, validate=False)
+
+    pieces = tf_text.ByteSplitter().split_by_offsets(texts, ragged(starts), ragged(ends))  # (B, (N))
+    return tf.reshape(pieces.flat_values, shape)
+
+
+def entity_outputs(texts, entities, types):
+    """Entities flat over the batch -> padded answers [B, E_max] (see `signatures.token_classification`).
+
+    Args:
+        texts: string [B]. entities: dict from `decode_iob2`. types: list of str, `entity_types`.
+    """
+    row = entities["row"]  # (E,) in text order
+    size = tf.size(texts)  # (One segment more: TFLite's segment sum over no segments answers a malformed tensor.)
+    count = tf.math.unsorted_segment_sum(tf.ones_like(row), row, size + 1)[:size]  # (B,)
+    position = tf.range(tf.reduce_max(tf.concat([count, [0]], 0)))[tf.newaxis, :]  # (1, E_max)
+    inside = position < count[:, tf.newaxis]  # (B, E_max)
+    index = tf.where(inside, tf.cumsum(count, exclusive=True)[:, tf.newaxis] + position, tf.size(row))  # (B, E_max)
+
+    def padded(values, pad):  # (E,) -> (B, E_max): the row's entities, then `pad`.
+        return tf.gather(tf.concat([values, [pad]], 0), index)
+
+    start, end = padded(entities["start"], 0), padded(entities["end"], 0)  # (B, E_max) bytes
+    rows = tf.broadcast_to(tf.range(tf.size(texts))[:, tf.newaxis], tf.shape(index))  # (B, E_max)
+    start_char, end_char = (tf.where(inside, c, PAD_OFFSET) for c in char_offsets(texts, rows, start, end))
+    return {"entity_text": substrings(texts, start, end),
+            "entity_type": tf.gather(tf.constant(types + [""]), padded(entities["type"], len(types))),
+            "start_char": start_char, "end_char": end_char, "entity_count": count}

@@ -112,7 +112,7 @@ def token_classification(source):
         words = {k: tf.boolean_mask(v, tagged) for k, v in words.items()}
         position = tf.stack([words["row"], words["piece"] + 1], 1)  # (W, 2): after [CLS]
         tag = tf.argmax(tf.gather_nd(logits, position), axis=-1, output_type=tf.int32)  # (W,)
-        return entities.entity_outputs(text, entities.decode_iob2(words, tag, labels))
+        return entities.entity_outputs(text, entities.decode_iob2(words, tag, labels), entities.entity_types(labels))
 
     return {"serving_default": serving_default, "preprocess": preprocess, "predict_ids": predict_ids}
 
@@ -176,22 +176,24 @@ def span(source):
             source.tokenizer, question, context, seq_length, doc_stride, max_query)
         logits = predict_ids(inputs)  # (W, S) each
         best = spans.best_spans(windows, logits["start_logits"], logits["end_logits"], int(info["n_best_size"]),
-                                int(info["max_answer_length"]), reach)  # (B,) each
+                                int(info["max_answer_length"]), reach, seq_length)  # (B,) each
         answer = {}
         has_answer = best["found"]
         if version_2:
-            null = spans.null_scores(windows, logits["start_logits"], logits["end_logits"])  # (B,)
-            null_odds = tf.where(best["found"], null - best["score"], null)
+            null = spans.null_scores(windows, logits["start_logits"], logits["end_logits"])  # (B,) pair
+            null_odds = tf.where(best["found"], (null[0] - best["score"][0]) + (null[1] - best["score"][1]), null[0])
             if int(info["n_best_size"]) == 1:  # The null answer then takes the only n-best slot.
-                has_answer &= null <= best["score"]
+                has_answer &= spans.at_most(null, best["score"])
             has_answer &= null_odds <= threshold
-            answer["null_odds"] = tf.cast(null_odds, tf.float32)
+            answer["null_odds"] = null_odds
         byte_start, byte_end = spans.span_bytes(starts, ends, best, has_answer)  # (B,) each
         row = tf.range(tf.size(question))
         char = [tf.where(has_answer, c, entities.PAD_OFFSET)
                 for c in entities.char_offsets(context, row, byte_start, byte_end)]
-        return dict(answer, answer=tf.strings.substr(context, byte_start, byte_end - byte_start), start_char=char[0],
-                    end_char=char[1], score=tf.cast(best["score"], tf.float32), has_answer=has_answer)
+        text = entities.substrings(context, byte_start[:, tf.newaxis], byte_end[:, tf.newaxis])  # (B, 1)
+        text = tf.reshape(text, [-1])  # (B,) (TFLite slices no strings)
+        return dict(answer, answer=text, start_char=char[0], end_char=char[1], score=best["score"][0],
+                    has_answer=has_answer)
 
     return {"serving_default": serving_default, "preprocess": preprocess, "predict_ids": predict_ids}
 

@@ -5,42 +5,53 @@
 
 `<export_dir>/<version>/` holds
 - `model.tflite`: the signatures of `keras_bert.export.signatures` that take text, converted
-  from the same tf.functions as the SavedModel's: `serving_default` (strings [B], and
-  `text_b` for pairs -> the task's answer: `label` (a TFLite string tensor [B]), `label_id`
-  int32 [B] and `probabilities` float32 [B, C]; `score` [B]; `pooled_output` [B, H],
-  `sequence_output` [B, S, H], `input_mask` [B, S]) and `preprocess` (the same strings ->
-  `input_word_ids`, `input_mask`, `input_type_ids` int32 [B, S]: the tokenizer and packer
-  alone). Any batch size; each batch runs the encoder on its longest row only (resize the
-  input, or let the signature runner do it). `task.json` below is also in the flatbuffer's
-  metadata under `METADATA_NAME`.
+  from the same tf.functions as the SavedModel's, with the same answers:
+  `serving_default`, raw strings -> the task's answer (string outputs are TFLite string tensors):
+  - classification (`text` [B], and `text_b` for pairs): `label` [B], `label_id` int32 [B],
+    `probabilities` float32 [B, C]; regression: `score` [B]; encoder: `pooled_output` [B, H],
+    `sequence_output` [B, S, H], `input_mask` [B, S];
+  - NER (`text` [B]): `entity_text`, `entity_type` string [B, E], `start_char`, `end_char`
+    int32 [B, E] (code point offsets; "" and -1 pad), `entity_count` int32 [B];
+  - SWAG (`context` [B], `endings` [B, 4]): `choice` int32 [B], `probabilities` [B, 4];
+  - SQuAD (`question`, `context` [B]): `answer` string [B], `start_char`, `end_char` int32 [B],
+    `score` float32 [B] (-inf without an answer), `has_answer` bool [B], and for v2.0
+    `null_odds` float32 [B]; contexts longer than one window are windowed with the doc stride
+    inside the graph, however long;
+  and `preprocess` (the same strings -> `input_word_ids`, `input_mask`, `input_type_ids` int32
+  [B, S], SWAG [B, 4, S], SQuAD [W, S] and `example_index` [W]: the tokenizer and packer alone).
+  Any batch size; each batch runs the encoder on its longest row only (resize the input, or let
+  the signature runner do it). `task.json` below is also in the flatbuffer's metadata under
+  `METADATA_NAME`. The answers are those of the SavedModel (`keras_bert.export.entities`,
+  `keras_bert.export.spans`: written with ops that convert, no numeric stand-ins).
 - `task.json` (the task's facts, the quantization, the signatures and the ops), `vocab.txt`,
   and for classifiers `labels.txt` (one label per line, in `label_id` order).
 
-Ops: TFLite builtins and tensorflow-text's TFLite custom ops for the tokenizer (see
-`list_tflite_ops`), never Flex (SELECT_TF_OPS): the model runs in any LiteRT build that links
-tensorflow-text's kernels. In Python, `load_interpreter` registers them
-(`tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS` with LiteRT's
-`InterpreterWithCustomOps`); in C++, `tflite::ops::custom::AddTFTextOps` from
+Ops: TFLite builtins and tensorflow-text's TFLite custom ops for the tokenizer, and for NER and
+SQuAD `TFText>ByteSplitWithOffsets` (byte values, for code point offsets) and
+`TFText>ByteSplitByOffsets` (the answer substrings) (see `list_tflite_ops`), never Flex
+(SELECT_TF_OPS): the model runs in any LiteRT build that links tensorflow-text's kernels.
+In Python, `load_interpreter` registers them (`tensorflow_text.tflite_registrar.SELECT_TFTEXT_OPS`
+with LiteRT's `InterpreterWithCustomOps`); in C++, `tflite::ops::custom::AddTFTextOps` from
 tensorflow-text's `tflite_registrar`.
 
 Quantizations (`QUANTIZERS`): "none" (float32), "float16" (float16 weights: half the size,
 the same answers within about 1e-3), "dynamic_range" (int8 weights, activations quantized per
 call: a quarter of the size and several times faster on CPUs, probabilities within a few
-hundredths) and "int8" (int8 weights and activations calibrated on `representative_texts`,
-float fallback where an op has no int8 kernel). Full int8 does not hold a BERT's accuracy
-(bench/bench_tflite.py, all-MiniLM-L6-v2 on SST-2 dev: 71-75% of the labels as the float
-model's; 86% with all but the dense layers kept in float): prefer "dynamic_range". The text
-ops are integer and string ops, never quantized: token ids are exact in every quantization.
+hundredths; answers that are near-ties in float32 may flip, e.g. an NER tag or a SQuAD span)
+and "int8" (int8 weights and activations calibrated on `representative_texts`, float fallback
+where an op has no int8 kernel). Full int8 does not hold a BERT's accuracy (bench/bench_tflite.py,
+all-MiniLM-L6-v2 on SST-2 dev: 71-75% of the labels as the float model's; 86% with all but the
+dense layers kept in float): prefer "dynamic_range". The text ops are integer and string ops,
+never quantized: token ids are exact in every quantization.
 
 Before the version appears the flatbuffer is checked: every op must be a builtin or a
 tensorflow-text kernel (`check_tflite_ops`), and run by the interpreter on probe texts
 (empty, accents, CJK, emoji, a capital sigma, invalid UTF-8, over-long), `preprocess` must
 give exactly the ids of the TensorFlow function and `serving_default` the same answers
-(float32: within `FLOAT_ATOL`; quantized: the same shapes, finite). A failed check leaves
-no version directory.
+(float32: equal strings and ints, floats within `FLOAT_ATOL`; quantized: the same batch size,
+no NaN). A failed check leaves no version directory.
 
-The task kinds in `KINDS` convert; the others (SQuAD, NER, SWAG) export as SavedModels
-until their signatures are checked here.
+Every kind of `keras_bert.export.signatures.BUILDERS` converts (`KINDS`).
 """
 
 import json
@@ -61,7 +72,8 @@ from keras_bert.export.source import load_source
 MODEL_FILE = "model.tflite"
 LABELS_FILE = "labels.txt"
 METADATA_NAME = "keras_bert.task.json"
-KINDS = ("classification", "regression", "encoder")  # Kinds whose TFLite export is tested.
+# Kinds whose TFLite export is tested (task.json `problem`, or "encoder").
+KINDS = ("classification", "regression", "encoder", "token_classification", "multiple_choice", "span")
 FLOAT_ATOL = 1e-4  # float32 TFLite against TensorFlow (different kernels, same math).
 REPRESENTATIVE_LIMIT = 300  # Calibration texts used for "int8".
 # Probes beyond the SavedModel's: the final-sigma branch of the uncased tokenizer, invalid UTF-8.
@@ -112,9 +124,10 @@ def export_tflite(model_dir, export_dir, version=None, seq_length=None, quantize
         seq_length: int or None. Longest packed sequence (default: the training length).
         quantize: str, one of `QUANTIZERS`.
         representative_texts: for "int8" (required there, ignored otherwise): a list of
-            texts (str or bytes; (text, text_b) tuples for pair tasks), or a file with one
-            text per line (pairs tab-separated), e.g. the training or dev texts. The first
-            `REPRESENTATIVE_LIMIT` calibrate the activations.
+            texts (str or bytes) or of rows of texts in the order of serving_default's inputs
+            ((text, text_b) for pairs, (question, context) for SQuAD, (context, ending x 4)
+            for SWAG), or a file with one row per line (texts tab-separated), e.g. the
+            training or dev texts. The first `REPRESENTATIVE_LIMIT` calibrate the activations.
 
     Returns:
         str, the new version directory.
@@ -129,12 +142,13 @@ def export_tflite(model_dir, export_dir, version=None, seq_length=None, quantize
                         representative_texts=representative_texts)
 
 
-def write_tflite(source, export_dir, version=None, quantize="none", representative_texts=None):
-    """Converts an `ExportSource` and writes it as a new checked version; returns its path."""
-    functions = text_functions(source)
+def write_tflite(source, export_dir, version=None, quantize="none", representative_texts=None, functions=None):
+    """Converts an `ExportSource` and writes it as a new checked version; returns its path.
+    `functions`: its `text_functions`, when already built (several quantizations trace once)."""
+    functions = functions or text_functions(source)
     flatbuffer = convert(source, functions, quantize, representative_texts)
     found = check_tflite_ops(flatbuffer)
-    verify(flatbuffer, functions, probe_texts(source), exact=quantize == "none")
+    verify(flatbuffer, functions, probe_texts(functions), exact=quantize == "none")
     info = task_info(source, functions, quantize, found)
     with versions.new_version(export_dir, version) as (tmp, final):
         with tf.io.gfile.GFile(os.path.join(tmp, MODEL_FILE), "wb") as f:
@@ -172,7 +186,7 @@ def convert(source, functions, quantize="none", representative_texts=None):
         raise ValueError(f"quantize must be one of {tuple(QUANTIZERS)}, got {quantize!r}.")
     representative = None
     if quantize == "int8":
-        representative = representative_dataset(source, representative_texts)
+        representative = representative_dataset(functions, representative_texts)
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         [_frozen(name, function) for name, function in functions.items()], tf.Module())
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # No Flex (SELECT_TF_OPS).
@@ -197,36 +211,55 @@ def _frozen(name, function):
     return tf.function(call, input_signature=function.input_signature, autograph=False).get_concrete_function()
 
 
-def representative_dataset(source, texts):
-    """The int8 calibration data: a callable yielding ("serving_default", {input: [1] strings})."""
+def representative_dataset(functions, texts):
+    """The int8 calibration data: a callable yielding ("serving_default", {input: strings [1] or [1, K]})."""
     if texts is None:
         raise ValueError("quantize='int8' calibrates the activations on representative_texts (e.g. the training or "
-                         "dev texts): pass a list of texts or a file with one text per line (pairs tab-separated).")
+                         "dev texts): pass a list of texts or a file with one text per line (columns tab-separated).")
     if isinstance(texts, (str, os.PathLike)):
         with tf.io.gfile.GFile(os.fspath(texts)) as f:
             texts = [line.rstrip("\n").split("\t") for line in f if line.strip()]
     rows = [tuple(row) if isinstance(row, (tuple, list)) else (row,) for row in list(texts)[:REPRESENTATIVE_LIMIT]]
-    names = source.text_inputs
-    if not rows or any(len(row) < len(names) for row in rows):
-        raise ValueError(f"representative_texts must hold rows of {len(names)} text(s): {', '.join(names)}.")
+    widths = text_widths(functions)
+    if not rows or any(len(row) < sum(widths.values()) for row in rows):
+        raise ValueError(f"representative_texts must hold rows of {sum(widths.values())} text(s): " +
+                         ", ".join(f"{name} ({k} texts)" if k > 1 else name for name, k in widths.items()) + ".")
 
     def generate():
         for row in rows:
-            yield "serving_default", {name: as_strings([part]) for name, part in zip(names, row)}
+            inputs, start = {}, 0
+            for spec in functions["serving_default"].input_signature:
+                k = widths[spec.name]
+                inputs[spec.name] = as_strings([row[start] if spec.shape.rank == 1 else row[start:start + k]])
+                start += k
+            yield "serving_default", inputs
 
     return generate
 
 
-def probe_texts(source):
-    """The check's inputs by text input name: `TFLITE_PROBES` (reversed for text_b)."""
-    return {name: list(TFLITE_PROBES)[::1 if i == 0 else -1] for i, name in enumerate(source.text_inputs)}
+def text_widths(functions):
+    """Texts per row of each input of serving_default: 1 for strings [B], K for [B, K] (SWAG's endings)."""
+    return {spec.name: 1 if spec.shape.rank == 1 else int(spec.shape[1])
+            for spec in functions["serving_default"].input_signature}
+
+
+def probe_texts(functions):
+    """The check's inputs by text input name: `TFLITE_PROBES` rotated by one per input (and per
+    column of an input [B, K]), so that each pairs the probes with others."""
+    probes, texts, offset = list(TFLITE_PROBES), {}, 0
+    for name, k in text_widths(functions).items():
+        columns = [probes[offset + j:] + probes[:offset + j] for j in range(k)]  # (K, N)
+        texts[name] = columns[0] if k == 1 else [list(row) for row in zip(*columns)]  # (N,) or (N, K)
+        offset += k
+    return texts
 
 
 def verify(flatbuffer, functions, probes, exact=True):
     """Runs each signature of `flatbuffer` on `probes`; raises AssertionError unless it answers as
     the tf.function it was converted from: `preprocess` (and every signature if `exact`) with
-    equal ints and strings and floats within `FLOAT_ATOL`; the others of a quantized model with
-    outputs of the same shapes, floats finite."""
+    outputs of equal shapes, equal ints and strings and floats within `FLOAT_ATOL` (infinities
+    equal); the others of a quantized model with outputs of the same batch size, no NaN (their
+    answers may differ, and with them the entities per row or the windows' answers)."""
     interpreter = load_interpreter(model_content=flatbuffer)
     for name, function in functions.items():
         same_values = exact or name == "preprocess"  # Text ops are never quantized.
@@ -237,12 +270,12 @@ def verify(flatbuffer, functions, probes, exact=True):
         for key, value in want.items():
             a, b = got[key], np.asarray(value)
             if not same_values:
-                same = a.dtype.kind != "f" or bool(np.isfinite(a).all())
+                same = a.shape[:1] == b.shape[:1] and not (a.dtype.kind == "f" and np.isnan(a).any())
             elif a.dtype.kind == "f":
-                same = np.allclose(a, b, atol=FLOAT_ATOL, rtol=0)
+                same = a.shape == b.shape and np.allclose(a, b, atol=FLOAT_ATOL, rtol=0)
             else:
-                same = np.array_equal(a, b)
-            if a.shape != b.shape or not same:
+                same = a.shape == b.shape and np.array_equal(a, b)
+            if not same:
                 raise AssertionError(f"TFLite signature {name} output {key} differs from TensorFlow's on the probe "
                                      f"texts (shape {a.shape} vs {b.shape}).")
 
@@ -266,8 +299,11 @@ def load_interpreter(model_path=None, model_content=None, num_threads=None):
 
 
 def as_strings(texts):
-    """Texts (str or bytes) -> the object array of bytes a TFLite string input takes."""
-    return np.array([t.encode("utf-8") if isinstance(t, str) else bytes(t) for t in texts], dtype=object)
+    """Texts (str or bytes), a list or a nested list [B, K] -> the object array of bytes a TFLite
+    string input takes."""
+    texts = np.asarray(texts, dtype=object)
+    flat = [t.encode("utf-8") if isinstance(t, str) else bytes(t) for t in texts.flat]
+    return np.array(flat + [None], dtype=object)[:-1].reshape(texts.shape)  # (None: never a nested array)
 
 
 def list_tflite_ops(flatbuffer):

@@ -1,0 +1,320 @@
+"""TFLite exports of NER, SWAG and SQuAD (keras_bert.export.tflite): zero Flex ops; float32 answers
+equal to the tasks' own Python post-processing on the Keras model and to the TensorFlow functions
+the SavedModel serves (hostile text included); dynamic-range answers agreeing on >= 99% of varied
+inputs; task.json and the flatbuffer metadata naming the kind and signatures; real SQuAD and
+CoNLL dev inputs (when shared/data is there, `-m slow`).
+
+Each tiny model (cased: a smaller tokenizer graph, faster conversions) is converted once per
+module, as float32 and as dynamic range, from one set of traced functions.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import NER_VOCAB, SQUAD_OPTIONS
+from export_cases import SEQ_LENGTH, softmax, write_task_model
+from finetune_cases import sentiment_rows
+from real_data import real_file
+from test_task_signatures import (BLANK_TEXTS, NER_TEXTS, SQUAD_CASES, _exported_entities, _python_entities,
+                                  _python_squad, _words)
+from keras_bert.export import tflite
+from keras_bert.export.source import load_source
+from keras_bert.tasks import trainer
+from keras_bert.tasks.swag import SwagExample, SwagTask
+
+ATOL = 1e-5
+# Text that any export must answer: empty, blank, control characters, invalid UTF-8, emoji, CJK,
+# a capital sigma, long.
+HOSTILE = ["", "   \t\n ", "\x00\x07", b"the \xff\xfe movie \xc3\x28 film", "東京 the 🙂 film",
+           b"\xf0\x9f\x98 the e\xcc\x81 plot", "ΣΟΦΟΣ the film Σ.", "🙂" * 40, " ".join(["the movies"] * 30)]
+TEXT_OPS = ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets", "TFText>ByteSplitByOffsets",
+            "TFText>ByteSplitWithOffsets"]  # Cased models: the tokenizer, offsets and substrings.
+AGREEMENT = 0.99  # Least share of inputs whose dynamic-range answer is the float32 one.
+
+
+def _varied(n, seed):
+    """n sentences of the test vocabulary (3..25 words)."""
+    return [s for s, _ in sentiment_rows(n, seed=seed)]
+
+
+def _export(tmp_path_factory, task, **options):
+    """A cased tiny `task` model, its traced text functions, and its float32 and dynamic-range versions."""
+    root = tmp_path_factory.mktemp(f"tflite_{task}")
+    model_dir = write_task_model(root / "run", task, seed=len(task), lower_case=False, **options)
+    if task == "conll2003":
+        with open(os.path.join(model_dir, "vocab.txt"), "w") as f:
+            f.write("".join(t + "\n" for t in NER_VOCAB))
+    source = load_source(model_dir)
+    functions = tflite.text_functions(source)
+    paths = {q: tflite.write_tflite(source, str(root / "tflite"), quantize=q, functions=functions)
+             for q in ("none", "dynamic_range")}
+    return {"model_dir": model_dir, "functions": functions, "paths": paths}
+
+
+@pytest.fixture(scope="module")
+def ner(tmp_path_factory):
+    return _export(tmp_path_factory, "conll2003")
+
+
+@pytest.fixture(scope="module")
+def swag(tmp_path_factory):
+    return _export(tmp_path_factory, "swag")
+
+
+@pytest.fixture(scope="module")
+def squad2(tmp_path_factory):
+    return _export(tmp_path_factory, "squad2", null_score_diff_threshold=-1.9, **SQUAD_OPTIONS)
+
+
+def run(export, quantize, **texts):
+    path = os.path.join(export["paths"][quantize], tflite.MODEL_FILE)
+    runner = tflite.load_interpreter(path).get_signature_runner("serving_default")
+    return runner(**{name: tflite.as_strings(values) for name, values in texts.items()})
+
+
+def run_tf(export, **texts):
+    """The TensorFlow function the SavedModel serves."""
+    return {k: v.numpy() for k, v in export["functions"]["serving_default"](
+        **{name: tf.constant(tflite.as_strings(values)) for name, values in texts.items()}).items()}
+
+
+def _rows(out):
+    """NER outputs -> per row [(text, type, start_char, end_char)] (`_exported_entities` of numpy)."""
+    return _exported_entities({k: tf.constant(v) for k, v in out.items()})
+
+
+def _squad_answers(out):
+    return list(zip([a.decode("utf-8", "replace") for a in out["answer"]], out["start_char"].tolist(),
+                    out["end_char"].tolist(), out["has_answer"].tolist()))
+
+
+# === Ops and files ===
+
+
+@pytest.mark.parametrize("name", ["ner", "swag", "squad2"])
+def test_tasks_convert_with_builtins_and_text_kernels_only(name, request):
+    export = request.getfixturevalue(name)
+    kind, outputs = {"ner": ("token_classification", ["end_char", "entity_count", "entity_text", "entity_type",
+                                                      "start_char"]),
+                     "swag": ("multiple_choice", ["choice", "probabilities"]),
+                     "squad2": ("span", ["answer", "end_char", "has_answer", "null_odds", "score", "start_char"])}[name]
+    inputs = {"ner": ["text"], "swag": ["context", "endings"], "squad2": ["question", "context"]}[name]
+    for quantize, path in export["paths"].items():
+        with open(os.path.join(path, tflite.MODEL_FILE), "rb") as f:
+            flatbuffer = f.read()
+        found = tflite.check_tflite_ops(flatbuffer)  # Raises on a Flex or other custom op.
+        custom = [op for op, library in found.items() if library != "builtin"]
+        assert set(custom) <= set(TEXT_OPS) and "FastWordpieceTokenizeWithOffsets" in custom, custom
+        assert not any(op.startswith("Flex") for op in found)
+        with open(os.path.join(path, "task.json")) as f:
+            text = f.read()
+        assert tflite.read_metadata(flatbuffer)[tflite.METADATA_NAME].decode() == text
+        info = json.loads(text)
+        assert (info["kind"], info["format"], info["quantize"]) == (kind, "tflite", quantize)
+        assert info["signatures"]["serving_default"] == {"inputs": inputs, "outputs": outputs}
+        assert info["signatures"]["preprocess"]["inputs"] == inputs
+        assert info["tflite_custom_ops"] == custom
+        assert sorted(os.listdir(path)) == ["model.tflite", "task.json", "vocab.txt"]
+
+
+def test_code_point_offsets_of_any_bytes_count_as_python_decodes():
+    """`entities.char_offsets` (byte values from tensorflow-text, no TensorFlow string op) at every
+    character boundary of random ill-formed UTF-8: `len(text[:offset].decode("utf-8", "replace"))`."""
+    from keras_bert.export import entities
+
+    rng = np.random.default_rng(0)
+    alphabet = [0x41, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xED, 0xEE, 0xEF,
+                0xF0, 0xF1, 0xF4, 0xF5, 0xFF]
+    texts = [bytes(rng.choice(alphabet, int(rng.integers(0, 10)))) for _ in range(1500)] + [t.encode() for t in (
+        "東京 🙂 e\u0301", "\ufffd", "")]
+    row, offsets, want = [], [], []
+    for i, text in enumerate(texts):
+        whole = text.decode("utf-8", "replace")
+        for o in range(len(text) + 1):
+            head = text[:o].decode("utf-8", "replace")
+            if head + text[o:].decode("utf-8", "replace") == whole:  # A character boundary.
+                row.append(i), offsets.append(o), want.append(len(head))
+    (got,) = entities.char_offsets(tf.constant(texts), tf.constant(row), tf.constant(offsets))
+    assert got.numpy().tolist() == want and len(want) > 8000
+
+
+# === float32: the tasks' answers ===
+
+
+def test_ner_entities_equal_the_tasks_predictions(ner):
+    texts = [_words(c)[0] for c in NER_TEXTS]
+    rows = _rows(run(ner, "none", text=texts + BLANK_TEXTS))
+    assert rows == _python_entities(ner["model_dir"], NER_TEXTS) + [[]] * len(BLANK_TEXTS)
+    assert len({e[1] for row in rows for e in row}) == 4 and any(" " in e[0] for row in rows for e in row)
+    varied = _varied(60, seed=21) + HOSTILE
+    out = run(ner, "none", text=varied)
+    want = run_tf(ner, text=varied)
+    assert _rows(out) == _rows(want)
+    for key in want:
+        np.testing.assert_array_equal(out[key], want[key])
+    for text, row in zip(varied, _rows(out)):  # Code point offsets of any bytes (Python's "replace").
+        decoded = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        assert all(decoded[start:end] == entity for entity, _, start, end in row)
+    empty = run(ner, "none", text=[])
+    assert empty["entity_text"].shape == (0, 0) and empty["entity_count"].shape == (0,)
+
+
+def _swag_cases():
+    examples = [SwagExample({"": "0"}, "The actor walks in.", "He", ("was good .", "is a film", "sings", "the plot")),
+                SwagExample({"": "1"}, " ".join(["very"] * 40), "the film", ("was", "is " * 30, "fine", "")),
+                SwagExample({"": "2"}, "", "", ("good", "bad", "", "Ünïcödé 東京 🙂"))]
+    sentences = _varied(4 * 40, seed=22)
+    examples += [SwagExample({"": str(i)}, sentences[4 * i], "", tuple(sentences[4 * i + 1:4 * i + 4]) + ("",))
+                 for i in range(3, 40)]
+    return examples
+
+
+def test_swag_choices_equal_the_keras_model(swag):
+    examples = _swag_cases()
+    source = load_source(swag["model_dir"])
+    task = SwagTask()
+    logits = trainer.predict(source.model, task, task.encode(examples, source.tokenizer, SEQ_LENGTH),
+                             batch_size=16)["logits"]
+    want = softmax(np.asarray(logits, np.float64))
+    context, endings = [e.context for e in examples], [[b for _, b in e.choices()] for e in examples]
+    out = run(swag, "none", context=context, endings=endings)
+    np.testing.assert_allclose(out["probabilities"], want, atol=ATOL)
+    np.testing.assert_array_equal(out["choice"], want.argmax(-1))
+    assert len(set(want.argmax(-1))) > 1
+    hostile = [[HOSTILE[(i + j) % len(HOSTILE)] for j in range(4)] for i in range(len(HOSTILE))]
+    out, want = run(swag, "none", context=HOSTILE, endings=hostile), run_tf(swag, context=HOSTILE, endings=hostile)
+    np.testing.assert_allclose(out["probabilities"], want["probabilities"], atol=ATOL)
+    np.testing.assert_array_equal(out["choice"], want["choice"])
+    empty = run(swag, "none", context=[], endings=np.zeros([0, 4], object))
+    assert empty["probabilities"].shape == (0, 4) and empty["choice"].shape == (0,)
+
+
+def test_squad_answers_equal_the_tasks_predictions(squad2):
+    examples, prediction, features, _ = _python_squad(squad2["model_dir"], "2.0")
+    assert max(np.bincount(features.example_index)) >= 6  # Contexts over several windows.
+    question, context = ([case[k] for case in SQUAD_CASES] for k in (0, 1))
+    out = run(squad2, "none", question=question, context=context)
+    answers = [a.decode() for a in out["answer"]]
+    assert answers == [prediction.predictions[e.qas_id] for e in examples]
+    assert 0 < sum(map(bool, answers)) < len(answers) - 1  # Null and span answers both occur.
+    np.testing.assert_allclose(out["null_odds"], [prediction.null_odds[e.qas_id] for e in examples], atol=ATOL)
+    for e, answer, start, end, has in zip(examples, answers, out["start_char"], out["end_char"], out["has_answer"]):
+        assert has == bool(answer) and (e.context[start:end] == answer if has else start == end == -1)
+    # Hostile questions and contexts: the TensorFlow function's answers, -inf scores included.
+    question, context = HOSTILE + ["the film"] * len(HOSTILE), HOSTILE[::-1] + HOSTILE
+    out, want = run(squad2, "none", question=question, context=context), run_tf(squad2, question=question,
+                                                                                 context=context)
+    assert _squad_answers(out) == _squad_answers(want)
+    np.testing.assert_array_equal(out["answer"], want["answer"])
+    for key in ("score", "null_odds"):
+        np.testing.assert_allclose(out[key], want[key], atol=ATOL)
+    assert np.isneginf(out["score"]).any() and out["has_answer"].any()
+    empty = run(squad2, "none", question=[], context=[])
+    assert empty["answer"].shape == (0,) and empty["score"].shape == (0,)
+
+
+# === Dynamic range ===
+
+
+def _squad_inputs(n, seed):
+    """(questions, contexts): varied sentences; every fourth context is 3-9 sentences (several windows)."""
+    rng = np.random.default_rng(seed)
+    sentences = _varied(10 * n, seed=seed)
+    questions = [" ".join(s.split()[:int(rng.integers(1, 8))]) + " ?" for s in sentences[:n]]
+    contexts = [" ".join(sentences[n + 9 * i:n + 9 * i + (int(rng.integers(3, 10)) if i % 4 == 0 else 1)])
+                for i in range(n)]
+    return questions, contexts
+
+
+def test_dynamic_range_answers_agree(ner, swag, squad2):
+    """Dynamic range against float32 on 200 varied inputs per task. The tiny models' heads are
+    random, not fine-tuned: their near-ties (SWAG choices a few hundredths apart, NER tags of 20+
+    words per text) flip under any rounding, so the whole-input bounds are loose; SWAG's choices
+    decided by >= 0.05 in float32 must agree on >= 99%, as a fine-tuned model's do."""
+    texts = _varied(200, seed=23)
+    float_rows, quantized_rows = (_rows(run(ner, q, text=texts)) for q in ("none", "dynamic_range"))
+    ner_agreement = np.mean([a == b for a, b in zip(float_rows, quantized_rows)])
+
+    sentences = _varied(5 * 200, seed=24)
+    context, endings = sentences[:200], [sentences[200 + 4 * i:204 + 4 * i] for i in range(200)]
+    float_out, quantized = (run(swag, q, context=context, endings=endings) for q in ("none", "dynamic_range"))
+    swag_same = float_out["choice"] == quantized["choice"]
+    top2 = np.sort(float_out["probabilities"], -1)[:, -2:]
+    decided = top2[:, 1] - top2[:, 0] >= 0.05
+    swag_difference = np.abs(float_out["probabilities"] - quantized["probabilities"]).max()
+
+    question, context = _squad_inputs(200, seed=25)
+    float_out, quantized = (run(squad2, q, question=question, context=context) for q in ("none", "dynamic_range"))
+    same = np.array([a == b for a, b in zip(_squad_answers(float_out), _squad_answers(quantized))])
+    both = same & float_out["has_answer"]
+    score_difference = np.abs(float_out["score"] - quantized["score"])[both].max()
+    odds_difference = np.abs(float_out["null_odds"] - quantized["null_odds"]).max()
+    print(f"dynamic range vs float32: NER entities agree on {ner_agreement:.1%} of {len(texts)} texts; SWAG "
+          f"choices on {swag_same.mean():.1%} ({swag_same[decided].mean():.1%} of the {decided.sum()} decided; "
+          f"largest probability difference {swag_difference:.3g}); SQuAD answers on {same.mean():.1%} "
+          f"(largest score difference {score_difference:.3g}, null odds {odds_difference:.3g})")
+    assert swag_same[decided].mean() >= AGREEMENT and decided.sum() >= 10
+    assert ner_agreement >= 0.75 and swag_same.mean() >= 0.9 and same.mean() >= 0.95
+    assert swag_difference < 0.05 and score_difference < 0.2 and odds_difference < 0.2
+
+
+# === Real inputs ===
+
+
+def _conll_sentences(path, n):
+    sentences, words = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip() or line.startswith("-DOCSTART-"):
+                if words:
+                    sentences.append(" ".join(words))
+                words = []
+            else:
+                words.append(line.split()[0])
+    return sentences[:n]
+
+
+@pytest.mark.slow
+def test_real_squad_and_conll_inputs(ner, squad2):
+    """SQuAD v1.1 dev questions and contexts (most over several windows of the test model) and
+    CoNLL-2003 dev sentences: the TensorFlow function's answers exactly (the tiny vocabulary makes
+    most words [UNK]: what is checked is windows, offsets and substrings of real text)."""
+    squad, conll = real_file("squad_v1.1", "dev-v1.1.json"), real_file("conll2003", "dev.txt")
+    if not (squad and conll):
+        pytest.skip("the real data folder (shared/data) is absent")
+    with open(squad, encoding="utf-8") as f:
+        articles = json.load(f)["data"]
+    pairs = [(qa["question"], p["context"]) for a in articles[:3] for p in a["paragraphs"][:10] for qa in p["qas"][:1]]
+    question, context = [q for q, _ in pairs], [c for _, c in pairs]
+    for start in range(0, len(pairs), 10):
+        part = dict(question=question[start:start + 10], context=context[start:start + 10])
+        out, want = run(squad2, "none", **part), run_tf(squad2, **part)
+        assert _squad_answers(out) == _squad_answers(want)
+        np.testing.assert_allclose(out["score"], want["score"], atol=ATOL)
+    sentences = _conll_sentences(conll, 300)
+    assert len(sentences) == 300
+    out, want = run(ner, "none", text=sentences), run_tf(ner, text=sentences)
+    assert _rows(out) == _rows(want)
+
+
+@pytest.mark.slow
+def test_hostile_text_gets_the_tensorflow_answers(ner, swag, squad2):
+    """tests/export/fuzz_cases.py's hostile batches (megabyte texts included) through every kind:
+    the TensorFlow function's answers."""
+    from fuzz_cases import fuzz_batches
+
+    for batch in fuzz_batches(120, seed=5, sizes=(1, 7, 31)):
+        assert _rows(run(ner, "none", text=batch)) == _rows(run_tf(ner, text=batch))
+        short = [t[:2000] for t in batch]  # SWAG packs each text 4 times; SQuAD windows the long ones below.
+        endings = [[short[(i + j) % len(short)] for j in range(4)] for i in range(len(short))]
+        out, want = run(swag, "none", context=short, endings=endings), run_tf(swag, context=short, endings=endings)
+        np.testing.assert_allclose(out["probabilities"], want["probabilities"], atol=ATOL)
+        question, context = short, [t[:20000] for t in batch[::-1]]
+        out, want = run(squad2, "none", question=question, context=context), run_tf(squad2, question=question,
+                                                                                     context=context)
+        assert _squad_answers(out) == _squad_answers(want)
+        np.testing.assert_allclose(out["score"], want["score"], atol=ATOL)
