@@ -12,6 +12,7 @@ TASKS = {
     "squad2": ("squad", "SquadTask", "2.0"),
     "conll2003": ("ner", "NerTask", "conll2003"),
     "swag": ("swag", "SwagTask", "swag"),
+    "text_classification": ("text_classification", "TextClassification", "text_classification"),
 }
 
 

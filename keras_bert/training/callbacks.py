@@ -2,7 +2,9 @@
 
 The runner calls `fit` with one Keras "epoch" per logging loop of `steps_per_loop` update
 steps, so every epoch-end log is the mean over one loop and the step is the optimizer's
-update counter (correct after a resume).
+update counter (correct after a resume). The progress bar is `keras_bert.training.progress`'s:
+log lines written while it is shown (this module's step lines, checkpoint and evaluation
+messages) appear as whole lines above it, never inside its line.
 """
 
 import json
@@ -13,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from keras_bert.training import progress
 from keras_bert.training.io_utils import write_atomic
 
 SCALARS = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")
@@ -27,7 +30,7 @@ class TrainingLog(keras.callbacks.Callback):
         history: list of earlier records (kept when resuming); new ones are appended.
         log_dir: str or None. TensorBoard directory for scalars (None: none written).
         history_path: str or None. JSON file rewritten (atomically) after each loop.
-        verbose: bool. Show a progress bar.
+        verbose: bool. Show a progress bar (`keras_bert.training.progress.ProgressBar`).
     """
 
     def __init__(self, num_train_steps, examples_per_step, history=(), log_dir=None, history_path=None,
@@ -38,8 +41,7 @@ class TrainingLog(keras.callbacks.Callback):
         self.history = list(history)
         self.history_path = history_path
         self.writer = tf.summary.create_file_writer(log_dir) if log_dir else None
-        self.progbar = keras.utils.Progbar(num_train_steps, stateful_metrics=SCALARS + ("lr", "ex/s")) \
-            if verbose else None
+        self.progbar = progress.ProgressBar(num_train_steps) if verbose else None
         self._start = self._step_at_start = None
 
     def _step(self):
@@ -69,7 +71,7 @@ class TrainingLog(keras.callbacks.Callback):
         if self.progbar is not None:
             shown = [(k, record[k]) for k in SCALARS if k in record]
             self.progbar.update(step, shown + [("lr", record["learning_rate"]),
-                                               ("ex/s", record["examples_per_second"])])
+                                               ("ex/s", round(record["examples_per_second"]))])
 
     def write_eval(self, step, results):
         """Write evaluation results as `eval/<name>` scalars at `step`."""
