@@ -13,6 +13,8 @@ import uuid
 
 import tensorflow as tf
 
+from keras_bert.training.io_utils import atomic_directory
+
 _VERSION_RE = re.compile(r"^\d+$")
 
 
@@ -54,13 +56,6 @@ def new_version(export_dir, version=None):
     if tf.io.gfile.exists(final):
         raise FileExistsError(f"{final} exists; versions are never overwritten. Pick another --version or "
                               f"leave it out to write version {next_version(export_dir)}.")
-    tmp = os.path.join(export_dir, f".tmp-{int(version)}-{uuid.uuid4().hex[:8]}")
-    tf.io.gfile.makedirs(tmp)
-    try:
+    # A hidden name: TF Serving only loads all-digit ones.
+    with atomic_directory(final, tmp_name=f".tmp-{int(version)}-{uuid.uuid4().hex[:8]}") as tmp:
         yield tmp, final
-        if tf.io.gfile.exists(final):
-            raise FileExistsError(f"{final} appeared while exporting; versions are never overwritten.")
-        tf.io.gfile.rename(tmp, final, overwrite=False)
-    finally:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.rmtree(tmp)

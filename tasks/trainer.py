@@ -23,7 +23,7 @@ from absl import logging
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.finetune_config import FinetuneConfig
 from keras_bert.training import callbacks, checkpointing, distribute, optimizers, plots
-from keras_bert.training.io_utils import write_atomic
+from keras_bert.training.io_utils import atomic_directory, write_atomic
 from keras_bert.training.memory import out_of_memory_hint
 
 TASK_FILE = "task.json"
@@ -186,24 +186,12 @@ def save_task_model(model, config, vocabulary, lower_case, path):
     info = {"task": task.name, "seq_length": int(config.seq_length), "lower_case": bool(lower_case),
             "vocab_file": "vocab.txt", "model_file": MODEL_FILE, "model_class": type(model).__name__,
             "keras_bert_version": _version(), **task.info()}
-    tmp = path.rstrip("/") + ".tmp"
-    if tf.io.gfile.exists(tmp):
-        tf.io.gfile.rmtree(tmp)
-    tf.io.gfile.makedirs(tmp)
-    model.save(os.path.join(tmp, MODEL_FILE))  # Keras writes gs:// paths through tf.io.gfile.
-    with tf.io.gfile.GFile(os.path.join(tmp, "vocab.txt"), "w") as f:
-        f.write("".join(t + "\n" for t in vocabulary))
-    with tf.io.gfile.GFile(os.path.join(tmp, TASK_FILE), "w") as f:
-        f.write(json.dumps(info, indent=1))
-    if tf.io.gfile.exists(path):
-        old = path.rstrip("/") + ".old"
-        if tf.io.gfile.exists(old):
-            tf.io.gfile.rmtree(old)
-        tf.io.gfile.rename(path, old)
-        tf.io.gfile.rename(tmp, path)
-        tf.io.gfile.rmtree(old)
-    else:
-        tf.io.gfile.rename(tmp, path)
+    with atomic_directory(path, replace=True) as tmp:
+        model.save(os.path.join(tmp, MODEL_FILE))  # Keras writes gs:// paths through tf.io.gfile.
+        with tf.io.gfile.GFile(os.path.join(tmp, "vocab.txt"), "w") as f:
+            f.write("".join(t + "\n" for t in vocabulary))
+        with tf.io.gfile.GFile(os.path.join(tmp, TASK_FILE), "w") as f:
+            f.write(json.dumps(info, indent=1))
     return path
 
 

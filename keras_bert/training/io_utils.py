@@ -1,4 +1,9 @@
-"""Atomic writes of the small files a run keeps (history, plots), local or on gs://."""
+"""Atomic writes, local or on gs://: the small files a run keeps (history, plots) and whole
+directories (a fine-tuned model, an export version)."""
+
+import contextlib
+import os
+import uuid
 
 import tensorflow as tf
 
@@ -12,3 +17,39 @@ def write_atomic(path, data):
     with tf.io.gfile.GFile(tmp, "wb") as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
     tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+@contextlib.contextmanager
+def atomic_directory(path, replace=False, tmp_name=None):
+    """Yields a temporary directory beside `path` that becomes `path` when the block ends.
+
+    Readers see the old directory or the whole new one, never a half-written one; on an
+    error in the block the temporary directory is removed and `path` is left as it was.
+
+    Args:
+        path: str, the directory to write (local or gs://; its parent is created).
+        replace: bool. Replace an existing `path` (moved aside, then removed); otherwise an
+            existing `path`, before or after writing, is a `FileExistsError`.
+        tmp_name: str or None. The temporary directory's name (default: ".<name>.tmp-<random>"),
+            e.g. one a server that scans the parent ignores.
+    """
+    path = path.rstrip("/")
+    parent, name = os.path.split(path)
+    if tf.io.gfile.exists(path) and not replace:
+        raise FileExistsError(f"{path} exists and is not replaced.")
+    tmp = os.path.join(parent, tmp_name or f".{name}.tmp-{uuid.uuid4().hex[:8]}")
+    tf.io.gfile.makedirs(tmp)
+    try:
+        yield tmp
+        if not tf.io.gfile.exists(path):
+            tf.io.gfile.rename(tmp, path, overwrite=False)
+        elif not replace:
+            raise FileExistsError(f"{path} appeared while it was being written.")
+        else:
+            old = os.path.join(parent, f".{name}.old-{uuid.uuid4().hex[:8]}")
+            tf.io.gfile.rename(path, old)
+            tf.io.gfile.rename(tmp, path)
+            tf.io.gfile.rmtree(old)
+    finally:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.rmtree(tmp)
