@@ -215,6 +215,8 @@ def run_finetuning(config=None, **overrides):
     """
     config = dataclasses.replace(config, **overrides) if config is not None else FinetuneConfig(**overrides)
     config.check_paths()
+    config = dataclasses.replace(config, **distribute.resolve_auto(config.strategy, config.tpu,
+                                                                   config.mixed_precision))
     task = config.task_object
     keras.utils.set_random_seed(config.seed)
     strategy = distribute.get_strategy(config.strategy, config.tpu)

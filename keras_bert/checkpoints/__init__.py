@@ -17,7 +17,46 @@ from keras_bert.checkpoints.weights import CheckpointError
 
 FORMATS = {"google": google, "huggingface": huggingface}
 
-__all__ = ["CheckpointError", "FORMATS", "detect_format", "load_encoder", "load_pretrainer", "save", "vocab_path"]
+__all__ = ["CheckpointError", "FORMATS", "detect_format", "download", "load_encoder", "load_pretrainer", "save",
+           "vocab_path"]
+
+
+def download(path, cache_dir="downloads"):
+    """A released checkpoint as a local directory: a `.zip` URL (or file) is downloaded once into
+    `cache_dir` and unpacked; anything else is returned unchanged.
+
+    >>> download("https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-4_H-256_A-4.zip")  # doctest: +SKIP
+    'downloads/uncased_L-4_H-256_A-4.zip'
+
+    Args:
+        path: str. A URL (https://, file://) or local path ending in ".zip", or a checkpoint
+            path of any kind (directory, gs://).
+        cache_dir: str. Where archives are kept and unpacked (created if missing).
+
+    Returns:
+        str, the directory holding the checkpoint's config (bert_config.json or config.json).
+
+    Raises:
+        FileNotFoundError: the archive holds no BERT config.
+    """
+    path = os.fspath(path)
+    if not path.endswith(".zip"):
+        return path
+    import glob
+
+    import keras
+
+    if "://" not in path:
+        path = "file://" + os.path.abspath(path)
+    cache_dir = os.path.abspath(cache_dir)
+    os.makedirs(cache_dir, exist_ok=True)  # Keras falls back to /tmp/.keras for a missing cache_dir.
+    unpacked = keras.utils.get_file(origin=path, extract=True, cache_dir=cache_dir, cache_subdir="")
+    configs = sorted(glob.glob(os.path.join(unpacked, "**", google.CONFIG_NAME), recursive=True) +
+                     glob.glob(os.path.join(unpacked, "**", huggingface.CONFIG_NAME), recursive=True))
+    if not configs:
+        raise FileNotFoundError(f"{path} unpacked to {unpacked} holds no {google.CONFIG_NAME} or "
+                                f"{huggingface.CONFIG_NAME}: not a BERT checkpoint archive.")
+    return os.path.dirname(min(configs, key=len))  # The shallowest one.
 
 
 def detect_format(path):

@@ -128,6 +128,8 @@ def run_pretraining(config=None, **overrides):
     """
     config = dataclasses.replace(config, **overrides) if config is not None else PretrainingConfig(**overrides)
     config.check_paths()
+    config = dataclasses.replace(config, **distribute.resolve_auto(config.strategy, config.tpu,
+                                                                   config.mixed_precision))
     keras.utils.set_random_seed(config.seed)
     strategy = distribute.get_strategy(config.strategy, config.tpu)
     chief = distribute.is_chief(strategy)

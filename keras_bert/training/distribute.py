@@ -1,16 +1,23 @@
-"""A `tf.distribute` strategy from a flag: default, mirrored, multi_worker_mirrored, tpu.
+"""A `tf.distribute` strategy from a flag: default, mirrored, multi_worker_mirrored, tpu, auto.
 
 multi_worker_mirrored reads the cluster from the `TF_CONFIG` environment variable (every
 worker runs the same program); tpu connects through `TPUClusterResolver` (a name or
-grpc:// address, "" or "local" for Colab / a TPU VM).
+grpc:// address, "" or "local" for Colab / a TPU VM); auto takes the TPU if one answers, else
+mirrored over two or more GPUs, else default (`resolve_auto` also picks the precision), so one
+notebook or command runs unchanged on a TPU, GPU or CPU runtime. A TPU system is initialized once
+per process and address: asking again returns the same strategy.
 """
 
 import json
 import os
 
 import tensorflow as tf
+from absl import logging
 
 from keras_bert.training.choices import STRATEGIES
+
+
+_TPU_STRATEGIES = {}  # TPU address -> its TPUStrategy (initializing a TPU system again wipes it).
 
 
 def get_strategy(name="default", tpu=None):
@@ -18,7 +25,8 @@ def get_strategy(name="default", tpu=None):
 
     Args:
         name: one of `STRATEGIES`.
-        tpu: str or None. TPU name or address for "tpu" ("" or "local" for the local TPU).
+        tpu: str or None. TPU name or address for "tpu" and "auto" ("" or "local" for the
+            local TPU; "auto" tries "local" when None).
 
     Returns:
         `tf.distribute.Strategy`.
@@ -26,6 +34,9 @@ def get_strategy(name="default", tpu=None):
     Raises:
         ValueError: unknown name, or multi_worker_mirrored without a valid `TF_CONFIG`.
     """
+    if name == "auto":
+        name = auto_strategy_name(tpu)
+        tpu = _auto_tpu(tpu)
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
@@ -34,12 +45,43 @@ def get_strategy(name="default", tpu=None):
         _check_tf_config()
         return tf.distribute.MultiWorkerMirroredStrategy()
     if name == "tpu":
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
-        if tpu != "local":  # A TPU VM's own chips need no remote connection.
-            tf.config.experimental_connect_to_cluster(resolver)
-        tf.tpu.experimental.initialize_tpu_system(resolver)
-        return tf.distribute.TPUStrategy(resolver)
+        address = tpu or ""
+        if address not in _TPU_STRATEGIES:
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=address)
+            if tpu != "local":  # A TPU VM's own chips need no remote connection.
+                tf.config.experimental_connect_to_cluster(resolver)
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+            _TPU_STRATEGIES[address] = tf.distribute.TPUStrategy(resolver)
+        return _TPU_STRATEGIES[address]
     raise ValueError(f"Unknown distribution strategy {name!r}; choose one of {STRATEGIES}.")
+
+
+def _auto_tpu(tpu):
+    return "local" if tpu is None else tpu
+
+
+def auto_strategy_name(tpu=None):
+    """"tpu" if a TPU answers at `tpu` (None: "local"), else "mirrored" with two or more GPUs,
+    else "default"."""
+    try:
+        get_strategy("tpu", _auto_tpu(tpu))
+        return "tpu"
+    except (ValueError, RuntimeError, tf.errors.OpError) as error:
+        logging.info("No TPU at %r (%s): using the GPUs or the CPU.", _auto_tpu(tpu), type(error).__name__)
+    return "mirrored" if len(tf.config.list_physical_devices("GPU")) > 1 else "default"
+
+
+def resolve_auto(strategy, tpu, mixed_precision):
+    """The settings with "auto" replaced: a dict of `strategy`, `tpu` and `mixed_precision`
+    (mixed_bfloat16 on TPU, mixed_float16 on GPUs, else none), for `dataclasses.replace`."""
+    if strategy == "auto":
+        strategy, tpu = auto_strategy_name(tpu), _auto_tpu(tpu)
+    if mixed_precision == "auto":
+        if strategy == "tpu":
+            mixed_precision = "mixed_bfloat16"
+        else:
+            mixed_precision = "mixed_float16" if tf.config.list_physical_devices("GPU") else "none"
+    return {"strategy": strategy, "tpu": tpu, "mixed_precision": mixed_precision}
 
 
 def _check_tf_config():

@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from keras_bert.training import distribute
 from logical_cpus import run_on_logical_cpus
@@ -58,6 +59,40 @@ def test_unknown_strategy_and_missing_tf_config(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "{not json")
     with pytest.raises(ValueError, match="not a valid cluster"):
         distribute.get_strategy("multi_worker_mirrored")
+
+
+def test_auto_falls_back_to_the_cpu_and_picks_float32_here():
+    # No TPU and no GPU on this machine: the TPU resolver fails and "auto" is the default strategy.
+    assert distribute.resolve_auto("auto", None, "auto") == {"strategy": "default", "tpu": "local",
+                                                             "mixed_precision": "none"}
+    assert distribute.get_strategy("auto") is tf.distribute.get_strategy()
+    # Explicit settings pass through untouched.
+    assert distribute.resolve_auto("mirrored", None, "mixed_bfloat16") == {
+        "strategy": "mirrored", "tpu": None, "mixed_precision": "mixed_bfloat16"}
+
+
+def test_auto_takes_a_tpu_that_answers_once_and_bfloat16(monkeypatch):
+    made = []
+
+    def fake_tpu(name="default", tpu=None):
+        assert (name, tpu) == ("tpu", "local")
+        made.append(tpu)
+        return "a TPUStrategy"
+
+    monkeypatch.setattr(distribute, "get_strategy", fake_tpu)
+    assert distribute.resolve_auto("auto", None, "auto") == {"strategy": "tpu", "tpu": "local",
+                                                             "mixed_precision": "mixed_bfloat16"}
+    assert made == ["local"]
+
+
+def test_a_tpu_system_is_initialized_once_per_address(monkeypatch):
+    calls = []
+    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", lambda tpu: calls.append(tpu) or tpu)
+    monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system", lambda resolver: calls.append("init"))
+    monkeypatch.setattr(tf.distribute, "TPUStrategy", lambda resolver: ("strategy", resolver))
+    monkeypatch.setattr(distribute, "_TPU_STRATEGIES", {})
+    first = distribute.get_strategy("tpu", "local")
+    assert distribute.get_strategy("tpu", "local") is first and calls == ["local", "init"]
 
 
 def test_default_strategy_is_chief():
