@@ -19,7 +19,11 @@ Both take raw text and give the answer (tokenizer, packing, encoder, head in one
 Latency is batch 1 over the first `--texts` SST-2 dev sentences (realistic lengths), one call
 each; the configurations are interleaved over `--repeat` rounds, the table gives medians over
 all calls, the ratios are medians of per-round ratios (wall and CPU time). Agreement with the
-Keras model (label and largest probability difference) is measured on all dev sentences.
+Keras model (label and largest probability difference) is measured on all dev sentences, and
+the labels also on the decided ones alone (the Keras model's top two probabilities more than
+`2 * NEAR_TIE` apart, |p - 1/2| > NEAR_TIE for two classes): dynamic range's flips are near-ties
+(measured apart, all-MiniLM-L6-v2 fine-tuned on MRPC, 2,185 MRPC/RTE/STS-B dev pairs: 22 flips,
+98.99%, each within 0.027 of 1/2; 100% of the 2,028 decided pairs; max |dp| 0.06).
 Without the SST-2 dev file, generated sentences stand in.
 
     .venv/bin/python bench/bench_tflite.py [--size mini] [--texts 100] [--repeat 3] [--threads 1]
@@ -58,6 +62,7 @@ DATA = "/work/shared/data/sst2/dev.tsv"
 CALIBRATION = "/work/shared/data/mrpc/train.tsv"
 VOCAB_FILE = "/work/shared/data/bert_uncased/vocab.txt"
 SAVED_MODEL = "SavedModel serving_default"
+NEAR_TIE = 0.05  # |p - 1/2| at most this (two classes) is a near-tie, whose label any rounding may flip.
 
 
 def fit_head(model, inputs, labels):
@@ -69,6 +74,12 @@ def fit_head(model, inputs, labels):
     head = model.get_layer("classifier")  # Two logits: -w/2 and +w/2 give LogisticRegression's odds.
     head.kernel.assign(np.stack([-fit.coef_[0], fit.coef_[0]], axis=1) / 2)
     head.bias.assign(np.array([-fit.intercept_[0], fit.intercept_[0]]) / 2)
+
+
+def decided(probabilities):
+    """Rows whose top two probabilities are more than 2 * NEAR_TIE apart (bool [B])."""
+    top = np.sort(probabilities, axis=-1)
+    return top[:, -1] - top[:, -2] > 2 * NEAR_TIE
 
 
 def read_column(path, columns):
@@ -174,18 +185,21 @@ def main(argv=None):
                 print(f"  round {index + 1}: {name:28s} {t['median'] * 1e3 / len(timed):7.2f} ms per sentence "
                       f"(cpu {t['cpu'] * 1e3 / len(timed):.2f})", flush=True)
 
-    rows = []
+    rows, sure = [], decided(want)
     for name, result in rounds.items():
         summary = common.summarize_rounds(result)
         p = answers[name]
         rows.append([name, summary["median"] * 1e3 / len(timed), summary["cpu"] * 1e3 / len(timed),
                      f"{(summary['max'] - summary['min']) / summary['median']:.0%}", sizes[name] / 2 ** 20,
                      f"{sizes[name] / sizes.get('TFLite none', sizes[SAVED_MODEL]):.2f}",
-                     f"{np.mean(p.argmax(-1) == want.argmax(-1)):.2%}", f"{np.abs(p - want).max():.2g}",
+                     f"{np.mean(p.argmax(-1) == want.argmax(-1)):.2%}",
+                     f"{np.mean(p[sure].argmax(-1) == want[sure].argmax(-1)):.2%}", f"{np.abs(p - want).max():.2g}",
                      f"{np.mean(p[1::2].argmax(-1) == labels[1::2]):.2%}"])
     print()
     print(common.format_table(["model (batch 1)", "ms/sentence", "cpu ms", "spread", "MB", "size/float32",
-                               f"labels = Keras ({len(sentences)})", "max |dp|", "accuracy (odd rows)"], rows))
+                               f"labels = Keras ({len(sentences)})", f"decided ({sure.sum()})", "max |dp|",
+                               "accuracy (odd rows)"], rows))
+    print(f"decided: |p - 1/2| > {NEAR_TIE} in the Keras model; {np.sum(~sure)} near-ties")
     print(f"Keras model accuracy (odd rows): {np.mean(want[1::2].argmax(-1) == labels[1::2]):.2%}")
     print()
     for name in runners:
