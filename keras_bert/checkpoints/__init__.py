@@ -60,7 +60,8 @@ def download(path, cache_dir="downloads"):
 
 
 def detect_format(path):
-    """"google" or "huggingface" for a checkpoint path, by the files present.
+    """"google", "huggingface" or "pretraining_run" (a `run_pretraining` model_dir or one of its
+    ckpt-<step> prefixes) for a checkpoint path, by the files present.
 
     Raises:
         FileNotFoundError: if the path holds neither.
@@ -68,23 +69,29 @@ def detect_format(path):
     path = os.fspath(path)
     if huggingface.is_directory(path):
         return "huggingface"
+    from keras_bert.pretraining import run_dir  # Built on this package: imported on use.
+
+    if run_dir.find_checkpoint(path) is not None:  # ckpt-<step>: before Google's (any *.index) rule.
+        return "pretraining_run"
     if google.is_checkpoint(path):
         return "google"
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
         raise FileNotFoundError(f"No checkpoint at {path}: the path does not exist.")
     raise FileNotFoundError(
         f"No checkpoint at {path}: expected a Google checkpoint ({google.CONFIG_NAME} + "
-        f"{google.CHECKPOINT_NAME}.index) or a Hugging Face directory ({huggingface.CONFIG_NAME} + "
-        f"{huggingface.WEIGHTS_NAME}).")
+        f"{google.CHECKPOINT_NAME}.index), a Hugging Face directory ({huggingface.CONFIG_NAME} + "
+        f"{huggingface.WEIGHTS_NAME}) or a run_pretraining model_dir (ckpt-<step>.index + bert_config.json).")
 
 
 def load_encoder(path, format=None, config=None, dtype=None, allow_pickle=False):
-    """A `BertEncoder` with weights from a Google checkpoint or a Hugging Face directory.
+    """A `BertEncoder` with weights from a Google checkpoint, a Hugging Face directory or a
+    pre-training run.
 
     Args:
-        path: checkpoint directory, Google checkpoint prefix, or HF directory.
-        format: "google", "huggingface" or None (detect from the files).
-        config: optional `BertConfig` used instead of the config file.
+        path: checkpoint directory, Google checkpoint prefix, HF directory, or a `run_pretraining`
+            model_dir (its newest checkpoint) or ckpt-<step> prefix.
+        format: "google", "huggingface", "pretraining_run" or None (detect from the files).
+        config: optional `BertConfig` used instead of the config file (not for runs).
         dtype: optional Keras dtype policy (e.g. "mixed_bfloat16").
         allow_pickle: bool. Hugging Face only: read pytorch_model.bin with torch.
 
@@ -134,6 +141,13 @@ def vocab_path(path):
 
 def _load(path, format, heads, config, dtype, allow_pickle, next_sentence=None):
     format = format or detect_format(path)
+    if format == "pretraining_run":
+        if config is not None:
+            raise ValueError(f"config applies to Google and Hugging Face checkpoints; the run {path} has its "
+                             f"own bert_config.json.")
+        from keras_bert.pretraining import run_dir
+
+        return run_dir.load(path, heads=heads, next_sentence=next_sentence, dtype=dtype)[0]
     kwargs = dict(heads=heads, next_sentence=next_sentence, config=config, dtype=dtype)
     if format == "huggingface":
         kwargs["allow_pickle"] = allow_pickle

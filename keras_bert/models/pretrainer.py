@@ -153,6 +153,7 @@ class BertPretrainer(keras.Model):
 
     @classmethod
     def from_checkpoint(cls, path, **kwargs):
-        """A pretrainer with encoder and head weights from a Google TF1 checkpoint or HF directory."""
+        """A pretrainer with encoder and head weights from a Google TF1 checkpoint, a HF directory or a
+        pre-training run directory (`keras_bert.checkpoints.load_pretrainer`)."""
         from keras_bert import checkpoints
         return checkpoints.load_pretrainer(path, **kwargs)

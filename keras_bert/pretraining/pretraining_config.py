@@ -43,9 +43,11 @@ class PretrainingConfig:
         model_dir: str. The run directory.
         checkpoint_every: int. Update steps between checkpoints (multiple of steps_per_loop).
         keep_checkpoints: int. Checkpoints kept.
-        init_checkpoint: str or None. A Google TF1 checkpoint or Hugging Face directory to
-            start from; its config replaces model / bert_config (the weights are overwritten
-            when model_dir already holds a checkpoint to resume from).
+        init_checkpoint: str or None. A Google TF1 checkpoint, a Hugging Face directory or
+            another run's model_dir (e.g. phase 1 at 128 tokens for phase 2 at 512) to start
+            from; its config replaces model / bert_config, its vocab.txt and casing are kept
+            unless vocab_file / lower_case are given (the weights are overwritten when model_dir
+            already holds a checkpoint to resume from).
         vocab_file: str or None. The vocabulary the training data was made with; copied into
             model_dir as vocab.txt (its size must equal the model's vocab_size).
         lower_case: bool or None. The casing of that tokenization, recorded in model_dir
@@ -129,7 +131,8 @@ class PretrainingConfig:
         """Raises FileNotFoundError naming a local input path that does not exist
         (`run_pretraining` calls it first; the command line before TensorFlow loads)."""
         paths.require_path("init_checkpoint", self.init_checkpoint, "a Google checkpoint (bert_config.json + "
-                           "bert_model.ckpt.*) or a Hugging Face directory (config.json + model.safetensors)")
+                           "bert_model.ckpt.*), a Hugging Face directory (config.json + model.safetensors) or "
+                           "another run_pretraining model_dir")
         paths.require_path("bert_config_file", self.bert_config_file, "an original bert_config.json")
         paths.require_path("vocab_file", self.vocab_file, "the vocab.txt the training data was made with")
 

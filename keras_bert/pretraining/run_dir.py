@@ -4,7 +4,8 @@ The runner (`keras_bert.pretraining.runner`) writes into `model_dir`, at the sta
 `bert_config.json` (the architecture, in the original format), `vocab.txt` (a copy of the
 run's `vocab_file`, if given) and `text_config.json` (`{"lower_case": bool}`, if given).
 Its checkpoints `ckpt-<step>` are `tf.train.Checkpoint`s of model (a `BertPretrainer`),
-optimizer and seeds; `load_encoder` reads the encoder part of the newest one.
+optimizer and seeds; `load_encoder` reads the encoder part of the newest one, `load` also the
+heads (`keras_bert.checkpoints` reads run directories through it).
 """
 
 import json
@@ -85,6 +86,26 @@ def load_encoder(path, dtype=None):
             recorded their architecture).
         CheckpointError: the checkpoint is corrupt or does not hold that encoder.
     """
+    return load(path, heads=False, dtype=dtype)
+
+
+def load(path, heads=False, next_sentence=None, dtype=None):
+    """The encoder, or the whole `BertPretrainer` (`heads`), of a run's newest checkpoint.
+
+    Args:
+        path: a run directory or a `ckpt-<step>` prefix in it.
+        heads: bool. A `BertPretrainer` with its masked-LM (and next-sentence) head.
+        next_sentence: bool or None (heads only). The NSP head; None: if the run trained one.
+        dtype: optional Keras dtype policy.
+
+    Returns:
+        (model, checkpoint prefix read).
+
+    Raises: as `load_encoder`; also CheckpointError when next_sentence=True and the run has no
+        NSP head.
+    """
+    from keras_bert.models.pretrainer import BertPretrainer
+
     prefix = find_checkpoint(path)
     if prefix is None:
         raise FileNotFoundError(f"No pre-training checkpoint (ckpt-<step>.index) at {path}.")
@@ -97,15 +118,25 @@ def load_encoder(path, dtype=None):
     config = files.read_config(config_path, BertConfig.from_json_file)
     verify_checkpoint(prefix)
     encoder = weights.build_model(config, dtype=dtype)
-    # The runner saves tf.train.Checkpoint(model=pretrainer, ...); the encoder is model/encoder.
+    # The runner saves tf.train.Checkpoint(model=pretrainer, ...): the encoder is model/encoder.
+    model, root = encoder, tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder))
+    if heads:
+        trained_nsp = any(name.startswith("model/next_sentence_head/") for name, _ in tf.train.list_variables(prefix))
+        if next_sentence and not trained_nsp:
+            raise CheckpointError(f"Checkpoint {prefix} has no next-sentence head (an MLM-only run); "
+                                  f"pass next_sentence=False or None.")
+        model = BertPretrainer(encoder, next_sentence=trained_nsp if next_sentence is None else next_sentence)
+        root = tf.train.Checkpoint(model=model)
     try:
-        status = tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder)).read(prefix)
-        status.expect_partial()  # The heads, the optimizer and the seeds are not read.
+        status = root.read(prefix)
+        status.expect_partial()  # The optimizer and the seeds (and the heads, for an encoder) are not read.
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:
-        raise CheckpointError(f"Checkpoint {prefix} does not hold an encoder as described by {config_path}: "
-                              f"{e}") from e
-    return encoder, prefix
+        what = "a pretrainer (encoder and heads)" if heads else "an encoder"
+        detail = str(e).split(": [<")[0][:300]  # TF lists the unmatched variables with all their values.
+        raise CheckpointError(f"Checkpoint {prefix} does not hold {what} as described by {config_path}: "
+                              f"{detail}") from e
+    return model, prefix
 
 
 def read_lower_case(path):

@@ -36,7 +36,7 @@ def define_flags():
     cli.define(flags.DEFINE_string, "train_files", None, "Comma-separated TFRecord file patterns (local or gs://).")
     cli.define(flags.DEFINE_string, "eval_files", None, "Held-out TFRecords for the final MLM/NSP accuracy.")
     cli.define(flags.DEFINE_string, "model_dir", None, "Run directory: checkpoints, TensorBoard logs, plot, summary.")
-    cli.define(flags.DEFINE_string, "init_checkpoint", None, "Google TF1 checkpoint or Hugging Face directory to start from.")
+    cli.define(flags.DEFINE_string, "init_checkpoint", None, "Google TF1 checkpoint, Hugging Face directory or another run's model_dir to start from.")
     cli.define(flags.DEFINE_string, "vocab_file", None, "The data's vocabulary, copied into --model_dir as vocab.txt.")
     cli.define(flags.DEFINE_bool, "lower_case", None, "The data's casing (--lower_case: uncased), kept in --model_dir.")
     cli.define(flags.DEFINE_string, "tpu", None, "TPU name or address for --strategy tpu ('local' on a TPU VM).")

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from keras_bert import checkpoints
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining import records, run_dir
@@ -151,7 +152,12 @@ def run_pretraining(config=None, **overrides):
                                                       max_to_keep=config.keep_checkpoints, strategy=strategy)
         start_step = checkpoint.restore_latest()
     if chief:  # After the restore: a checkpoint of another architecture fails before this.
-        run_dir.write_run_files(config.model_dir, model.encoder.config, config.vocab_file, config.lower_case)
+        vocab_file, lower_case = config.vocab_file, config.lower_case
+        if config.init_checkpoint:  # Its vocabulary and casing, unless given: this run is an init checkpoint too.
+            vocab_file = vocab_file or checkpoints.vocab_path(config.init_checkpoint)
+            if lower_case is None and run_dir.find_checkpoint(config.init_checkpoint) is not None:
+                lower_case = run_dir.read_lower_case(os.path.dirname(run_dir.find_checkpoint(config.init_checkpoint)))
+        run_dir.write_run_files(config.model_dir, model.encoder.config, vocab_file, lower_case)
     if start_step % config.steps_per_loop:
         raise ValueError(f"The checkpoint in {config.model_dir} is at step {start_step}, not a multiple of "
                          f"steps_per_loop {config.steps_per_loop}; resume with the settings it was made with.")

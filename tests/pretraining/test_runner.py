@@ -133,6 +133,32 @@ def test_init_checkpoint_starts_from_its_weights(tmp_path, saved):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7, err_msg=a.path)
 
 
+def test_a_run_directory_starts_the_next_phase_with_its_weights_vocabulary_and_casing(tmp_path):
+    # The paper's recipe: phase 1 at 128 tokens, phase 2 at 512 from phase 1's weights, in a new model_dir.
+    train, _ = _data(tmp_path, 48, n_train=32, n_eval=8)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"{t}\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                             [f"w{i}" for i in range(43)]))
+    common = dict(train_files=train, batch_size=4, seq_length=S, max_predictions_per_seq=P, checkpoint_every=2,
+                  verbose=False, plot=False)
+    one = runner.run_pretraining(bert_config=_tiny(48, num_hidden_layers=1), vocab_file=str(vocab), lower_case=True,
+                                 num_train_steps=2, num_warmup_steps=1, model_dir=str(tmp_path / "phase1"), **common)
+    assert checkpoints.detect_format(tmp_path / "phase1") == "pretraining_run"
+    loaded = checkpoints.load_pretrainer(str(tmp_path / "phase1"))
+    assert loaded.next_sentence
+    for a, b in zip(loaded.weights, one["model"].weights):  # Encoder and both heads, as trained.
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+    # Phase 2 (one step at learning rate 0) starts from them and keeps vocabulary and casing.
+    two = runner.run_pretraining(init_checkpoint=str(tmp_path / "phase1"), num_train_steps=1, num_warmup_steps=1,
+                                 model_dir=str(tmp_path / "phase2"), **dict(common, checkpoint_every=1))
+    for a, b in zip(two["model"].weights, one["model"].weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7, err_msg=a.path)
+    assert (tmp_path / "phase2" / "vocab.txt").read_text() == vocab.read_text()
+    assert json.loads((tmp_path / "phase2" / "text_config.json").read_text()) == {"lower_case": True}
+    with pytest.raises(ValueError, match="own bert_config.json"):
+        checkpoints.load_encoder(str(tmp_path / "phase1"), config=_tiny(48))
+
+
 def test_config_errors(tmp_path):
     with pytest.raises(ValueError, match="train_files is required"):
         runner.PretrainingConfig(model_dir=str(tmp_path))
