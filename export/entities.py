@@ -23,6 +23,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_bert.text.tokenizer import row_ids
+
 PAD_OFFSET = -1  # start_char / end_char of the padding after a row's entities.
 
 
@@ -43,7 +45,7 @@ def word_spans(ids, starts, ends, is_suffix):
     opens = tf.logical_not(tf.gather(is_suffix, pieces))  # (M,)
     word = tf.cumsum(tf.cast(opens, tf.int32)) - 1  # (M,) the word of each piece
     num_words = tf.reduce_sum(tf.cast(opens, tf.int32))
-    row = tf.cast(ids.value_rowids(), tf.int32)  # (M,)
+    row = row_ids(ids)  # (M,)
     piece = tf.range(tf.size(pieces)) - tf.gather(tf.cast(ids.row_splits, tf.int32), row)  # (M,)
     first = tf.where(opens)[:, 0]  # (W,)
     starts, ends = (tf.cast(offsets.flat_values, tf.int32) for offsets in (starts, ends))  # (M,) each
@@ -125,8 +127,7 @@ def _character_starts(values):
     """
     need, low, high = (tf.constant(t) for t in _utf8_tables())
     flat = tf.cast(values.flat_values, tf.int32)  # (L,)
-    position = tf.range(tf.size(flat)) - tf.gather(tf.cast(values.row_splits, tf.int32),
-                                                   tf.cast(values.value_rowids(), tf.int32))  # (L,) in its text
+    position = tf.range(tf.size(flat)) - tf.gather(tf.cast(values.row_splits, tf.int32), row_ids(values))  # (L,)
 
     def back(d):  # (L,) the byte d before each one (0, an ASCII byte, before the text).
         return tf.where(position >= d, tf.concat([tf.zeros([d], tf.int32), flat], 0)[:tf.size(flat)], 0)

@@ -2,7 +2,8 @@
 equal to the tasks' own Python post-processing on the Keras model and to the TensorFlow functions
 the SavedModel serves (hostile text included); dynamic-range answers agreeing on >= 99% of varied
 inputs; task.json and the flatbuffer metadata naming the kind and signatures; real SQuAD and
-CoNLL dev inputs (when shared/data is there, `-m slow`).
+CoNLL dev inputs (when shared/data is there, `-m slow`). 10,000 hostile rows per kind, 1 MB texts
+included: tests/export/test_fuzz.py (`-m slow`).
 
 Each tiny model (cased: a smaller tokenizer graph, faster conversions) is converted once per
 module, as float32 and as dynamic range, from one set of traced functions.
@@ -300,21 +301,3 @@ def test_real_squad_and_conll_inputs(ner, squad2):
     out, want = run(ner, "none", text=sentences), run_tf(ner, text=sentences)
     assert _rows(out) == _rows(want)
 
-
-@pytest.mark.slow
-def test_hostile_text_gets_the_tensorflow_answers(ner, swag, squad2):
-    """tests/export/fuzz_cases.py's hostile batches (megabyte texts included) through every kind:
-    the TensorFlow function's answers."""
-    from fuzz_cases import fuzz_batches
-
-    for batch in fuzz_batches(120, seed=5, sizes=(1, 7, 31)):
-        assert _rows(run(ner, "none", text=batch)) == _rows(run_tf(ner, text=batch))
-        short = [t[:2000] for t in batch]  # SWAG packs each text 4 times; SQuAD windows the long ones below.
-        endings = [[short[(i + j) % len(short)] for j in range(4)] for i in range(len(short))]
-        out, want = run(swag, "none", context=short, endings=endings), run_tf(swag, context=short, endings=endings)
-        np.testing.assert_allclose(out["probabilities"], want["probabilities"], atol=ATOL)
-        question, context = short, [t[:20000] for t in batch[::-1]]
-        out, want = run(squad2, "none", question=question, context=context), run_tf(squad2, question=question,
-                                                                                     context=context)
-        assert _squad_answers(out) == _squad_answers(want)
-        np.testing.assert_allclose(out["score"], want["score"], atol=ATOL)
