@@ -19,8 +19,10 @@
     inside the graph, however long;
   and `preprocess` (the same strings -> `input_word_ids`, `input_mask`, `input_type_ids` int32
   [B, S], SWAG [B, 4, S], SQuAD [W, S] and `example_index` [W]: the tokenizer and packer alone).
-  Any batch size; each batch runs the encoder on its longest row only (resize the input, or let
-  the signature runner do it). `task.json` below is also in the flatbuffer's metadata under
+  Any batch size of 1 or more; each batch runs the encoder on its longest row only (resize the
+  input, or let the signature runner do it). An empty batch runs, but LiteRT's Python wrapper
+  raises "Invalid tensor size" when reading an output of zero bytes (`preprocess`, the encoder):
+  skip empty calls. `task.json` below is also in the flatbuffer's metadata under
   `METADATA_NAME`. The answers are those of the SavedModel (`keras_bert.export.entities`,
   `keras_bert.export.spans`: written with ops that convert, no numeric stand-ins).
 - `task.json` (the task's facts, the quantization, the signatures and the ops), `vocab.txt`,
