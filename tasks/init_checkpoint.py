@@ -63,20 +63,13 @@ class InitCheckpoint:
 
 
 def detect_format(path):
-    """"huggingface", "pretraining_run" or "google" for a checkpoint path, by its files.
+    """"huggingface", "pretraining_run" or "google" for a checkpoint path, by its files
+    (`keras_bert.checkpoints.detect_format`).
 
     Raises:
         FileNotFoundError: naming what was expected.
     """
-    path = os.fspath(path)
-    if os.path.isdir(path) and checkpoints.huggingface.is_directory(path):
-        return "huggingface"
-    if run_dir.find_checkpoint(path) is not None:
-        return "pretraining_run"
-    try:
-        return checkpoints.detect_format(path)
-    except FileNotFoundError as e:
-        raise FileNotFoundError(f"{e} Nor is it a pre-training run directory (ckpt-<step>.index).") from None
+    return checkpoints.detect_format(path)
 
 
 def load_init_checkpoint(path, vocab_file=None, lower_case=None, dtype=None):

@@ -176,7 +176,7 @@ def test_run_with_another_architecture_is_a_checkpoint_error(run, tmp_path):
 
 def test_no_checkpoint_and_vocabulary_mismatch_in_a_run(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(FileNotFoundError, match="Nor is it a pre-training run directory"):
+    with pytest.raises(FileNotFoundError, match="or a run_pretraining model_dir"):
         load_init_checkpoint(tmp_path / "empty")
     with pytest.raises(ValueError, match=r"vocab_file .*short\.txt has 5 tokens but the model's vocab_size is 40"):
         run_dir.write_run_files(str(tmp_path), CONFIG, vocab_file=write_vocab(tmp_path / "short.txt", SPECIAL))
