@@ -43,6 +43,7 @@ from keras_bert.export.saved_model import PROBE_TEXTS, eagerly, verify_reload
 from keras_bert.export.source import load_source
 from keras_bert.export.text_inputs import encoder_input_specs, text_specs
 from keras_bert.text.packer import longest_first_lengths
+from keras_bert.text.tokenizer import row_ids
 
 PREPROCESSOR_DIR = "preprocessor"
 ENCODER_DIR = "encoder"
@@ -131,7 +132,7 @@ def word_pieces(ids, is_suffix):
     starts = tf.cast(tf.logical_not(tf.gather(is_suffix, pieces)), tf.int64)  # (T_all,)
     word = tf.cumsum(starts) - 1  # (T_all,) word index of each piece
     words = tf.RaggedTensor.from_value_rowids(pieces, word, nrows=tf.reduce_sum(starts))  # (W, (P))
-    per_text = tf.math.unsorted_segment_sum(starts, ids.value_rowids(), ids.nrows())  # (B,)
+    per_text = tf.math.unsorted_segment_sum(starts, row_ids(ids), ids.nrows())  # (B,); linear memory
     return tf.RaggedTensor.from_row_lengths(words, per_text)
 
 

@@ -274,8 +274,7 @@ def main(argv):
     except ValueError:
         raise cli.UsageError(f"--layers must be comma-separated integers, got {','.join(FLAGS.layers)}.") from None
     paths.require_path("input_file", FLAGS.input_file, "a text file, one example per line")
-    paths.require_path("init_checkpoint", FLAGS.init_checkpoint, "a Google checkpoint (bert_config.json + "
-                       "bert_model.ckpt.*), a Hugging Face directory or a run_pretraining model_dir")
+    paths.require_path("init_checkpoint", FLAGS.init_checkpoint, paths.INIT_CHECKPOINT_KINDS)
     paths.require_path("vocab_file", FLAGS.vocab_file, "a vocab.txt, or a directory holding one")
     from keras_bert.tasks.init_checkpoint import load_init_checkpoint  # TensorFlow, Keras.
     from keras_bert.text.preprocessor import BertPreprocessor

@@ -26,7 +26,7 @@ import json
 
 from absl import flags
 
-from keras_bert import cli
+from keras_bert import _lazy, cli
 from keras_bert.tasks.finetune_config import RECIPE, TASK_OPTIONS, FinetuneConfig, check_input_paths
 from keras_bert.tasks.registry import task_names
 from keras_bert.training.choices import OPTIMIZERS, PRECISIONS, STRATEGIES
@@ -37,16 +37,7 @@ __all__ = ["FinetuneConfig", "RECIPE", "TASK_OPTIONS", *_TRAINER_NAMES, "config_
            "define_flags", "main"]
 
 
-def __getattr__(name):
-    if name in _TRAINER_NAMES:
-        from keras_bert.tasks import trainer
-
-        return getattr(trainer, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_TRAINER_NAMES))
+__getattr__, __dir__ = _lazy.attach(__name__, {name: f"keras_bert.tasks.trainer:{name}" for name in _TRAINER_NAMES})
 
 
 _FLAG_HELP = {

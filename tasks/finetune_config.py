@@ -5,10 +5,8 @@ import dataclasses
 
 from keras_bert import paths
 from keras_bert.tasks import registry
-from keras_bert.training.choices import OPTIMIZERS, PRECISIONS, STRATEGIES
+from keras_bert.training.choices import check_settings
 
-INIT_CHECKPOINT_KINDS = ("a Google checkpoint (bert_config.json + bert_model.ckpt.*), a Hugging Face directory "
-                         "(config.json + model.safetensors) or a run_pretraining model_dir (ckpt-<step>.*)")
 # The paper's GLUE recipe (§4.1, A.3); tasks override some of it (Task.recipe).
 RECIPE = {"seq_length": 128, "batch_size": 32, "learning_rate": 2e-5, "num_train_epochs": 3}
 # FinetuneConfig fields handed to the task's constructor (those it takes).
@@ -106,16 +104,12 @@ class FinetuneConfig:
         if not self.init_checkpoint and not (self.model and self.vocab_file):
             raise ValueError("Pass init_checkpoint (a Google, Hugging Face or pre-training run checkpoint), "
                              "or model (a BertConfig preset) with vocab_file to start from random weights.")
-        for name, choices in (("mixed_precision", PRECISIONS), ("optimizer", OPTIMIZERS), ("strategy", STRATEGIES)):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}.")
         for name, value in RECIPE.items():
             if getattr(self, name) is None:
                 setattr(self, name, self.task_object.recipe.get(name, value))
         self.eval_batch_size = self.eval_batch_size or self.batch_size
-        for name in ("seq_length", "batch_size", "eval_batch_size", "num_train_epochs", "keep_checkpoints"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        check_settings(self, at_least_one=("seq_length", "batch_size", "eval_batch_size", "num_train_epochs",
+                                           "keep_checkpoints"))
         if not 0 <= self.warmup_proportion < 1:
             raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}.")
 
@@ -146,7 +140,7 @@ def check_input_paths(init_checkpoint=None, vocab_file=None, data_dir=None, tfds
     """Raises FileNotFoundError / NotADirectoryError naming a local input path (a `FinetuneConfig`
     field) that does not exist. `run_finetuning` calls it first; the command line before it
     builds the config (whose task loads TensorFlow), so that a typo fails at once."""
-    paths.require_path("init_checkpoint", init_checkpoint, INIT_CHECKPOINT_KINDS)
+    paths.require_path("init_checkpoint", init_checkpoint, paths.INIT_CHECKPOINT_KINDS)
     paths.require_path("vocab_file", vocab_file, "a vocab.txt, or a directory holding one")
     if not tfds:
         paths.require_path("data_dir", data_dir, "the task's data folder in its benchmark's own layout "

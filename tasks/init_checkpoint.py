@@ -33,7 +33,6 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.pretraining import run_dir
 from keras_bert.text.vocab import cased_pieces, load_vocabulary, vocabulary_is_uncased
 
-FORMATS = ("google", "huggingface", "pretraining_run")
 HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 
 # The released Google names (google-research/bert tokenization.validate_case_matches_checkpoint).

@@ -241,9 +241,10 @@ def run_finetuning(config=None, **overrides):
                      feats.num_features, time.perf_counter() - started)
         return examples, feats
 
+    # Training first: a task may learn its label set there (text_classification) and check dev against it.
+    train = load(task.train_split, config.max_train_examples) if config.do_train else None
     eval_sets = {s: load(s, config.max_eval_examples) for s in task.eval_splits} \
         if (config.do_eval or config.do_train) else {}
-    train = load(task.train_split, config.max_train_examples) if config.do_train else None
 
     buckets = config.bucket_lengths()
     replicas = strategy.num_replicas_in_sync
@@ -274,8 +275,8 @@ def run_finetuning(config=None, **overrides):
     history_path = os.path.join(config.model_dir, "history.json")
     eval_history_path = os.path.join(config.model_dir, "eval_history.json")
     log_dir = os.path.join(config.model_dir, "tensorboard")
-    eval_history = [e for e in _read_json(eval_history_path, []) if e["step"] <= start_step]
-    history = [h for h in _read_json(history_path, []) if h["step"] <= start_step] if start_step else []
+    eval_history = callbacks.load_history(eval_history_path, start_step)
+    history = callbacks.load_history(history_path, start_step)
     log = callbacks.TrainingLog(num_train_steps, config.batch_size, history=history,
                                 log_dir=os.path.join(log_dir, "train") if chief else None,
                                 history_path=history_path if chief else None, verbose=config.verbose and chief)
@@ -284,32 +285,35 @@ def run_finetuning(config=None, **overrides):
 
     if train and start_step < num_train_steps:
         _check_resume(start_step, loop)
-        for epoch in range(start_step // steps_per_epoch, config.num_train_epochs):
-            done = int(optimizer.iterations.numpy()) - epoch * steps_per_epoch
-            batches, padded = feature_lib.batch_plan(
-                train[1].lengths, config.batch_size, shuffle=True, seed=config.seed, epoch=epoch,
-                drop_remainder=config.fixed_shapes, buckets=buckets)
-            batches, padded = batches[done:steps_per_epoch], padded[done:steps_per_epoch]
-            data = _distribute(strategy, train[1], batches, padded, task.label_keys)
-            first_loop = epoch * steps_per_epoch // loop
-            with out_of_memory_hint("training", config.batch_size, config.seq_length,
-                                    "use a smaller batch_size (e.g. 16) or seq_length"):
-                trainer.fit(data, epochs=(epoch + 1) * steps_per_epoch // loop,
-                            initial_epoch=first_loop + done // loop, steps_per_epoch=loop, callbacks=[log, saver],
-                            verbose=0, shuffle=False)
-            step = int(optimizer.iterations.numpy())
-            if eval_sets and chief:  # Evaluation is local: other workers need not wait for it.
-                metrics = _evaluate(config, model, strategy, eval_sets)
-                eval_history.append({"epoch": epoch + 1, "step": step, **metrics})
-                log.write_eval(step, metrics)
-                logging.info("epoch %d (step %d): %s", epoch + 1, step,
-                             ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
-                best = _read_json(os.path.join(config.model_dir, "best.json"), None)
-                if best is None or metrics[task.main_metric] > best["metrics"][task.main_metric]:
-                    _save_best(model, config.model_dir, step, epoch + 1, metrics)
-                write_atomic(eval_history_path, json.dumps(eval_history, indent=1))
-            if step % saver.every:  # PeriodicCheckpoint saved already on multiples of `every`.
-                saver.last_path = checkpoint.save(step) or saver.last_path
+        try:
+            for epoch in range(start_step // steps_per_epoch, config.num_train_epochs):
+                done = int(optimizer.iterations.numpy()) - epoch * steps_per_epoch
+                batches, padded = feature_lib.batch_plan(
+                    train[1].lengths, config.batch_size, shuffle=True, seed=config.seed, epoch=epoch,
+                    drop_remainder=config.fixed_shapes, buckets=buckets)
+                batches, padded = batches[done:steps_per_epoch], padded[done:steps_per_epoch]
+                data = _distribute(strategy, train[1], batches, padded, task.label_keys)
+                first_loop = epoch * steps_per_epoch // loop
+                with out_of_memory_hint("training", config.batch_size, config.seq_length,
+                                        "use a smaller batch_size (e.g. 16) or seq_length"):
+                    trainer.fit(data, epochs=(epoch + 1) * steps_per_epoch // loop,
+                                initial_epoch=first_loop + done // loop, steps_per_epoch=loop, callbacks=[log, saver],
+                                verbose=0, shuffle=False)
+                step = int(optimizer.iterations.numpy())
+                if eval_sets and chief:  # Evaluation is local: other workers need not wait for it.
+                    metrics = _evaluate(config, model, strategy, eval_sets)
+                    eval_history.append({"epoch": epoch + 1, "step": step, **metrics})
+                    log.write_eval(step, metrics)
+                    logging.info("epoch %d (step %d): %s", epoch + 1, step,
+                                 ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+                    best = _read_json(os.path.join(config.model_dir, "best.json"), None)
+                    if best is None or metrics[task.main_metric] > best["metrics"][task.main_metric]:
+                        _save_best(model, config.model_dir, step, epoch + 1, metrics)
+                    write_atomic(eval_history_path, json.dumps(eval_history, indent=1))
+                if step % saver.every:  # PeriodicCheckpoint saved already on multiples of `every`.
+                    saver.last_path = checkpoint.save(step) or saver.last_path
+        finally:  # A failed fit leaves its bar open: log lines would redraw it.
+            log.close()
 
     step = int(optimizer.iterations.numpy())
     best = _read_json(os.path.join(config.model_dir, "best.json"), None) if chief else None

@@ -133,10 +133,12 @@ def save(model, path, format="google", vocab=None, overwrite=False):
 
 
 def vocab_path(path):
-    """The vocab.txt beside a checkpoint (directory, prefix or weights file), or None."""
+    """The vocab.txt beside a checkpoint (directory, prefix or weights file; local or gs://), or None."""
+    import tensorflow as tf
+
     path = os.fspath(path)
-    candidate = os.path.join(path if os.path.isdir(path) else os.path.dirname(path), "vocab.txt")
-    return candidate if os.path.isfile(candidate) else None
+    candidate = os.path.join(path if tf.io.gfile.isdir(path) else os.path.dirname(path), "vocab.txt")
+    return candidate if tf.io.gfile.exists(candidate) and not tf.io.gfile.isdir(candidate) else None
 
 
 def _load(path, format, heads, config, dtype, allow_pickle, next_sentence=None):

@@ -11,7 +11,7 @@ import os
 
 from absl import flags
 
-from keras_bert import cli, paths
+from keras_bert import _lazy, cli, paths
 from keras_bert.pretraining.corpus import FORMATS
 
 # The library's names, importable from here as before (loaded on first use: --help stays light).
@@ -19,16 +19,8 @@ _LIBRARY_NAMES = ("ExampleFactory", "create_pretraining_data")
 __all__ = [*_LIBRARY_NAMES, "console_main", "define_flags", "main"]
 
 
-def __getattr__(name):
-    if name in _LIBRARY_NAMES:
-        from keras_bert.pretraining import static_records
-
-        return getattr(static_records, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LIBRARY_NAMES))
+__getattr__, __dir__ = _lazy.attach(__name__, {name: f"keras_bert.pretraining.static_records:{name}"
+                                                for name in _LIBRARY_NAMES})
 
 
 def define_flags():

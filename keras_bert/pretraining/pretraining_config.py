@@ -6,7 +6,7 @@ import math
 import typing
 
 from keras_bert import paths
-from keras_bert.training.choices import OPTIMIZERS, PRECISIONS, STRATEGIES
+from keras_bert.training.choices import check_settings
 
 if typing.TYPE_CHECKING:
     from keras_bert.config import BertConfig
@@ -105,13 +105,9 @@ class PretrainingConfig:
             raise ValueError("train_files is required (TFRecord file patterns).")
         if not self.model_dir:
             raise ValueError("model_dir is required (checkpoints, logs and plots go there).")
-        for name, choices in (("mixed_precision", PRECISIONS), ("optimizer", OPTIMIZERS), ("strategy", STRATEGIES)):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}.")
-        for name in ("batch_size", "seq_length", "max_predictions_per_seq", "num_train_steps",
-                     "grad_accumulation_steps", "steps_per_execution", "checkpoint_every", "keep_checkpoints"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}.")
+        check_settings(self, at_least_one=("batch_size", "seq_length", "max_predictions_per_seq", "num_train_steps",
+                                           "grad_accumulation_steps", "steps_per_execution", "checkpoint_every",
+                                           "keep_checkpoints"))
         if not 0 <= self.num_warmup_steps <= self.num_train_steps:
             raise ValueError(f"num_warmup_steps {self.num_warmup_steps} must be in [0, num_train_steps "
                              f"{self.num_train_steps}].")
@@ -130,9 +126,7 @@ class PretrainingConfig:
     def check_paths(self):
         """Raises FileNotFoundError naming a local input path that does not exist
         (`run_pretraining` calls it first; the command line before TensorFlow loads)."""
-        paths.require_path("init_checkpoint", self.init_checkpoint, "a Google checkpoint (bert_config.json + "
-                           "bert_model.ckpt.*), a Hugging Face directory (config.json + model.safetensors) or "
-                           "another run_pretraining model_dir")
+        paths.require_path("init_checkpoint", self.init_checkpoint, paths.INIT_CHECKPOINT_KINDS)
         paths.require_path("bert_config_file", self.bert_config_file, "an original bert_config.json")
         paths.require_path("vocab_file", self.vocab_file, "the vocab.txt the training data was made with")
 

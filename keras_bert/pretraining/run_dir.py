@@ -115,7 +115,10 @@ def load(path, heads=False, next_sentence=None, dtype=None):
             f"The pre-training run {os.path.dirname(prefix)} has no {CONFIG_NAME}: it was made before runs "
             f"recorded their architecture. Write the run's BertConfig there "
             f"(keras_bert.BertConfig(...).to_json_file('{config_path}')) to load it.")
-    config = files.read_config(config_path, BertConfig.from_json_file)
+    try:  # Through tf.io.gfile: runs on gs:// load too.
+        config = BertConfig.from_dict(files.read_json_object(config_path))
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{config_path}: {e}") from e
     verify_checkpoint(prefix)
     encoder = weights.build_model(config, dtype=dtype)
     # The runner saves tf.train.Checkpoint(model=pretrainer, ...): the encoder is model/encoder.

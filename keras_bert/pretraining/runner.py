@@ -103,13 +103,6 @@ def _train_memory_hint(config):
     return "use a smaller batch_size (a multiple of grad_accumulation_steps) or seq_length"
 
 
-def _load_history(path, start_step):
-    if start_step and tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            return [h for h in json.load(f) if h["step"] <= start_step]
-    return []
-
-
 def run_pretraining(config=None, **overrides):
     """Pre-train (or resume pre-training) a BERT and evaluate it.
 
@@ -165,17 +158,20 @@ def run_pretraining(config=None, **overrides):
     history_path = os.path.join(config.model_dir, "history.json")
     log_dir = os.path.join(config.model_dir, "tensorboard")
     log = callbacks.TrainingLog(config.num_train_steps, config.batch_size,
-                                history=_load_history(history_path, start_step),
+                                history=callbacks.load_history(history_path, start_step),
                                 log_dir=os.path.join(log_dir, "train") if chief else None,
                                 history_path=history_path if chief else None, verbose=config.verbose and chief)
     saver = callbacks.PeriodicCheckpoint(checkpoint, config.checkpoint_every, config.num_train_steps)
     if start_step < config.num_train_steps:
-        with out_of_memory_hint("training", config.batch_size, config.seq_length, _train_memory_hint(config)):
-            model.fit(_train_dataset(config, strategy, start_step),
-                      epochs=config.num_train_steps // config.steps_per_loop,
-                      initial_epoch=start_step // config.steps_per_loop,
-                      steps_per_epoch=config.steps_per_loop * config.grad_accumulation_steps,
-                      callbacks=[log, saver], verbose=0, shuffle=False)
+        try:
+            with out_of_memory_hint("training", config.batch_size, config.seq_length, _train_memory_hint(config)):
+                model.fit(_train_dataset(config, strategy, start_step),
+                          epochs=config.num_train_steps // config.steps_per_loop,
+                          initial_epoch=start_step // config.steps_per_loop,
+                          steps_per_epoch=config.steps_per_loop * config.grad_accumulation_steps,
+                          callbacks=[log, saver], verbose=0, shuffle=False)
+        finally:  # A failed fit leaves its bar open: log lines would redraw it.
+            log.close()
     step = int(optimizer.iterations.numpy())
 
     results = {}

@@ -44,6 +44,11 @@ class TrainingLog(keras.callbacks.Callback):
         self.progbar = progress.ProgressBar(num_train_steps) if verbose else None
         self._start = self._step_at_start = None
 
+    def close(self):
+        """Ends the progress bar (done by itself at the last step; call it when training stops early)."""
+        if self.progbar is not None:
+            self.progbar.close()
+
     def _step(self):
         return int(self.model.optimizer.iterations.numpy())
 
@@ -102,3 +107,12 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
         step = int(self.model.optimizer.iterations.numpy())
         if step % self.every == 0 or step >= self.num_train_steps:
             self.last_path = self.checkpoint.save(step) or self.last_path
+
+
+def load_history(path, start_step):
+    """The records of a history file (history.json, eval_history.json) up to `start_step`, where
+    a resumed run continues; [] for a fresh run (start_step 0) or no file."""
+    if start_step and tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            return [h for h in json.load(f) if h["step"] <= start_step]
+    return []

@@ -6,3 +6,14 @@ STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu", "auto")
 OPTIMIZERS = ("adamw", "lamb", "adam_weight_decay")  # keras_bert.training.optimizers
 # Keras dtype policies ("none": float32); "auto": mixed_bfloat16 on TPU, mixed_float16 on GPU, else none.
 PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16", "auto")
+
+
+def check_settings(settings, at_least_one=()):
+    """Raises ValueError naming a training setting of `settings` (a config object) that is not
+    one of its choices (mixed_precision, optimizer, strategy) or, for `at_least_one` names, < 1."""
+    for name, choices in (("mixed_precision", PRECISIONS), ("optimizer", OPTIMIZERS), ("strategy", STRATEGIES)):
+        if getattr(settings, name) not in choices:
+            raise ValueError(f"{name} must be one of {choices}, got {getattr(settings, name)!r}.")
+    for name in at_least_one:
+        if int(getattr(settings, name)) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(settings, name)}.")

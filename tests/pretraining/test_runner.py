@@ -157,6 +157,11 @@ def test_a_run_directory_starts_the_next_phase_with_its_weights_vocabulary_and_c
     assert json.loads((tmp_path / "phase2" / "text_config.json").read_text()) == {"lower_case": True}
     with pytest.raises(ValueError, match="own bert_config.json"):
         checkpoints.load_encoder(str(tmp_path / "phase1"), config=_tiny(48))
+    # The vocabulary of a run on a remote filesystem (gs:// in production; TensorFlow's ram:// here).
+    remote = f"ram://{tmp_path.name}/phase1"
+    tf.io.gfile.makedirs(remote)
+    tf.io.gfile.copy(str(vocab), f"{remote}/vocab.txt")
+    assert checkpoints.vocab_path(remote) == f"{remote}/vocab.txt"
 
 
 def test_config_errors(tmp_path):

@@ -55,6 +55,22 @@ def test_log_records_are_whole_lines_beside_the_bar_in_a_file():
     assert not bar.is_open and not logger.handlers[0].filters  # Closed at the target: nothing left behind.
 
 
+def test_a_training_log_stopped_early_closes_its_bar(monkeypatch):
+    # A fit that raises never reaches the last step; the runners close the log in `finally`.
+    from keras_bert.training import callbacks
+
+    screen = _Screen(tty=True)
+    logger = _logger_on(screen)
+    monkeypatch.setattr(sys, "stdout", screen)
+    log = callbacks.TrainingLog(10, 4, verbose=True)
+    log.progbar.update(3, [("loss", 1.0)])
+    assert log.progbar.is_open and logger.handlers[0].filters
+    log.close()
+    assert not log.progbar.is_open and not logger.handlers[0].filters
+    logger.info("after the failure")
+    assert screen.getvalue().endswith("after the failure\n")  # No bar redrawn under it.
+
+
 def test_warnings_are_whole_lines_too():
     screen = _Screen(tty=False)
     with warnings.catch_warnings():
