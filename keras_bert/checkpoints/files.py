@@ -32,8 +32,9 @@ def read_json_object(path):
 
 
 @contextlib.contextmanager
-def atomic_directory(path, names, overwrite=False):
-    """Yields a temporary directory; on success its files appear in `path`.
+def atomic_files(path, names, overwrite=False):
+    """Yields a temporary directory; on success its files appear in `path`, beside the files
+    already there (`keras_bert.training.io_utils.atomic_directory` replaces a whole directory).
 
     A new `path` appears whole, by one rename. Into an existing directory (other files
     there are kept), each file is moved with `os.replace`, so no reader sees a partial

@@ -121,14 +121,14 @@ def save(model, path, vocab=None, overwrite=False):
 
     Args:
         model: `BertEncoder` (bert/... variables) or `BertPretrainer` (plus cls/...).
-        path: output directory; created, or added to (see `files.atomic_directory`).
+        path: output directory; created, or added to (see `files.atomic_files`).
         vocab: optional vocab.txt path or sequence of tokens (must match vocab_size).
         overwrite: bool. Replace these files where they exist.
     """
     encoder, _ = weights.split_model(model)
     arrays = weights.export_arrays(GOOGLE_NAMES, model)
     names = [CONFIG_NAME, CHECKPOINT_NAME + ".index", CHECKPOINT_NAME + ".data-00000-of-00001"]
-    with files.atomic_directory(path, names + ([VOCAB_NAME] if vocab is not None else []), overwrite) as tmp:
+    with files.atomic_files(path, names + ([VOCAB_NAME] if vocab is not None else []), overwrite) as tmp:
         if vocab is not None:
             files.write_vocab(vocab, os.path.join(tmp, VOCAB_NAME), encoder.config.vocab_size)
         tf.raw_ops.SaveV2(prefix=os.path.join(tmp, CHECKPOINT_NAME), tensor_names=list(arrays),

@@ -149,7 +149,7 @@ def save(model, path, vocab=None, overwrite=False):
     Args:
         model: `BertEncoder` (bare BertModel names) or `BertPretrainer`
             (BertForPreTraining names: "bert." prefix plus cls.*).
-        path: output directory; created, or added to (see `files.atomic_directory`).
+        path: output directory; created, or added to (see `files.atomic_files`).
         vocab: optional vocab.txt path or sequence of tokens (must match vocab_size).
         overwrite: bool. Replace these files where they exist.
     """
@@ -160,7 +160,7 @@ def save(model, path, vocab=None, overwrite=False):
     hf_config = encoder.config.to_hf_dict()
     hf_config["architectures"] = ["BertForPreTraining" if pretrainer is not None else "BertModel"]
     names = [CONFIG_NAME, WEIGHTS_NAME] + ([VOCAB_NAME] if vocab is not None else [])
-    with files.atomic_directory(path, names, overwrite) as tmp:
+    with files.atomic_files(path, names, overwrite) as tmp:
         if vocab is not None:
             files.write_vocab(vocab, os.path.join(tmp, VOCAB_NAME), encoder.config.vocab_size)
         safetensors.numpy.save_file(arrays, os.path.join(tmp, WEIGHTS_NAME), metadata={"format": "pt"})
