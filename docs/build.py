@@ -1,0 +1,108 @@
+"""Builds the API reference from the docstrings (pdoc) and fails on broken references.
+
+    python docs/build.py [--output docs/api]
+
+Every module of the installed `keras_bert` package (with `keras_bert.tasks` and
+`keras_bert.export`) is imported and rendered as HTML. A reference is a dotted name in
+backticks that starts with `keras_bert.` (e.g. `keras_bert.checkpoints.load_encoder`); each one
+in any docstring must name a module or an attribute that exists, else the build fails and
+lists them (file, object, reference).
+"""
+
+import argparse
+import importlib
+import inspect
+import pkgutil
+import re
+import sys
+from pathlib import Path
+
+import pdoc
+import pdoc.render
+
+REFERENCE = re.compile(r"`(keras_bert(?:\.\w+)+)(?:\(\))?`")
+
+
+# keras_bert.tasks and keras_bert.export live in tasks/ and export/ of the repository (setup.cfg's
+# package_dir): an editable install does not list them under keras_bert's own folder.
+ROOTS = ("keras_bert", "keras_bert.tasks", "keras_bert.export")
+
+
+def modules(roots=ROOTS):
+    """Names of the packages and every module below them (private ones excepted)."""
+    names = set()
+    for package in roots:
+        root = importlib.import_module(package)
+        names.add(package)
+        for info in pkgutil.walk_packages(root.__path__, prefix=package + "."):
+            if not any(part.startswith("_") for part in info.name.split(".")[1:]):
+                names.add(info.name)
+    return sorted(names)
+
+
+def resolves(name):
+    """True if `name` is a module, or an attribute path below the longest importable module."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for attribute in parts[cut:]:
+                value = getattr(value, attribute)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def docstrings(module):
+    """(object name, docstring) of a module, its classes, functions and methods defined there."""
+    yield module.__name__, inspect.getdoc(module) or ""
+    for name, value in list(vars(module).items()):
+        if getattr(value, "__module__", None) != module.__name__:
+            continue
+        if inspect.isclass(value) or inspect.isfunction(value):
+            yield f"{module.__name__}.{name}", inspect.getdoc(value) or ""
+        if inspect.isclass(value):
+            for member, attribute in list(vars(value).items()):
+                function = getattr(attribute, "__func__", attribute)
+                if inspect.isfunction(function) or isinstance(attribute, property):
+                    doc = inspect.getdoc(
+                        attribute.fget if isinstance(attribute, property) else function
+                    )
+                    yield f"{module.__name__}.{name}.{member}", doc or ""
+
+
+def broken_references(names):
+    """[(object, reference)] for references that do not resolve."""
+    broken = []
+    for module_name in names:
+        module = importlib.import_module(module_name)
+        for owner, doc in docstrings(module):
+            for reference in REFERENCE.findall(doc):
+                if not resolves(reference):
+                    broken.append((owner, reference))
+    return broken
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", default=str(Path(__file__).parent / "api"))
+    args = parser.parse_args(argv)
+    names = modules()
+    broken = broken_references(names)
+    if broken:
+        for owner, reference in broken:
+            print(f"broken reference in {owner}: `{reference}`", file=sys.stderr)
+        print(f"docs: {len(broken)} broken reference(s)", file=sys.stderr)
+        return 1
+    pdoc.render.configure(docformat="google", show_source=False)
+    pdoc.pdoc(ROOTS[0], output_directory=Path(args.output))
+    print(f"docs: {len(names)} modules -> {args.output}/index.html")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
