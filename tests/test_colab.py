@@ -82,9 +82,11 @@ def test_stored_notebooks_are_clean(name):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_install_cell_pins_the_release_and_the_dependency_set(name):
     install = tagged(read_notebook(name), "install").source
-    assert "keras-bert @ git+https://github.com/keras-bert/keras-bert@v0.1.0" in install
     config = configparser.ConfigParser()
     config.read(os.path.join(ROOT, "setup.cfg"))
+    dist = config["metadata"]["name"]
+    extra = "[tfds]" if "tfds" in tagged(read_notebook(name), "parameters").source else ""  # A tfds data source.
+    assert f'"{dist}{extra} @ git+https://github.com/keras-bert/keras-bert@v0.1.0"' in install
     requires = config["options"]["install_requires"].split()
     for package in ("tensorflow", "tensorflow-text"):
         pin = next(r for r in requires if re.fullmatch(rf"{package}==[\d.*]+", r))

@@ -2,10 +2,13 @@
 pre-trained tiny BERT, fine-tuned to tell a paragraph's package, exported as a SavedModel and a
 TFLite model that answer raw text as the Keras model does; its labels, outputs and progress lines."""
 
+import json
 import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 from keras_bert import demo
 from keras_bert.tasks.init_checkpoint import load_init_checkpoint
@@ -94,9 +97,51 @@ def test_quick_demo_runs_the_whole_path(tmp_path):
                  tmp_path / "finetune" / "model" / "model.keras", tmp_path / "serving" / "1" / "saved_model.pb"):
         assert path.exists(), path
     assert any(name.endswith(".tfrecord") for name in os.listdir(data / "train"))
+    # The table's numbers as JSON, which README's demo table is rendered from.
+    with open(tmp_path / demo.SUMMARY_FILE, encoding="utf-8") as f:
+        numbers = json.load(f)
+    assert numbers["finetuning"]["accuracy"] == keras_accuracy
+    assert (numbers["serving"]["TFLite"]["accuracy"], numbers["serving"]["TFLite"]["agreement_with_keras"]) == \
+        served["TFLite"]
+    table = demo.readme_table(numbers)
+    assert f"{keras_accuracy:.3f}, macro F1" in table and table.count("\n") == 7
     assert os.listdir(tmp_path / "run" / "tensorboard") and os.listdir(tmp_path / "finetune" / "tensorboard")
     # The pre-training run directory is an init checkpoint for tasks: encoder, vocabulary and casing.
     init = load_init_checkpoint(tmp_path / "run")
     assert (init.format, init.lower_case, init.encoder.config.num_hidden_layers) == ("pretraining_run", True, 1)
     with open(data / "vocab.txt", encoding="utf-8") as f:
         assert init.vocabulary == f.read().splitlines()
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def readme_demo_table():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    return text[text.index(demo.README_BEGIN) + len(demo.README_BEGIN):text.index(demo.README_END)].strip()
+
+
+def deterministic_rows(table):
+    return [row for row in table.splitlines() if not row.startswith("| wall time")]
+
+
+def test_readme_demo_table_is_rendered_from_demo_numbers(tmp_path):
+    """README's table is `readme_table`'s rendering (the slow test below reruns the demo itself)."""
+    table = readme_demo_table()
+    assert table.startswith("| | `make demo` |") and len(table.splitlines()) == 8
+    numbers = {float(x) for x in re.findall(r"\b0\.\d{3}\b", table)}
+    assert len(numbers) >= 6
+
+
+@pytest.mark.slow
+def test_readme_demo_table_equals_a_fresh_make_demo(tmp_path):
+    """`make demo`'s job, run afresh: README's demo table (all rows but the wall time) is what it prints.
+    When this fails after a change that moves the numbers, run `make readme-demo` and commit README.md."""
+    run = subprocess.run([sys.executable, "-m", "keras_bert.demo", f"--model_dir={tmp_path}"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
+    assert run.returncode == 0, run.stdout[-5000:]
+    with open(tmp_path / demo.SUMMARY_FILE, encoding="utf-8") as f:
+        rendered = demo.readme_table(json.load(f))
+    assert deterministic_rows(readme_demo_table()) == deterministic_rows(rendered), \
+        "README.md's demo table differs from this run's numbers: run `make readme-demo`"
