@@ -7,8 +7,10 @@ one line, `<prog>: error: <message>`, with exit status 2; anything else keeps it
 (which `--verbosity=1` also shows for the one-line errors).
 """
 
+import contextlib
 import os
 import sys
+import tempfile
 
 from absl import flags
 
@@ -19,6 +21,9 @@ _DEFINED = []  # The flags defined by the running command line (their help is --
 _PATH_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError)
 # Errors raised by keras_bert's own checks (one line when raised in keras_bert code).
 _CHECK_ERRORS = (ValueError, MemoryError)
+# What TensorFlow's CUDA platform logs (as an error) on every start on a machine without an NVIDIA
+# driver; nothing is wrong there, so the command lines drop it (see `start_tensorflow`).
+NO_DRIVER_LINE = b"failed call to cuInit"
 
 
 class UsageError(Exception):
@@ -60,7 +65,8 @@ def run_command(doc, define_flags, required, main):
     run in the same process, as in tests, would trip over them) and `main` under absl.
 
     `--help` (also -h, --helpfull) prints the help and exits with status 0. TensorFlow's C++
-    info lines are off unless TF_CPP_MIN_LOG_LEVEL is set.
+    info lines are off unless TF_CPP_MIN_LOG_LEVEL is set, and its cuInit line on machines
+    without a GPU driver is dropped (`start_tensorflow`).
     """
     from absl import app
 
@@ -72,6 +78,47 @@ def run_command(doc, define_flags, required, main):
         flags.FLAGS.register_key_flag_for_module(sys.argv[0], flags.FLAGS[name])
     flags.mark_flags_as_required(required)
     app.run(_reporting_errors(main), flags_parser=_parse_flags)
+
+
+def has_nvidia_driver():
+    """True if an NVIDIA driver is loaded or its library (libcuda) can be found."""
+    import ctypes.util
+
+    return os.path.exists("/proc/driver/nvidia/version") or ctypes.util.find_library("cuda") is not None
+
+
+@contextlib.contextmanager
+def dropping_stderr_lines(marker):
+    """Captures what is written to file descriptor 2 (C++ logs included) inside the block, then
+    writes it back to stderr without the lines that contain `marker` (bytes)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = b"".join(line for line in captured if marker not in line)
+            if kept:
+                os.write(2, kept)
+
+
+def start_tensorflow():
+    """Imports TensorFlow and lists its devices. On a machine without an NVIDIA driver the CUDA
+    platform's `failed call to cuInit` error line (logged by the C++ runtime whatever the log
+    level, though nothing is wrong) is dropped; everything else it prints, and every later error,
+    still shows."""
+    import tensorflow as tf
+
+    if has_nvidia_driver():
+        tf.config.list_physical_devices()
+        return
+    with dropping_stderr_lines(NO_DRIVER_LINE):
+        tf.config.list_physical_devices()
 
 
 def _parse_flags(argv):
@@ -99,6 +146,7 @@ def _parse_flags(argv):
 def _reporting_errors(main):
     def run(argv):
         try:
+            start_tensorflow()
             return main(argv)
         except Exception as error:  # noqa: BLE001 (re-raised unless the user can fix it)
             if not is_user_error(error):

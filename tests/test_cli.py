@@ -148,3 +148,40 @@ def test_unexpected_errors_keep_their_traceback():
         cli._reporting_errors(library_bug)([])
     with pytest.raises(KeyError):
         cli._reporting_errors(lambda argv: {}["x"])([])
+
+
+# === TensorFlow's start-up lines ===
+
+_QUIET_START = """
+import os, sys
+from keras_bert import cli
+os.write(2, b"before\\n")
+with cli.dropping_stderr_lines(b"drop me"):
+    os.write(2, b"kept 1\\nplease drop me\\nkept 2\\n")
+cli.start_tensorflow()
+import tensorflow as tf
+tf.constant(1.0) + 1.0  # Runs an op: the devices exist already.
+os.write(2, b"after\\n")
+assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"  # Errors still print: the level is unchanged.
+"""
+
+
+def test_start_tensorflow_drops_only_the_cuinit_line():
+    """On a machine without an NVIDIA driver the command lines start TensorFlow without its
+    `failed call to cuInit` error line; other lines written meanwhile are kept, in order."""
+    from keras_bert import cli
+
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run([sys.executable, "-c", _QUIET_START], capture_output=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr.decode()
+    lines = result.stderr.decode().splitlines()
+    assert lines[:3] == ["before", "kept 1", "kept 2"], lines
+    assert lines[-1] == "after"
+    if not cli.has_nvidia_driver():
+        assert not any("cuInit" in line for line in lines), lines
+    # Without the filter TensorFlow does print it here (else this test would prove nothing).
+    bare = subprocess.run([sys.executable, "-c", "import tensorflow as tf; tf.constant(1)"], capture_output=True,
+                          env=env, timeout=120)
+    if not cli.has_nvidia_driver():
+        assert b"cuInit" in bare.stderr
+
