@@ -117,9 +117,13 @@ def vocab_path(path, format=None):
 
     Args:
         path: checkpoint directory, prefix or weights file, or a run directory or ckpt-<step> prefix.
-        format: a name of `FORMATS`, or None (detect from the files).
+        format: a name of `FORMATS`, or None: detect it from the files; where none is detected
+            (e.g. a directory holding only the vocabulary), `path` is taken as the directory.
     """
-    return files.vocab_in(format_module(format or detect_format(path)).directory_of(path))
+    if format is None:
+        format = next((name for name, module in FORMATS.items() if module.detect(path)), None)
+    directory = files.directory_of(path) if format is None else format_module(format).directory_of(path)
+    return files.vocab_in(directory)
 
 
 def casing(path, format=None):

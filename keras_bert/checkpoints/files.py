@@ -38,6 +38,12 @@ def vocab_tokens(vocab):
     return [str(t) for t in vocab], "vocab"
 
 
+def directory_of(path):
+    """`path` if it is a directory (local or gs://), else the directory of the file or prefix `path`."""
+    path = os.fspath(path)
+    return path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+
+
 def vocab_in(directory):
     """The vocab.txt in `directory` (local or gs://), or None."""
     candidate = os.path.join(os.fspath(directory), VOCAB_NAME)

@@ -147,8 +147,7 @@ def save(model, path, vocab=None, overwrite=False):
 
 def directory_of(path):
     """The directory of the checkpoint's files (holding vocab.txt): `path` or the prefix's directory."""
-    path = os.fspath(path)
-    return path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+    return files.directory_of(path)
 
 
 def casing(path):

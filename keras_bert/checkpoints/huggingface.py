@@ -176,8 +176,7 @@ def save(model, path, vocab=None, overwrite=False):
 
 def directory_of(path):
     """The model directory (holding vocab.txt): `path` or the weights file's directory."""
-    path = os.fspath(path)
-    return path if os.path.isdir(path) else os.path.dirname(path)
+    return files.directory_of(path)
 
 
 def casing(path):
