@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 import keras_bert  # noqa: E402
+from keras_bert.inputs import INPUT_NAMES  # noqa: E402
 
 def build_ours(config, dtype):
     """keras_bert.BertEncoder -> (model, fn(inputs) -> sequence_output)."""
@@ -107,7 +108,7 @@ def run_dynamic(config, batch, long_seq, short_seq, iters):
     """Ours with one tf.function for any [B, S]: times both lengths and counts traces."""
     model = keras_bert.BertEncoder(config)
     traces = []
-    spec = {k: tf.TensorSpec([None, None], tf.int32, name=k) for k in keras_bert.models.encoder.INPUT_NAMES}
+    spec = {k: tf.TensorSpec([None, None], tf.int32, name=k) for k in INPUT_NAMES}
 
     @tf.function(input_signature=[spec])
     def forward(inputs):

@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 import keras_bert  # noqa: E402
-from keras_bert.models.encoder import INPUT_NAMES  # noqa: E402
+from keras_bert.inputs import INPUT_NAMES  # noqa: E402
 from keras_bert.tasks import features as feature_lib  # noqa: E402
 from keras_bert.tasks import finetune_config, glue, registry  # noqa: E402
 from keras_bert.tasks import trainer as runner  # noqa: E402

@@ -48,8 +48,8 @@ import keras_bert  # noqa: E402
 from keras_bert.export import export_saved_model  # noqa: E402
 from keras_bert.models.task_models import BertClassifier  # noqa: E402
 from keras_bert.tasks.finetune_config import FinetuneConfig  # noqa: E402
-from keras_bert.tasks.trainer import save_task_model  # noqa: E402
-from keras_bert.tasks.init_checkpoint import load_init_checkpoint  # noqa: E402
+from keras_bert.checkpoints import load_init_checkpoint  # noqa: E402
+from keras_bert.checkpoints.task_model import save_task_model  # noqa: E402
 from keras_bert.text.preprocessor import BertPreprocessor  # noqa: E402
 from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
 from keras_bert.text.vocab import load_vocabulary  # noqa: E402
@@ -78,7 +78,7 @@ def build_model(args):
 
 def export(model, vocabulary, lower_case, seq, directory):
     config = FinetuneConfig(task="sst2", init_checkpoint="unused", model_dir=directory, do_eval=True, seq_length=seq)
-    model_dir = save_task_model(model, config, vocabulary, lower_case, os.path.join(directory, "model"))
+    model_dir = save_task_model(model, os.path.join(directory, "model"), config.task_object, seq, vocabulary, lower_case)
     return tf.saved_model.load(export_saved_model(model_dir, os.path.join(directory, "serving"))).signatures
 
 

@@ -52,8 +52,9 @@ import keras_bert  # noqa: E402
 from keras_bert.export import export_saved_model  # noqa: E402
 from keras_bert.export import tflite  # noqa: E402
 from keras_bert.models.task_models import BertClassifier  # noqa: E402
-from keras_bert.tasks.finetune import FinetuneConfig, save_task_model  # noqa: E402
-from keras_bert.tasks.init_checkpoint import load_init_checkpoint  # noqa: E402
+from keras_bert.tasks.finetune import FinetuneConfig  # noqa: E402
+from keras_bert.checkpoints import load_init_checkpoint  # noqa: E402
+from keras_bert.checkpoints.task_model import save_task_model  # noqa: E402
 from keras_bert.text.preprocessor import BertPreprocessor  # noqa: E402
 from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
 from keras_bert.text.vocab import load_vocabulary  # noqa: E402
@@ -152,7 +153,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         config = FinetuneConfig(task="sst2", init_checkpoint="unused", model_dir=tmp, do_eval=True,
                                 seq_length=args.seq)
-        model_dir = save_task_model(model, config, vocabulary, lower_case, os.path.join(tmp, "model"))
+        model_dir = save_task_model(model, os.path.join(tmp, "model"), config.task_object, args.seq, vocabulary,
+                                    lower_case)
         saved_model = export_saved_model(model_dir, os.path.join(tmp, "serving"))
         serving = tf.saved_model.load(saved_model).signatures["serving_default"]
         sizes = {SAVED_MODEL: directory_size(saved_model)}

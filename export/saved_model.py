@@ -21,6 +21,7 @@ import tensorflow as tf
 from keras_bert.export import ops, versions
 from keras_bert.export.signatures import build_signatures
 from keras_bert.export.source import load_source
+from keras_bert.text.vocab import write_vocabulary
 
 EXTRA_DIR = "assets.extra"
 # Probe texts of the reload check: empty, plain, punctuation and accents, over-long.
@@ -138,6 +139,5 @@ def write_extra(path, source, functions, text_ops):
                 tensorflow_text_ops=text_ops, tensorflow_version=tf.__version__)
     with tf.io.gfile.GFile(os.path.join(extra, "task.json"), "w") as f:
         f.write(json.dumps(info, indent=1))
-    with tf.io.gfile.GFile(os.path.join(extra, "vocab.txt"), "w") as f:
-        f.write("".join(t + "\n" for t in source.tokenizer.vocabulary))
+    write_vocabulary(source.tokenizer.vocabulary, os.path.join(extra, "vocab.txt"))
 

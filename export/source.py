@@ -5,21 +5,21 @@
   `vocab.txt`), or the run directory holding it; the task's `problem` in task.json picks the
   serving signatures (`keras_bert.export.signatures.BUILDERS`);
 - a pre-trained encoder with no task: a Google TF1 checkpoint, a Hugging Face directory or a
-  pre-training run directory (`keras_bert.tasks.init_checkpoint`), exported as a feature
-  extractor (kind "encoder"), with its masked-LM head when the checkpoint has one.
+  pre-training run directory (`keras_bert.checkpoints.load_init_checkpoint`), exported as a
+  feature extractor (kind "encoder"), with its masked-LM head when the checkpoint has one.
+Both are read by `keras_bert.checkpoints`.
 """
 
 import dataclasses
-import json
 import os
 
 import keras
-import tensorflow as tf
 from absl import logging
 
+from keras_bert import checkpoints
+from keras_bert.checkpoints import task_model
 from keras_bert.text.tokenizer import BertTokenizer
 
-TASK_FILE = "task.json"  # Written by keras_bert.tasks.trainer.save_task_model.
 DEFAULT_SEQ_LENGTH = 128  # For encoders (TF Hub's BERT preprocessors use 128 too).
 
 
@@ -74,37 +74,26 @@ def load_source(path, seq_length=None, mlm=None):
         ValueError: a bad seq_length, an unknown task.json, or mlm=True without an MLM head.
     """
     path = os.fspath(path)
-    for directory in (path, os.path.join(path, "model")):
-        if tf.io.gfile.exists(os.path.join(directory, TASK_FILE)):
-            source = _load_task_model(directory, seq_length)
-            if mlm:
-                raise ValueError(f"{directory} is a fine-tuned {source.info.get('task')} model: it has no masked-LM "
-                                 f"head (export the pre-trained checkpoint for mlm).")
-            return source
+    directory = task_model.find_task_model(path)
+    if directory is not None:
+        source = _load_task_model(directory, seq_length)
+        if mlm:
+            raise ValueError(f"{directory} is a fine-tuned {source.info.get('task')} model: it has no masked-LM "
+                             f"head (export the pre-trained checkpoint for mlm).")
+        return source
     return _load_encoder(path, seq_length, mlm)
 
 
 def _load_task_model(directory, seq_length):
-    from keras_bert.models import task_models  # noqa: F401  (registers the task model classes)
-
-    with tf.io.gfile.GFile(os.path.join(directory, TASK_FILE)) as f:
-        info = json.load(f)
-    missing = [k for k in ("problem", "lower_case", "seq_length") if k not in info]
-    if missing:
-        raise ValueError(f"{os.path.join(directory, TASK_FILE)} lacks {missing}: write it with "
-                         f"keras_bert.tasks.trainer.save_task_model.")
-    tokenizer = BertTokenizer(os.path.join(directory, info.get("vocab_file", "vocab.txt")),
-                              lower_case=info["lower_case"])
-    model = keras.saving.load_model(os.path.join(directory, info.get("model_file", "model.keras")))
+    model, info, vocab_file = task_model.load_task_model(directory)
+    tokenizer = BertTokenizer(vocab_file, lower_case=info["lower_case"])
     encoder = model.encoder
     return ExportSource(kind=info["problem"], tokenizer=tokenizer, encoder=encoder, model=model, info=info,
                         seq_length=_seq_length(seq_length or info["seq_length"], encoder), path=directory)
 
 
 def _load_encoder(path, seq_length, mlm):
-    from keras_bert.tasks.init_checkpoint import load_init_checkpoint
-
-    init = load_init_checkpoint(path)
+    init = checkpoints.load_init_checkpoint(path)
     pretrainer = _load_pretrainer(path, init) if mlm is not False else None
     if mlm and pretrainer is None:
         raise ValueError(f"{path} has no masked-LM head (cls/predictions); export it with mlm=None or False.")
@@ -118,20 +107,6 @@ def _load_encoder(path, seq_length, mlm):
 
 def _load_pretrainer(path, init):
     """The checkpoint's `BertPretrainer` (encoder + masked-LM head), or None without heads."""
-    from keras_bert import checkpoints
-    from keras_bert.models.pretrainer import BertPretrainer
-    from keras_bert.pretraining import run_dir
-
-    if init.format == "pretraining_run":
-        pretrainer = BertPretrainer(init.encoder, next_sentence=False)
-        status = tf.train.Checkpoint(model=pretrainer).read(run_dir.find_checkpoint(path))
-        status.expect_partial()  # The NSP head, the optimizer and the seeds are not read.
-        try:
-            status.assert_existing_objects_matched()
-        except AssertionError:
-            logging.info("%s: no masked-LM head in the checkpoint; exporting the encoder only.", path)
-            return None
-        return pretrainer
     try:
         return checkpoints.load_pretrainer(path, format=init.format)
     except checkpoints.CheckpointError as e:

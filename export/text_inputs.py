@@ -11,7 +11,7 @@ Dimensions: B batch, S sequence.
 
 import tensorflow as tf
 
-from keras_bert.models.encoder import INPUT_NAMES
+from keras_bert.inputs import INPUT_NAMES
 from keras_bert.text.preprocessor import BertPreprocessor
 
 MIN_LENGTH = 2  # [CLS] [SEP]: an empty text, and the width of an empty batch.

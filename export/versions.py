@@ -13,7 +13,7 @@ import uuid
 
 import tensorflow as tf
 
-from keras_bert.training.io_utils import atomic_directory
+from keras_bert.io_utils import atomic_directory
 
 _VERSION_RE = re.compile(r"^\d+$")
 

@@ -118,7 +118,7 @@ def stdlib_documents(max_modules=None, min_chars=200, packages=None):
 def write_corpus(documents, path):
     """Write documents in the original format (a sentence per line, blank line between documents)."""
     from keras_bert.pretraining.corpus import split_document
-    from keras_bert.training.io_utils import write_atomic
+    from keras_bert.io_utils import write_atomic
     kept = [sentences for sentences in (split_document(text, hard_wrapped=True) for _, text in documents)
             if len(sentences) >= 2]
     write_atomic(path, "".join("\n".join(sentences) + "\n\n" for sentences in kept))
@@ -190,7 +190,7 @@ def package_examples(documents, packages, dev_fraction=DEV_FRACTION, train_cap=N
 
 def write_tsv(rows, path):
     """Writes (label, text, ...) rows as the `text_classification` task's `label<TAB>text` lines."""
-    from keras_bert.training.io_utils import write_atomic
+    from keras_bert.io_utils import write_atomic
     write_atomic(path, "".join(f"{label}\t{text}\n" for label, text, *_ in rows))
 
 
@@ -404,7 +404,8 @@ def _read_docstrings(job, quick):
 
 def _learn_vocabulary(job):
     """Stage 2: vocab.txt from the pre-training corpus; returns (path, size)."""
-    from keras_bert.text.vocab_builder import build_vocabulary, write_vocabulary
+    from keras_bert.text.vocab import write_vocabulary
+    from keras_bert.text.vocab_builder import build_vocabulary
 
     job.start("Learning a WordPiece vocabulary")
     vocab_file = job.paths["vocabulary"] = os.path.join(job.data_dir, "vocab.txt")

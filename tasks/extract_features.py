@@ -276,7 +276,7 @@ def main(argv):
     paths.require_path("input_file", FLAGS.input_file, "a text file, one example per line")
     paths.require_path("init_checkpoint", FLAGS.init_checkpoint, paths.INIT_CHECKPOINT_KINDS)
     paths.require_path("vocab_file", FLAGS.vocab_file, "a vocab.txt, or a directory holding one")
-    from keras_bert.tasks.init_checkpoint import load_init_checkpoint  # TensorFlow, Keras.
+    from keras_bert.checkpoints import load_init_checkpoint  # TensorFlow, Keras.
     from keras_bert.text.preprocessor import BertPreprocessor
     from keras_bert.text.tokenizer import BertTokenizer
 

@@ -35,7 +35,7 @@ from absl import logging
 from scipy import stats
 from sklearn import metrics as sk_metrics
 
-from keras_bert.training.io_utils import write_atomic
+from keras_bert.io_utils import write_atomic
 
 SUBMISSION_HEADER = ("index", "prediction")
 STSB_RANGE = (0.0, 5.0)

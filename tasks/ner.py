@@ -28,7 +28,7 @@ from absl import logging
 from keras_bert.models.task_models import BertTokenClassifier
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.task import Task, sparse_xent_sums
-from keras_bert.training.io_utils import write_atomic
+from keras_bert.io_utils import write_atomic
 
 # The CoNLL-2003 entity types; the model's tags are O, then B- and I- of each, in this order
 # (tensorflow-datasets' conll2003 order).

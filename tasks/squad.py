@@ -26,7 +26,7 @@ from keras_bert.tasks.squad_data import SquadDataError, SquadExample  # noqa: F4
 from keras_bert.tasks.squad_features import encode_examples
 from keras_bert.tasks.squad_postprocess import postprocess
 from keras_bert.tasks.task import Task, sparse_xent_sums
-from keras_bert.training.io_utils import write_atomic
+from keras_bert.io_utils import write_atomic
 
 # The paper's recipes (§4.2, §4.3): 384 tokens, lr 5e-5; v1.1 3 epochs at batch 32, v2.0 2 at 48.
 RECIPES = {"1.1": {"seq_length": 384, "learning_rate": 5e-5, "num_train_epochs": 3, "batch_size": 32},

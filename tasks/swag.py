@@ -24,7 +24,7 @@ from sklearn import metrics as sk_metrics
 from keras_bert.models.task_models import BertMultipleChoice
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.task import Task, sparse_xent_sums
-from keras_bert.training.io_utils import write_atomic
+from keras_bert.io_utils import write_atomic
 
 NUM_CHOICES = 4
 FILE_NAMES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}

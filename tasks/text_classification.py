@@ -27,7 +27,7 @@ from sklearn import metrics as sk_metrics
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.task import Task, sparse_xent_sums
-from keras_bert.training.io_utils import write_atomic
+from keras_bert.io_utils import write_atomic
 
 HEADER = ("label", "text")
 PREDICTIONS_FILE = "test_results.tsv"

@@ -20,14 +20,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from keras_bert.checkpoints.task_model import MODEL_FILE, TASK_FILE, save_task_model  # noqa: F401 (re-exported)
+from keras_bert.checkpoints.training import TrainingCheckpoint, read_weights, write_weights
+from keras_bert.io_utils import write_atomic
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.finetune_config import FinetuneConfig
-from keras_bert.training import callbacks, checkpointing, distribute, optimizers, plots
-from keras_bert.training.io_utils import atomic_directory, write_atomic
+from keras_bert.training import callbacks, distribute, optimizers, plots
 from keras_bert.training.memory import out_of_memory_hint
-
-TASK_FILE = "task.json"
-MODEL_FILE = "model.keras"
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -63,7 +62,7 @@ class TaskTrainer(keras.Model):
 
 def _load_encoder(config, dtype):
     """(encoder, vocabulary, lower_case) from init_checkpoint, or a fresh preset encoder."""
-    from keras_bert.tasks.init_checkpoint import load_init_checkpoint
+    from keras_bert.checkpoints import load_init_checkpoint
     from keras_bert.text.vocab import load_vocabulary
 
     if config.init_checkpoint:
@@ -145,7 +144,7 @@ def _predict_function(model, strategy, jit_compile):
 def _save_best(model, model_dir, step, epoch, metrics):
     """Writes the weights as `best-<step>/` and points `best.json` at them (atomically)."""
     path = os.path.join(model_dir, f"best-{step}", "weights")
-    tf.train.Checkpoint(model=model).write(path)
+    write_weights(model, path)
     write_atomic(os.path.join(model_dir, "best.json"),
                  json.dumps({"step": step, "epoch": epoch, "path": path, "metrics": metrics}, indent=1))
     for name in tf.io.gfile.listdir(model_dir):
@@ -178,26 +177,6 @@ def _predict_or_explain(config, model, feats, strategy):
                             "use a smaller eval_batch_size"):
         return predict(model, config.task_object, feats, config.eval_batch_size, config.bucket_lengths(), strategy,
                        config.jit_compile)
-
-
-def save_task_model(model, config, vocabulary, lower_case, path):
-    """Writes `model.keras`, `task.json` and `vocab.txt` to `path` as one new directory."""
-    task = config.task_object
-    info = {"task": task.name, "seq_length": int(config.seq_length), "lower_case": bool(lower_case),
-            "vocab_file": "vocab.txt", "model_file": MODEL_FILE, "model_class": type(model).__name__,
-            "keras_bert_version": _version(), **task.info()}
-    with atomic_directory(path, replace=True) as tmp:
-        model.save(os.path.join(tmp, MODEL_FILE))  # Keras writes gs:// paths through tf.io.gfile.
-        with tf.io.gfile.GFile(os.path.join(tmp, "vocab.txt"), "w") as f:
-            f.write("".join(t + "\n" for t in vocabulary))
-        with tf.io.gfile.GFile(os.path.join(tmp, TASK_FILE), "w") as f:
-            f.write(json.dumps(info, indent=1))
-    return path
-
-
-def _version():
-    import keras_bert
-    return keras_bert.__version__
 
 
 def run_finetuning(config=None, **overrides):
@@ -267,9 +246,8 @@ def run_finetuning(config=None, **overrides):
         optimizer.build(model.trainable_variables)
         trainer.compile(optimizer=optimizer, jit_compile=config.jit_compile)
         distribute.adapt_keras_model(trainer, strategy)
-        checkpoint = checkpointing.TrainingCheckpoint(os.path.join(config.model_dir, "checkpoints"), trainer,
-                                                      optimizer, max_to_keep=config.keep_checkpoints,
-                                                      strategy=strategy)
+        checkpoint = TrainingCheckpoint(os.path.join(config.model_dir, "checkpoints"), trainer, optimizer,
+                                        max_to_keep=config.keep_checkpoints, strategy=strategy)
         start_step = checkpoint.restore_latest()
 
     history_path = os.path.join(config.model_dir, "history.json")
@@ -318,7 +296,7 @@ def run_finetuning(config=None, **overrides):
     step = int(optimizer.iterations.numpy())
     best = _read_json(os.path.join(config.model_dir, "best.json"), None) if chief else None
     if best is not None:
-        tf.train.Checkpoint(model=model).read(best["path"]).assert_existing_objects_matched()
+        read_weights(model, best["path"])
         logging.info("Kept the model of epoch %d (step %d): %s %.4f", best["epoch"], best["step"],
                      task.main_metric, best["metrics"][task.main_metric])
 
@@ -339,7 +317,8 @@ def run_finetuning(config=None, **overrides):
             written += task.write_predictions(split, examples, feats, outputs, out_dir)
     model_path = None
     if chief:
-        model_path = save_task_model(model, config, vocabulary, lower_case, os.path.join(config.model_dir, "model"))
+        model_path = save_task_model(model, os.path.join(config.model_dir, "model"), task, config.seq_length,
+                                     vocabulary, lower_case)
     plot = None
     if chief and config.plot and log.history:
         plot = _plot(log.history, eval_history, task.name, os.path.join(config.model_dir, "training_curve.png"))

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from keras_bert import demo
-from keras_bert.tasks.init_checkpoint import load_init_checkpoint
+from keras_bert.checkpoints import load_init_checkpoint
 
 BAR = re.compile(r"\d+/\d+ \[[=>.]+\]")
 ABSL_RECORD = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d")

@@ -105,7 +105,7 @@ def test_vocabulary_size_differs_from_the_checkpoint(tmp_path):
 
 
 def test_cased_vocabulary_with_an_uncased_checkpoint(tmp_path):
-    from keras_bert.tasks.init_checkpoint import load_init_checkpoint
+    from keras_bert.checkpoints import load_init_checkpoint
 
     checkpoint = write_checkpoint(str(tmp_path / "uncased_L-1_H-32_A-2"))
     cased = tmp_path / "cased.txt"

@@ -1,4 +1,8 @@
-"""Checkpoints in and out: original Google TF1 checkpoints and Hugging Face BERT directories.
+"""Checkpoints in and out, every format of the package: original Google TF1 checkpoints, Hugging
+Face BERT directories and pre-training run directories (read through one table, `FORMATS`, see
+`keras_bert.checkpoints.formats`); also the training checkpoints (`training`), fine-tuned task
+model directories (`task_model`) and an encoder with its vocabulary and casing for a task
+(`load_init_checkpoint`).
 
 >>> encoder = load_encoder("uncased_L-12_H-768_A-12")              # doctest: +SKIP
 >>> pretrainer = load_pretrainer("bert-base-uncased-hf-dir")       # doctest: +SKIP
@@ -12,13 +16,13 @@ found shapes); variables the model does not use give a warning, except optimizer
 
 import os
 
-from keras_bert.checkpoints import google, huggingface
-from keras_bert.checkpoints.weights import CheckpointError
+from keras_bert.checkpoints import files, google, huggingface
+from keras_bert.checkpoints.formats import FORMATS, detect_format, format_module
+from keras_bert.checkpoints.init_checkpoint import InitCheckpoint, load_init_checkpoint
+from keras_bert.errors import CheckpointError
 
-FORMATS = {"google": google, "huggingface": huggingface}
-
-__all__ = ["CheckpointError", "FORMATS", "detect_format", "download", "load_encoder", "load_pretrainer", "save",
-           "vocab_path"]
+__all__ = ["CheckpointError", "FORMATS", "InitCheckpoint", "casing", "detect_format", "download",
+           "load_encoder", "load_init_checkpoint", "load_pretrainer", "save", "vocab_path"]
 
 
 def download(path, cache_dir="downloads"):
@@ -57,30 +61,6 @@ def download(path, cache_dir="downloads"):
         raise FileNotFoundError(f"{path} unpacked to {unpacked} holds no {google.CONFIG_NAME} or "
                                 f"{huggingface.CONFIG_NAME}: not a BERT checkpoint archive.")
     return os.path.dirname(min(configs, key=len))  # The shallowest one.
-
-
-def detect_format(path):
-    """"google", "huggingface" or "pretraining_run" (a `run_pretraining` model_dir or one of its
-    ckpt-<step> prefixes) for a checkpoint path, by the files present.
-
-    Raises:
-        FileNotFoundError: if the path holds neither.
-    """
-    path = os.fspath(path)
-    if huggingface.is_directory(path):
-        return "huggingface"
-    from keras_bert.pretraining import run_dir  # Built on this package: imported on use.
-
-    if run_dir.find_checkpoint(path) is not None:  # ckpt-<step>: before Google's (any *.index) rule.
-        return "pretraining_run"
-    if google.is_checkpoint(path):
-        return "google"
-    if not os.path.exists(path) and not os.path.exists(path + ".index"):
-        raise FileNotFoundError(f"No checkpoint at {path}: the path does not exist.")
-    raise FileNotFoundError(
-        f"No checkpoint at {path}: expected a Google checkpoint ({google.CONFIG_NAME} + "
-        f"{google.CHECKPOINT_NAME}.index), a Hugging Face directory ({huggingface.CONFIG_NAME} + "
-        f"{huggingface.WEIGHTS_NAME}) or a run_pretraining model_dir (ckpt-<step>.index + bert_config.json).")
 
 
 def load_encoder(path, format=None, config=None, dtype=None, allow_pickle=False):
@@ -129,34 +109,28 @@ def save(model, path, format="google", vocab=None, overwrite=False):
         overwrite: bool. Replace existing files of the same names; otherwise
             `FileExistsError`.
     """
-    _module(format).save(model, path, vocab=vocab, overwrite=overwrite)
+    format_module(format).save(model, path, vocab=vocab, overwrite=overwrite)
 
 
-def vocab_path(path):
-    """The vocab.txt beside a checkpoint (directory, prefix or weights file; local or gs://), or None."""
-    import tensorflow as tf
+def vocab_path(path, format=None):
+    """The vocab.txt in a checkpoint's directory (local or gs://), or None.
 
-    path = os.fspath(path)
-    candidate = os.path.join(path if tf.io.gfile.isdir(path) else os.path.dirname(path), "vocab.txt")
-    return candidate if tf.io.gfile.exists(candidate) and not tf.io.gfile.isdir(candidate) else None
+    Args:
+        path: checkpoint directory, prefix or weights file, or a run directory or ckpt-<step> prefix.
+        format: a name of `FORMATS`, or None: detect it from the files; where none is detected
+            (e.g. a directory holding only the vocabulary), `path` is taken as the directory.
+    """
+    if format is None:
+        format = next((name for name, module in FORMATS.items() if module.detect(path)), None)
+    directory = files.directory_of(path) if format is None else format_module(format).directory_of(path)
+    return files.vocab_in(directory)
+
+
+def casing(path, format=None):
+    """(lower_case or None, the rule that says so), by the format's own rule (see `FORMATS`)."""
+    return format_module(format or detect_format(path)).casing(path)
 
 
 def _load(path, format, heads, config, dtype, allow_pickle, next_sentence=None):
-    format = format or detect_format(path)
-    if format == "pretraining_run":
-        if config is not None:
-            raise ValueError(f"config applies to Google and Hugging Face checkpoints; the run {path} has its "
-                             f"own bert_config.json.")
-        from keras_bert.pretraining import run_dir
-
-        return run_dir.load(path, heads=heads, next_sentence=next_sentence, dtype=dtype)[0]
-    kwargs = dict(heads=heads, next_sentence=next_sentence, config=config, dtype=dtype)
-    if format == "huggingface":
-        kwargs["allow_pickle"] = allow_pickle
-    return _module(format).load(path, **kwargs)
-
-
-def _module(format):
-    if format not in FORMATS:
-        raise ValueError(f"Unknown checkpoint format {format!r}; use one of {sorted(FORMATS)}.")
-    return FORMATS[format]
+    return format_module(format or detect_format(path)).load(
+        path, heads=heads, next_sentence=next_sentence, config=config, dtype=dtype, allow_pickle=allow_pickle)

@@ -8,15 +8,18 @@ does not use give a warning; missing variables or shape mismatches raise `Checkp
 
 import glob
 import os
+import re
 
 import tensorflow as tf
 
 from keras_bert.checkpoints import files, weights
 from keras_bert.config import BertConfig
+from keras_bert.io_utils import atomic_files
+from keras_bert.text.vocab import write_vocabulary
 
 CONFIG_NAME = "bert_config.json"
 CHECKPOINT_NAME = "bert_model.ckpt"
-VOCAB_NAME = "vocab.txt"
+VOCAB_NAME = files.VOCAB_NAME
 
 _DENSE = (("kernel", "kernel", False), ("bias", "bias", False))
 _NORM = (("gamma", "gamma", False), ("beta", "beta", False))
@@ -46,8 +49,12 @@ GOOGLE_NAMES = (
 )
 NSP_NAME = "cls/seq_relationship/output_weights"
 
+# The released names (google-research/bert tokenization.validate_case_matches_checkpoint).
+_RELEASED_NAME_RE = re.compile(r"^(?:wwm_)?(uncased|cased|multi_cased|multilingual|chinese)_L-\d+_H-\d+_A-\d+")
+_RELEASED_LOWER = {"uncased": True, "multilingual": True, "chinese": True, "cased": False, "multi_cased": False}
 
-def is_checkpoint(path):
+
+def detect(path):
     """True for a directory holding a TF checkpoint or bert_config.json, or a checkpoint prefix."""
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -81,7 +88,7 @@ def resolve(path):
     return prefix, os.path.join(os.path.dirname(prefix), CONFIG_NAME)
 
 
-def load(path, heads=False, next_sentence=None, config=None, dtype=None):
+def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_pickle=False):
     """A `BertEncoder` (or with `heads`, a `BertPretrainer`) with the checkpoint's weights.
 
     Args:
@@ -91,6 +98,7 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None):
             "if the checkpoint has it".
         config: optional `BertConfig` used instead of bert_config.json.
         dtype: optional Keras dtype policy for the model.
+        allow_pickle: bool. Unused: this format holds no pickles.
 
     Returns:
         the model.
@@ -121,19 +129,40 @@ def save(model, path, vocab=None, overwrite=False):
 
     Args:
         model: `BertEncoder` (bert/... variables) or `BertPretrainer` (plus cls/...).
-        path: output directory; created, or added to (see `files.atomic_files`).
+        path: output directory; created, or added to (see `keras_bert.io_utils.atomic_files`).
         vocab: optional vocab.txt path or sequence of tokens (must match vocab_size).
         overwrite: bool. Replace these files where they exist.
     """
     encoder, _ = weights.split_model(model)
     arrays = weights.export_arrays(GOOGLE_NAMES, model)
     names = [CONFIG_NAME, CHECKPOINT_NAME + ".index", CHECKPOINT_NAME + ".data-00000-of-00001"]
-    with files.atomic_files(path, names + ([VOCAB_NAME] if vocab is not None else []), overwrite) as tmp:
+    with atomic_files(path, names + ([VOCAB_NAME] if vocab is not None else []), overwrite) as tmp:
         if vocab is not None:
-            files.write_vocab(vocab, os.path.join(tmp, VOCAB_NAME), encoder.config.vocab_size)
+            tokens, what = files.vocab_tokens(vocab)
+            write_vocabulary(tokens, os.path.join(tmp, VOCAB_NAME), encoder.config.vocab_size, origin=what)
         tf.raw_ops.SaveV2(prefix=os.path.join(tmp, CHECKPOINT_NAME), tensor_names=list(arrays),
                           shape_and_slices=[""] * len(arrays), tensors=list(arrays.values()))
         encoder.config.to_json_file(os.path.join(tmp, CONFIG_NAME))
+
+
+def directory_of(path):
+    """The directory of the checkpoint's files (holding vocab.txt): `path` or the prefix's directory."""
+    return files.directory_of(path)
+
+
+def casing(path):
+    """(lower_case or None, the rule) from the released directory names, as the original
+    `validate_case_matches_checkpoint`: uncased_*, multilingual_*, chinese_* are uncased;
+    cased_*, multi_cased_* are cased (also with a wwm_ prefix, e.g. uncased_L-12_H-768_A-12).
+
+    Args:
+        path: checkpoint directory or prefix.
+    """
+    name = os.path.basename(os.path.abspath(directory_of(path)))
+    match = _RELEASED_NAME_RE.match(name)
+    if match:
+        return _RELEASED_LOWER[match.group(1)], f"released Google checkpoint name {name}"
+    return None, None
 
 
 def _strip_suffix(path):

@@ -21,13 +21,17 @@ import safetensors.numpy
 
 from keras_bert.checkpoints import files, weights
 from keras_bert.config import BertConfig
+from keras_bert.errors import CheckpointError
+from keras_bert.io_utils import atomic_files
+from keras_bert.text.vocab import write_vocabulary
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 PICKLE_NAME = "pytorch_model.bin"
 PICKLE_INDEX_NAME = "pytorch_model.bin.index.json"
-VOCAB_NAME = "vocab.txt"
+VOCAB_NAME = files.VOCAB_NAME
+TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 PREFIX = "bert."
 
 _DENSE = (("kernel", "weight", True), ("bias", "bias", False))
@@ -63,7 +67,7 @@ POOLER_KEYS = ("pooler.dense.weight", "pooler.dense.bias")  # Absent from BertFo
 _BUFFERS = ("embeddings.position_ids",)  # Non-weight buffers in older files.
 
 
-def is_directory(path):
+def detect(path):
     """True for a directory with config.json or weights in a Hugging Face layout."""
     path = os.fspath(path)
     if os.path.isfile(path):
@@ -149,7 +153,7 @@ def save(model, path, vocab=None, overwrite=False):
     Args:
         model: `BertEncoder` (bare BertModel names) or `BertPretrainer`
             (BertForPreTraining names: "bert." prefix plus cls.*).
-        path: output directory; created, or added to (see `files.atomic_files`).
+        path: output directory; created, or added to (see `keras_bert.io_utils.atomic_files`).
         vocab: optional vocab.txt path or sequence of tokens (must match vocab_size).
         overwrite: bool. Replace these files where they exist.
     """
@@ -160,13 +164,29 @@ def save(model, path, vocab=None, overwrite=False):
     hf_config = encoder.config.to_hf_dict()
     hf_config["architectures"] = ["BertForPreTraining" if pretrainer is not None else "BertModel"]
     names = [CONFIG_NAME, WEIGHTS_NAME] + ([VOCAB_NAME] if vocab is not None else [])
-    with files.atomic_files(path, names, overwrite) as tmp:
+    with atomic_files(path, names, overwrite) as tmp:
         if vocab is not None:
-            files.write_vocab(vocab, os.path.join(tmp, VOCAB_NAME), encoder.config.vocab_size)
+            tokens, what = files.vocab_tokens(vocab)
+            write_vocabulary(tokens, os.path.join(tmp, VOCAB_NAME), encoder.config.vocab_size, origin=what)
         safetensors.numpy.save_file(arrays, os.path.join(tmp, WEIGHTS_NAME), metadata={"format": "pt"})
         with open(os.path.join(tmp, CONFIG_NAME), "w", encoding="utf-8") as f:
             json.dump(hf_config, f, indent=2, sort_keys=True)
             f.write("\n")
+
+
+def directory_of(path):
+    """The model directory (holding vocab.txt): `path` or the weights file's directory."""
+    return files.directory_of(path)
+
+
+def casing(path):
+    """(lower_case or None, the rule): "do_lower_case" in the directory's tokenizer_config.json."""
+    config_path = os.path.join(directory_of(path), TOKENIZER_CONFIG_NAME)
+    if os.path.isfile(config_path):
+        value = files.read_json_object(config_path).get("do_lower_case")
+        if isinstance(value, bool):
+            return value, f"{config_path} do_lower_case"
+    return None, None
 
 
 def _check_tied(tensors, key):
@@ -174,14 +194,14 @@ def _check_tied(tensors, key):
     decoder = tensors.get(DECODER_WEIGHT_KEY)
     embeddings = tensors.get(key(WORD_EMBEDDINGS_KEY))
     if decoder is not None and embeddings is not None and not np.array_equal(decoder, embeddings):
-        raise weights.CheckpointError(
+        raise CheckpointError(
             f"{DECODER_WEIGHT_KEY} differs from {key(WORD_EMBEDDINGS_KEY)}: an untied MLM output "
             "projection is not supported (BERT ties it to the word embeddings).")
     bias, decoder_bias = tensors.get("cls.predictions.bias"), tensors.get(DECODER_BIAS_KEY)
     if bias is None and decoder_bias is not None:
         tensors["cls.predictions.bias"] = decoder_bias
     elif bias is not None and decoder_bias is not None and not np.array_equal(bias, decoder_bias):
-        raise weights.CheckpointError(f"{DECODER_BIAS_KEY} differs from cls.predictions.bias (they are tied).")
+        raise CheckpointError(f"{DECODER_BIAS_KEY} differs from cls.predictions.bias (they are tied).")
 
 
 def _normalize(key):

@@ -12,15 +12,12 @@ import warnings
 
 import numpy as np
 
+from keras_bert.errors import CheckpointError
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 
 # Optimizer state and step counters found in training checkpoints; never model weights.
 _OPTIMIZER_RE = re.compile(r"(^|/)(adam_m|adam_v|Adam|Adam_1|Momentum|AdamWeightDecay\w*)$|^global_step$")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint does not fit the model: missing variables or wrong shapes."""
 
 
 def rows(ours, theirs, leaves):

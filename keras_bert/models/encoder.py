@@ -8,11 +8,10 @@ import keras
 import tensorflow as tf
 
 from keras_bert.config import BertConfig
+from keras_bert.inputs import INPUT_NAMES
 from keras_bert.layers import utils
 from keras_bert.layers.embeddings import BertEmbeddings
 from keras_bert.layers.transformer import TransformerBlock, attention_bias
-
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def encoder_inputs():
@@ -94,12 +93,6 @@ class BertEncoder(keras.Model):
     def from_config(cls, config):
         config = dict(config)
         return cls(config=BertConfig.from_dict(config.pop("config")), **config)
-
-    @classmethod
-    def from_checkpoint(cls, path, **kwargs):
-        """An encoder with weights from a Google TF1 checkpoint or a Hugging Face directory."""
-        from keras_bert import checkpoints  # Checkpoints build on the models, not the reverse.
-        return checkpoints.load_encoder(path, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

@@ -150,10 +150,3 @@ class BertPretrainer(keras.Model):
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)
-
-    @classmethod
-    def from_checkpoint(cls, path, **kwargs):
-        """A pretrainer with encoder and head weights from a Google TF1 checkpoint, a HF directory or a
-        pre-training run directory (`keras_bert.checkpoints.load_pretrainer`)."""
-        from keras_bert import checkpoints
-        return checkpoints.load_pretrainer(path, **kwargs)

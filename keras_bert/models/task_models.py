@@ -15,7 +15,8 @@ import tensorflow as tf
 
 from keras_bert.layers import utils
 from keras_bert.layers.dropout import ReplicaDropout
-from keras_bert.models.encoder import INPUT_NAMES, BertEncoder, encoder_inputs
+from keras_bert.inputs import INPUT_NAMES
+from keras_bert.models.encoder import BertEncoder, encoder_inputs
 
 
 class _TaskModel(keras.Model):

@@ -5,7 +5,7 @@ One code path for a laptop CPU, several GPUs, many workers or a TPU: the strateg
 `fit` runs one Keras epoch per logging loop of `steps_per_loop` update steps. The run directory
 (`model_dir`, local or gs://) holds checkpoints (`ckpt-<step>`), TensorBoard logs (`tensorboard/`),
 `history.json`, `training_curve.png`, `summary.json`, and what the run's encoder needs to be used
-later (`keras_bert.pretraining.run_dir`): `bert_config.json`, `vocab.txt` and `text_config.json`.
+later (`keras_bert.checkpoints.pretraining_run`): `bert_config.json`, `vocab.txt` and `text_config.json`.
 Running again with the same model_dir resumes from the newest checkpoint: same step, optimizer
 state, learning rate and data position.
 """
@@ -20,13 +20,15 @@ import tensorflow as tf
 from absl import logging
 
 from keras_bert import checkpoints
+from keras_bert.checkpoints import pretraining_run
+from keras_bert.checkpoints.training import TrainingCheckpoint
+from keras_bert.errors import CheckpointError
+from keras_bert.io_utils import write_atomic
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
-from keras_bert.pretraining import records, run_dir
+from keras_bert.pretraining import records
 from keras_bert.pretraining.pretraining_config import PretrainingConfig
-from keras_bert.training import callbacks, checkpointing, distribute, optimizers, plots
-from keras_bert.training.checkpointing import CheckpointError
-from keras_bert.training.io_utils import write_atomic
+from keras_bert.training import callbacks, distribute, optimizers, plots
 from keras_bert.training.memory import out_of_memory_hint
 
 
@@ -36,12 +38,12 @@ def build_pretrainer(config, bert_config):
     dtype = "float32" if config.mixed_precision == "none" else config.mixed_precision
     if config.init_checkpoint:
         try:
-            return BertPretrainer.from_checkpoint(config.init_checkpoint, next_sentence=config.next_sentence,
-                                                  dtype=dtype)
+            return checkpoints.load_pretrainer(config.init_checkpoint, next_sentence=config.next_sentence,
+                                               dtype=dtype)
         except CheckpointError as error:  # E.g. an encoder-only checkpoint: new heads on its encoder.
             logging.warning("init_checkpoint %s has no usable pre-training heads (%s); starting them fresh.",
                             config.init_checkpoint, error)
-            encoder = BertEncoder.from_checkpoint(config.init_checkpoint, dtype=dtype)
+            encoder = checkpoints.load_encoder(config.init_checkpoint, dtype=dtype)
             return BertPretrainer(encoder, next_sentence=config.next_sentence)
     return BertPretrainer(BertEncoder(bert_config, dtype=dtype), next_sentence=config.next_sentence)
 
@@ -141,16 +143,16 @@ def run_pretraining(config=None, **overrides):
         model.compile(optimizer=optimizer, jit_compile=config.jit_compile,
                       steps_per_execution=config.steps_per_execution)
         distribute.adapt_keras_model(model, strategy)
-        checkpoint = checkpointing.TrainingCheckpoint(config.model_dir, model, optimizer,
-                                                      max_to_keep=config.keep_checkpoints, strategy=strategy)
+        checkpoint = TrainingCheckpoint(config.model_dir, model, optimizer, max_to_keep=config.keep_checkpoints,
+                                        strategy=strategy)
         start_step = checkpoint.restore_latest()
     if chief:  # After the restore: a checkpoint of another architecture fails before this.
         vocab_file, lower_case = config.vocab_file, config.lower_case
         if config.init_checkpoint:  # Its vocabulary and casing, unless given: this run is an init checkpoint too.
             vocab_file = vocab_file or checkpoints.vocab_path(config.init_checkpoint)
-            if lower_case is None and run_dir.find_checkpoint(config.init_checkpoint) is not None:
-                lower_case = run_dir.read_lower_case(os.path.dirname(run_dir.find_checkpoint(config.init_checkpoint)))
-        run_dir.write_run_files(config.model_dir, model.encoder.config, vocab_file, lower_case)
+            if lower_case is None and pretraining_run.detect(config.init_checkpoint):
+                lower_case = pretraining_run.casing(config.init_checkpoint)[0]
+        pretraining_run.write_run_files(config.model_dir, model.encoder.config, vocab_file, lower_case)
     if start_step % config.steps_per_loop:
         raise ValueError(f"The checkpoint in {config.model_dir} is at step {start_step}, not a multiple of "
                          f"steps_per_loop {config.steps_per_loop}; resume with the settings it was made with.")

@@ -37,7 +37,7 @@ from keras_bert.pretraining import corpus as corpus_lib
 from keras_bert.pretraining import examples as examples_lib
 from keras_bert.pretraining import records
 from keras_bert.pretraining.example_proto import serialize_examples
-from keras_bert.training.io_utils import write_atomic
+from keras_bert.io_utils import write_atomic
 
 
 class ExampleFactory:

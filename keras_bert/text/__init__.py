@@ -11,7 +11,7 @@ _NAMES = {
     "BertPacker": "keras_bert.text.packer:BertPacker",
     "BertPreprocessor": "keras_bert.text.preprocessor:BertPreprocessor",
     "build_vocabulary": "keras_bert.text.vocab_builder:build_vocabulary",
-    "write_vocabulary": "keras_bert.text.vocab_builder:write_vocabulary",
+    "write_vocabulary": "keras_bert.text.vocab:write_vocabulary",
 }
 __all__ = list(_NAMES)
 __getattr__, __dir__ = attach(__name__, _NAMES)

@@ -7,7 +7,7 @@
 from absl import flags, logging
 
 from keras_bert import cli
-from keras_bert.text.vocab import SPECIAL_TOKENS
+from keras_bert.text.vocab import SPECIAL_TOKENS, write_vocabulary
 
 FLAGS = flags.FLAGS
 
@@ -30,7 +30,7 @@ def main(argv):
     tokens = vocab_builder.build_vocabulary(
         FLAGS.input, FLAGS.vocab_size, lower_case=FLAGS.lower_case,
         reserved_tokens=FLAGS.reserved_tokens, max_unique_chars=FLAGS.max_unique_chars)
-    vocab_builder.write_vocabulary(tokens, FLAGS.output)
+    write_vocabulary(tokens, FLAGS.output)
     logging.info("Wrote %d tokens to %s.", len(tokens), FLAGS.output)
 
 

@@ -6,7 +6,7 @@ Dimensions: B batch, T segment length (ragged), S packed sequence length.
 import keras
 import tensorflow as tf
 
-from keras_bert.models.encoder import INPUT_NAMES
+from keras_bert.inputs import INPUT_NAMES
 
 TRUNCATIONS = ("longest_first", "waterfall")
 

@@ -6,7 +6,7 @@ Dimensions: B batch, S sequence.
 import keras
 import tensorflow as tf
 
-from keras_bert.models.encoder import INPUT_NAMES
+from keras_bert.inputs import INPUT_NAMES
 from keras_bert.text.packer import BertPacker
 from keras_bert.text.tokenizer import BertTokenizer
 

@@ -1,5 +1,7 @@
-"""Loading a WordPiece vocabulary: vocab.txt files, model directories, Python lists."""
+"""WordPiece vocabularies: loaded from vocab.txt files, model directories, Python lists; written
+as vocab.txt (the one writer of the package)."""
 
+import collections
 import os
 import re
 
@@ -67,6 +69,40 @@ def check_vocabulary(tokens, origin="vocabulary"):
             f"{origin}: the vocabulary lacks the BERT special tokens {missing} "
             f"(all of {list(SPECIAL_TOKENS)} are required)."
         )
+
+
+def write_vocabulary(tokens, path, vocab_size=None, origin="vocabulary"):
+    """Writes vocab.txt (one token per line, UTF-8) atomically: a temporary file, then a rename.
+
+    Args:
+        tokens: sequence of str, distinct, none empty or containing a line break.
+        path: output path (local or gs://; its parent is created).
+        vocab_size: int or None. The model's vocab_size the tokens must number.
+        origin: str naming the tokens in errors, e.g. "vocab_file vocab.txt".
+
+    Raises:
+        ValueError: naming the problem: a count other than `vocab_size`, a token that is not
+            one line, duplicate tokens.
+    """
+    import tensorflow as tf  # Here: the vocabulary command line's --help starts without TensorFlow.
+
+    from keras_bert.io_utils import write_atomic
+
+    tokens = [str(t) for t in tokens]
+    if vocab_size is not None and len(tokens) != vocab_size:
+        raise ValueError(f"{origin} has {len(tokens)} tokens but the model's vocab_size is {vocab_size}.")
+    for token in tokens:
+        if not token or len(token.splitlines()) != 1 or token.splitlines()[0] != token:
+            raise ValueError(f"{origin}: token {token!r} cannot be written as one line of vocab.txt.")
+    if len(set(tokens)) != len(tokens):
+        dupes = [t for t, c in collections.Counter(tokens).items() if c > 1]
+        raise ValueError(f"{origin} has duplicate tokens: {dupes[:10]}.")
+    path = os.fspath(path)
+    parent = path.rsplit("/", 1)[0] if "/" in path else ""
+    if parent:
+        tf.io.gfile.makedirs(parent)
+    write_atomic(path, "".join(t + "\n" for t in tokens))
+
 
 _SPECIAL_RE = re.compile(r"^\[[^\]]*\]$")  # [CLS], [unused0], ...
 

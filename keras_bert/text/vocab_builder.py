@@ -216,26 +216,3 @@ def _fit_to_size(vocab, vocab_size, num_reserved):
             kept.append(token)
             room -= 1
     return fixed + kept
-
-
-def write_vocabulary(tokens, path):
-    """Writes vocab.txt (one token per line) atomically: a temporary file, then a rename.
-
-    Args:
-        tokens: list of str, distinct, none empty or containing a line break.
-        path: output path (local or gs://).
-    """
-    tokens = list(tokens)
-    for token in tokens:
-        if not token or len(token.splitlines()) != 1 or token.splitlines()[0] != token:
-            raise ValueError(f"Token {token!r} cannot be written as one line of vocab.txt.")
-    if len(set(tokens)) != len(tokens):
-        dupes = [t for t, c in collections.Counter(tokens).items() if c > 1]
-        raise ValueError(f"Vocabulary has duplicate tokens: {dupes[:10]}.")
-    parent = path.rsplit("/", 1)[0] if "/" in path else ""
-    if parent:
-        tf.io.gfile.makedirs(parent)
-    tmp = f"{path}.tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write("".join(t + "\n" for t in tokens))
-    tf.io.gfile.rename(tmp, path, overwrite=True)

@@ -1,4 +1,5 @@
-"""Training utilities: optimizers and schedules, distribution strategies, checkpoint/resume.
+"""Training utilities: optimizers and schedules, distribution strategies, callbacks (checkpoints and
+resume: `keras_bert.checkpoints.training`).
 
 The names load on first use; `choices` (the names of strategies, optimizers and precisions)
 imports without TensorFlow.
@@ -7,8 +8,6 @@ imports without TensorFlow.
 from keras_bert._lazy import attach
 
 _NAMES = {
-    "CheckpointError": "keras_bert.training.checkpointing:CheckpointError",
-    "TrainingCheckpoint": "keras_bert.training.checkpointing:TrainingCheckpoint",
     "get_strategy": "keras_bert.training.distribute:get_strategy",
     "WarmupLinearDecay": "keras_bert.training.optimizers:WarmupLinearDecay",
     "create_optimizer": "keras_bert.training.optimizers:create_optimizer",

@@ -16,7 +16,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_bert.training import progress
-from keras_bert.training.io_utils import write_atomic
+from keras_bert.io_utils import write_atomic
 
 SCALARS = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")
 
@@ -91,7 +91,7 @@ class PeriodicCheckpoint(keras.callbacks.Callback):
     """Save a `TrainingCheckpoint` every `every` update steps and at the last step.
 
     Args:
-        checkpoint: `keras_bert.training.checkpointing.TrainingCheckpoint`.
+        checkpoint: `keras_bert.checkpoints.training.TrainingCheckpoint`.
         every: int. Save when the update step is a multiple of this.
         num_train_steps: int. Always save at this step.
     """

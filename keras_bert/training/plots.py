@@ -2,7 +2,7 @@
 
 import io
 
-from keras_bert.training.io_utils import write_atomic
+from keras_bert.io_utils import write_atomic
 
 PANELS = (("loss", ("loss", "mlm_loss", "nsp_loss")),
           ("accuracy", ("mlm_accuracy", "nsp_accuracy")),

@@ -78,7 +78,7 @@ def test_released_pretraining_checkpoint_matches_numpy_reference(tmp_path):
     slots = {"global_step": np.int64(1000), "bert/pooler/dense/kernel/adam_m": np.zeros((32, 32), "float32"),
              "bert/pooler/dense/kernel/adam_v": np.zeros((32, 32), "float32")}
     write_released_checkpoint(tmp_path, weights, extra=slots)
-    model = load_quietly(keras_bert.BertPretrainer.from_checkpoint, str(tmp_path))  # Slots skipped silently.
+    model = load_quietly(checkpoints.load_pretrainer, str(tmp_path))  # Slots skipped silently.
     assert model.next_sentence_head is not None
     assert_weights_equal(model, weights)
     assert_matches_reference(model, weights)
@@ -89,7 +89,7 @@ def test_encoder_from_prefix_or_directory_skips_heads_silently(tmp_path):
     write_released_checkpoint(tmp_path, weights)
     encoder_weights = {k: v for k, v in weights.items() if not k.startswith("cls_")}
     for path in (tmp_path, tmp_path / "bert_model.ckpt", str(tmp_path / "bert_model.ckpt.index")):
-        encoder = load_quietly(keras_bert.BertEncoder.from_checkpoint, path)
+        encoder = load_quietly(checkpoints.load_encoder, path)
         assert_weights_equal(encoder, encoder_weights)
     assert_matches_reference(encoder, encoder_weights)
 

@@ -76,7 +76,7 @@ def test_bare_bert_model_matches_numpy_reference(tmp_path):
     tensors = to_hf(weights)
     tensors["embeddings.position_ids"] = np.arange(CONFIG.max_position_embeddings)[None]  # Old buffer.
     write_hf_dir(tmp_path, tensors)
-    encoder = load_quietly(keras_bert.BertEncoder.from_checkpoint, tmp_path)
+    encoder = load_quietly(checkpoints.load_encoder, tmp_path)
     assert_weights_equal(encoder, weights)
     assert_matches_reference(encoder, weights)
 
@@ -89,7 +89,7 @@ def test_bert_for_pretraining_with_tied_decoder(tmp_path, old_layer_norm):
     tensors["cls.predictions.decoder.weight"] = tensors["bert.embeddings.word_embeddings.weight"]
     tensors["cls.predictions.decoder.bias"] = tensors["cls.predictions.bias"]
     write_hf_dir(tmp_path, tensors)
-    model = load_quietly(keras_bert.BertPretrainer.from_checkpoint, tmp_path)
+    model = load_quietly(checkpoints.load_pretrainer, tmp_path)
     assert_weights_equal(model, weights)
     assert_matches_reference(model, weights)
     # The encoder alone from the same file ignores the heads without a warning.

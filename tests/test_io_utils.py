@@ -1,10 +1,10 @@
-"""Atomic files and directories (keras_bert.training.io_utils): readers see old or new, never half."""
+"""Atomic files and directories (keras_bert.io_utils): readers see old or new, never half."""
 
 import os
 
 import pytest
 
-from keras_bert.training import io_utils
+from keras_bert import io_utils
 
 
 def _write(directory, name, text):

@@ -1,11 +1,11 @@
-"""The files of a pre-training run directory beside its checkpoints, and its encoder read back.
+"""Pre-training run directories: the `model_dir` of `keras_bert.pretraining.runner`, read as a checkpoint.
 
-The runner (`keras_bert.pretraining.runner`) writes into `model_dir`, at the start of a run:
+The runner writes into `model_dir`, at the start of a run (`write_run_files`):
 `bert_config.json` (the architecture, in the original format), `vocab.txt` (a copy of the
 run's `vocab_file`, if given) and `text_config.json` (`{"lower_case": bool}`, if given).
 Its checkpoints `ckpt-<step>` are `tf.train.Checkpoint`s of model (a `BertPretrainer`),
-optimizer and seeds; `load_encoder` reads the encoder part of the newest one, `load` also the
-heads (`keras_bert.checkpoints` reads run directories through it).
+optimizer and seeds (`keras_bert.checkpoints.training.TrainingCheckpoint`); `load` reads the
+encoder, or the pretrainer, of the newest one (or of the `ckpt-<step>` prefix given).
 """
 
 import json
@@ -15,13 +15,15 @@ import re
 import tensorflow as tf
 
 from keras_bert.checkpoints import files, weights
+from keras_bert.checkpoints.training import verify_checkpoint
 from keras_bert.config import BertConfig
-from keras_bert.text.vocab import load_vocabulary
-from keras_bert.training.checkpointing import CheckpointError, verify_checkpoint
-from keras_bert.training.io_utils import write_atomic
+from keras_bert.errors import CheckpointError
+from keras_bert.io_utils import write_atomic
+from keras_bert.models.pretrainer import BertPretrainer
+from keras_bert.text.vocab import load_vocabulary, write_vocabulary
 
 CONFIG_NAME = "bert_config.json"
-VOCAB_NAME = "vocab.txt"
+VOCAB_NAME = files.VOCAB_NAME
 TEXT_CONFIG_NAME = "text_config.json"
 _CHECKPOINT_RE = re.compile(r"^ckpt-(\d+)$")
 
@@ -39,15 +41,17 @@ def write_run_files(model_dir, bert_config, vocab_file=None, lower_case=None):
         ValueError: if the vocabulary's size differs from `bert_config.vocab_size`.
     """
     if vocab_file:
-        tokens = load_vocabulary(vocab_file)
-        if len(tokens) != bert_config.vocab_size:
-            raise ValueError(f"vocab_file {vocab_file} has {len(tokens)} tokens but the model's vocab_size is "
-                             f"{bert_config.vocab_size}.")
-        write_atomic(os.path.join(model_dir, VOCAB_NAME), "".join(t + "\n" for t in tokens))
+        write_vocabulary(load_vocabulary(vocab_file), os.path.join(model_dir, VOCAB_NAME), bert_config.vocab_size,
+                         origin=f"vocab_file {vocab_file}")
     if lower_case is not None:
         write_atomic(os.path.join(model_dir, TEXT_CONFIG_NAME), json.dumps({"lower_case": bool(lower_case)}) + "\n")
     write_atomic(os.path.join(model_dir, CONFIG_NAME),
                  json.dumps(bert_config.to_dict(), indent=2, sort_keys=True) + "\n")
+
+
+def detect(path):
+    """True for a run directory with a `ckpt-<step>` checkpoint, or one such prefix."""
+    return find_checkpoint(path) is not None
 
 
 def find_checkpoint(path):
@@ -71,41 +75,30 @@ def find_checkpoint(path):
     return None
 
 
-def load_encoder(path, dtype=None):
-    """The `BertEncoder` of a run's newest checkpoint (or of the `ckpt-<step>` prefix given).
-
-    Args:
-        path: a run directory or a `ckpt-<step>` prefix in it.
-        dtype: optional Keras dtype policy for the encoder.
-
-    Returns:
-        (`BertEncoder`, checkpoint prefix read).
-
-    Raises:
-        FileNotFoundError: no checkpoint, or no bert_config.json (a run made before runs
-            recorded their architecture).
-        CheckpointError: the checkpoint is corrupt or does not hold that encoder.
-    """
-    return load(path, heads=False, dtype=dtype)
-
-
-def load(path, heads=False, next_sentence=None, dtype=None):
+def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_pickle=False):
     """The encoder, or the whole `BertPretrainer` (`heads`), of a run's newest checkpoint.
 
     Args:
         path: a run directory or a `ckpt-<step>` prefix in it.
         heads: bool. A `BertPretrainer` with its masked-LM (and next-sentence) head.
         next_sentence: bool or None (heads only). The NSP head; None: if the run trained one.
+        config: must be None: the run has its own bert_config.json.
         dtype: optional Keras dtype policy.
+        allow_pickle: bool. Unused: this format holds no pickles.
 
     Returns:
-        (model, checkpoint prefix read).
+        the model.
 
-    Raises: as `load_encoder`; also CheckpointError when next_sentence=True and the run has no
-        NSP head.
+    Raises:
+        FileNotFoundError: no checkpoint, or no bert_config.json (a run made before runs
+            recorded their architecture).
+        CheckpointError: the checkpoint is corrupt or does not hold that model; or
+            next_sentence=True and the run has no NSP head.
+        ValueError: a `config` was given.
     """
-    from keras_bert.models.pretrainer import BertPretrainer
-
+    if config is not None:
+        raise ValueError(f"config applies to Google and Hugging Face checkpoints; the run {path} has its "
+                         f"own bert_config.json.")
     prefix = find_checkpoint(path)
     if prefix is None:
         raise FileNotFoundError(f"No pre-training checkpoint (ckpt-<step>.index) at {path}.")
@@ -139,17 +132,35 @@ def load(path, heads=False, next_sentence=None, dtype=None):
         detail = str(e).split(": [<")[0][:300]  # TF lists the unmatched variables with all their values.
         raise CheckpointError(f"Checkpoint {prefix} does not hold {what} as described by {config_path}: "
                               f"{detail}") from e
-    return model, prefix
+    return model
 
 
-def read_lower_case(path):
-    """The `lower_case` recorded in a run directory's text_config.json, or None."""
-    prefix = find_checkpoint(path)
-    directory = os.path.dirname(prefix) if prefix else os.fspath(path)
-    text_config = os.path.join(directory, TEXT_CONFIG_NAME)
+def save(model, path, vocab=None, overwrite=False):
+    """Not a format to save to: a run directory is written by the pre-training runner.
+
+    Raises:
+        ValueError: always, naming the formats to save to.
+    """
+    raise ValueError(f"A pre-training run directory is written by run_pretraining, not saved to ({path}); "
+                     f"save with format='google' or 'huggingface'.")
+
+
+def casing(path):
+    """(lower_case or None, the rule): the `lower_case` the run recorded in text_config.json.
+
+    Raises:
+        ValueError: text_config.json holds something else than true or false.
+    """
+    text_config = os.path.join(directory_of(path), TEXT_CONFIG_NAME)
     if not tf.io.gfile.exists(text_config):
-        return None
+        return None, None
     value = files.read_json_object(text_config).get("lower_case")
     if value is not None and not isinstance(value, bool):
         raise ValueError(f"{text_config}: lower_case must be true or false, got {value!r}.")
-    return value
+    return value, (None if value is None else f"{text_config} lower_case")
+
+
+def directory_of(path):
+    """The run directory (holding vocab.txt) of a run directory or of a `ckpt-<step>` prefix in it."""
+    prefix = find_checkpoint(path)
+    return os.path.dirname(prefix) if prefix else os.fspath(path)

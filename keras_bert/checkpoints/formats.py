@@ -1,0 +1,48 @@
+"""The table of checkpoint formats, in the order they are detected, and the detection.
+
+Each format is a module with the same functions:
+- `detect(path)`: bool, the path holds this format;
+- `load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_pickle=False)`:
+  a `BertEncoder`, or with `heads` a `BertPretrainer`;
+- `save(model, path, vocab=None, overwrite=False)`: writes the model in this format (or raises
+  ValueError for a format that is only read);
+- `directory_of(path)`: the directory of the checkpoint's files (where its vocab.txt is);
+- `casing(path)`: (lower_case or None, the rule that says so) from the format's own files or names.
+"""
+
+import os
+
+from keras_bert.checkpoints import google, huggingface, pretraining_run
+
+# Detection order: a run's ckpt-<step> before Google's rule (any *.index).
+FORMATS = {"huggingface": huggingface, "pretraining_run": pretraining_run, "google": google}
+
+
+def detect_format(path):
+    """"huggingface", "pretraining_run" (a `run_pretraining` model_dir or one of its ckpt-<step>
+    prefixes) or "google" for a checkpoint path, by the files present.
+
+    Raises:
+        FileNotFoundError: if the path holds none of them.
+    """
+    path = os.fspath(path)
+    for name, module in FORMATS.items():
+        if module.detect(path):
+            return name
+    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+        raise FileNotFoundError(f"No checkpoint at {path}: the path does not exist.")
+    raise FileNotFoundError(
+        f"No checkpoint at {path}: expected a Google checkpoint ({google.CONFIG_NAME} + "
+        f"{google.CHECKPOINT_NAME}.index), a Hugging Face directory ({huggingface.CONFIG_NAME} + "
+        f"{huggingface.WEIGHTS_NAME}) or a run_pretraining model_dir (ckpt-<step>.index + bert_config.json).")
+
+
+def format_module(format):
+    """The module of format name `format`.
+
+    Raises:
+        ValueError: an unknown name, listing the known ones.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"Unknown checkpoint format {format!r}; use one of {sorted(FORMATS)}.")
+    return FORMATS[format]

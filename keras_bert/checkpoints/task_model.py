@@ -1,0 +1,86 @@
+"""Fine-tuned task model directories: `model.keras`, `task.json` and `vocab.txt`.
+
+`keras_bert.tasks.trainer` writes one as `<model_dir>/model/` at the end of a fine-tuning run;
+`keras_bert.export` reads it back. task.json holds the task's name and facts (`task.info()`:
+its `problem`, which picks the serving signatures, labels, text inputs...), the training
+`seq_length`, the casing (`lower_case`) and the names of the two other files.
+
+>>> save_task_model(model, "runs/mrpc/model", task, 128, vocabulary, lower_case=True)  # doctest: +SKIP
+>>> model, info, vocab_file = load_task_model("runs/mrpc/model")                       # doctest: +SKIP
+"""
+
+import json
+import os
+
+import keras
+import tensorflow as tf
+
+import keras_bert
+from keras_bert.io_utils import atomic_directory
+from keras_bert.models import task_models  # noqa: F401  (registers the task model classes)
+from keras_bert.text.vocab import write_vocabulary
+
+TASK_FILE = "task.json"
+MODEL_FILE = "model.keras"
+VOCAB_NAME = "vocab.txt"
+_REQUIRED = ("problem", "lower_case", "seq_length")
+
+
+def save_task_model(model, path, task, seq_length, vocabulary, lower_case):
+    """Writes `model.keras`, `task.json` and `vocab.txt` to `path` as one new directory.
+
+    An existing directory at `path` is replaced whole (readers see the old or the new one).
+
+    Args:
+        model: the task model (a `keras_bert.models.task_models` class).
+        path: str, the directory (local or gs://).
+        task: the `keras_bert.tasks.task.Task` it was trained for (its `name` and `info()`).
+        seq_length: int, the longest packed sequence of training.
+        vocabulary: list[str], the WordPiece tokens.
+        lower_case: bool, the tokenizer's casing.
+
+    Returns:
+        str, `path`.
+    """
+    info = {"task": task.name, "seq_length": int(seq_length), "lower_case": bool(lower_case),
+            "vocab_file": VOCAB_NAME, "model_file": MODEL_FILE, "model_class": type(model).__name__,
+            "keras_bert_version": keras_bert.__version__, **task.info()}
+    with atomic_directory(path, replace=True) as tmp:
+        model.save(os.path.join(tmp, MODEL_FILE))  # Keras writes gs:// paths through tf.io.gfile.
+        write_vocabulary(vocabulary, os.path.join(tmp, VOCAB_NAME))
+        with tf.io.gfile.GFile(os.path.join(tmp, TASK_FILE), "w") as f:
+            f.write(json.dumps(info, indent=1))
+    return path
+
+
+def find_task_model(path):
+    """The task model directory at `path` or at `path`/model (a fine-tuning run directory), or None."""
+    path = os.fspath(path)
+    for directory in (path, os.path.join(path, "model")):
+        if tf.io.gfile.exists(os.path.join(directory, TASK_FILE)):
+            return directory
+    return None
+
+
+def load_task_model(directory):
+    """Reads a directory written by `save_task_model`.
+
+    Args:
+        directory: str (local or gs://).
+
+    Returns:
+        (model, info, vocab_file): the Keras task model, the dict of task.json and the path of
+        its vocab.txt.
+
+    Raises:
+        ValueError: task.json lacks the problem, the casing or the sequence length.
+    """
+    task_file = os.path.join(directory, TASK_FILE)
+    with tf.io.gfile.GFile(task_file) as f:
+        info = json.load(f)
+    missing = [k for k in _REQUIRED if k not in info]
+    if missing:
+        raise ValueError(f"{task_file} lacks {missing}: write it with "
+                         f"keras_bert.checkpoints.task_model.save_task_model.")
+    model = keras.saving.load_model(os.path.join(directory, info.get("model_file", MODEL_FILE)))
+    return model, info, os.path.join(directory, info.get("vocab_file", VOCAB_NAME))

@@ -1,0 +1,6 @@
+"""Error types shared across the package (no imports: every layer may raise and catch them)."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint cannot be loaded: it does not fit the model (missing variables, wrong
+    shapes, another architecture) or it is corrupt or incomplete."""

@@ -1,0 +1,199 @@
+"""The package's import graph: no cycles, no layer importing a higher one, and every checkpoint
+format read or written only under keras_bert/checkpoints/.
+
+Every module of keras_bert/, tasks/ (installed as keras_bert.tasks) and export/ (keras_bert.export)
+is parsed, function-local imports included. The layers, lowest first:
+
+0. base: the package root (its names load lazily, by strings), _lazy, errors, paths, io_utils,
+   inputs (the encoder's input names), cli (flag helpers)
+1. text (tokenizer, vocabularies, packing: only base below it)
+2. layers
+3. config, models
+4. training (optimizers, distribution, callbacks: no model or checkpoint code)
+5. checkpoints (every format: Google, Hugging Face, pre-training runs, training checkpoints,
+   fine-tuned task models, best-epoch weights)
+6. pretraining
+7. tasks
+8. export
+9. demo
+A module may import its own layer (without a cycle) and any lower one.
+"""
+
+import ast
+import collections
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SOURCES = {"keras_bert": "keras_bert", "tasks": "keras_bert.tasks", "export": "keras_bert.export"}
+LAYERS = (
+    ("keras_bert", "keras_bert._lazy", "keras_bert.errors", "keras_bert.paths", "keras_bert.io_utils",
+     "keras_bert.inputs", "keras_bert.cli"),
+    ("keras_bert.text",),
+    ("keras_bert.layers",),
+    ("keras_bert.config", "keras_bert.models"),
+    ("keras_bert.training",),
+    ("keras_bert.checkpoints",),
+    ("keras_bert.pretraining",),
+    ("keras_bert.tasks",),
+    ("keras_bert.export",),
+    ("keras_bert.demo",),
+)
+CHECKPOINTS = "keras_bert.checkpoints"
+# Attribute chains (their last parts) that read or write a checkpoint format.
+CHECKPOINT_CALLS = ("train.Checkpoint", "train.CheckpointManager", "train.load_checkpoint", "train.list_variables",
+                    "train.latest_checkpoint", "raw_ops.SaveV2", "saving.load_model", "models.load_model",
+                    "saving.save_model")
+CHECKPOINT_MODULES = ("safetensors", "torch")
+# Keras models saved or loaded by method: `model.save(...)`, `x.save_weights(...)`, `x.load_weights(...)`.
+MODEL_NAMES = ("model", "encoder", "pretrainer", "trainer")
+
+
+def _modules():
+    """Dict module name -> (file path, parsed tree)."""
+    modules = {}
+    for top, package in SOURCES.items():
+        for directory, _, names in os.walk(os.path.join(ROOT, top)):
+            for name in names:
+                if name.endswith(".py"):
+                    path = os.path.join(directory, name)
+                    relative = os.path.relpath(path, os.path.join(ROOT, top))[:-3].replace(os.sep, ".")
+                    module = package if relative == "__init__" else f"{package}.{relative.removesuffix('.__init__')}"
+                    with open(path, encoding="utf-8") as f:
+                        modules[module] = (path, ast.parse(f.read(), path))
+    return modules
+
+
+MODULES = _modules()
+
+
+def _resolve(name):
+    """The module (or its package) of a dotted import name, or None outside the package."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _imports(module):
+    """The package's modules that `module` imports anywhere in its file."""
+    path, tree = MODULES[module]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(_resolve(a.name) for a in node.names if a.name.startswith("keras_bert"))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    base = base.rpartition(".")[0]
+                name = base + (f".{node.module}" if node.module else "")
+            else:
+                name = node.module or ""
+            if name.startswith("keras_bert"):
+                for alias in node.names:
+                    full = f"{name}.{alias.name}"
+                    found.add(full if full in MODULES else _resolve(name))
+    found.discard(None)
+    found.discard(module)
+    return found
+
+
+GRAPH = {module: _imports(module) for module in MODULES}
+
+
+def _layer(module):
+    best = max(((len(prefix), index) for index, prefixes in enumerate(LAYERS) for prefix in prefixes
+                if module == prefix or module.startswith(prefix + ".")), default=None)
+    if best is None:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS in {__file__}.")
+    return best[1]
+
+
+def _cycles():
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, components = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    return components
+
+
+def _dotted(node):
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _checkpoint_uses(module):
+    """(line, what) for every checkpoint-format read or write in the module."""
+    path, tree = MODULES[module]
+    uses = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            dotted = _dotted(node)
+            if any(dotted == c or dotted.endswith("." + c) for c in CHECKPOINT_CALLS):
+                uses.append((node.lineno, dotted))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            receiver = node.func.value
+            if node.func.attr in ("save_weights", "load_weights") or (
+                    node.func.attr == "save" and isinstance(receiver, ast.Name) and receiver.id in MODEL_NAMES):
+                uses.append((node.lineno, _dotted(node.func)))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            uses.extend((node.lineno, n) for n in names if n.split(".")[0] in CHECKPOINT_MODULES)
+    return sorted(set(uses))
+
+
+def test_every_module_has_a_layer():
+    for module in MODULES:
+        _layer(module)
+
+
+def test_no_import_cycle():
+    assert _cycles() == []
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_module_imports_a_higher_layer(module):
+    higher = sorted(m for m in GRAPH[module] if _layer(m) > _layer(module))
+    assert not higher, f"{module} (layer {_layer(module)}) imports higher layers: {higher}"
+
+
+def test_checkpoint_formats_are_read_and_written_only_in_checkpoints():
+    outside = {MODULES[m][0]: _checkpoint_uses(m) for m in MODULES
+               if not (m == CHECKPOINTS or m.startswith(CHECKPOINTS + "."))}
+    outside = {os.path.relpath(path, ROOT): uses for path, uses in outside.items() if uses}
+    assert outside == {}, "checkpoint formats handled outside keras_bert/checkpoints/"
+
+
+def test_the_layering_check_sees_imports():
+    """The graph is not empty by mistake: known edges are found, function-local ones included."""
+    assert "keras_bert.models.encoder" in GRAPH["keras_bert.models.pretrainer"]
+    assert collections.Counter(_layer(m) for m in MODULES)[len(LAYERS) - 1] >= 1
