@@ -19,7 +19,7 @@ from absl import logging
 
 from keras_bert.text.tokenizer import BertTokenizer
 
-TASK_FILE = "task.json"  # Written by keras_bert.tasks.trainer.save_task_model.
+TASK_FILE = "task.json"  # Written by keras_bert.tasks.runner.save_task_model.
 DEFAULT_SEQ_LENGTH = 128  # For encoders (TF Hub's BERT preprocessors use 128 too).
 
 
@@ -92,7 +92,7 @@ def _load_task_model(directory, seq_length):
     missing = [k for k in ("problem", "lower_case", "seq_length") if k not in info]
     if missing:
         raise ValueError(f"{os.path.join(directory, TASK_FILE)} lacks {missing}: write it with "
-                         f"keras_bert.tasks.trainer.save_task_model.")
+                         f"keras_bert.tasks.runner.save_task_model.")
     tokenizer = BertTokenizer(os.path.join(directory, info.get("vocab_file", "vocab.txt")),
                               lower_case=info["lower_case"])
     model = keras.saving.load_model(os.path.join(directory, info.get("model_file", "model.keras")))

@@ -3,7 +3,7 @@
     python -m keras_bert.tasks.finetune --task=mrpc --data_dir=glue/MRPC \\
         --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/mrpc --do_train --do_eval --do_predict
 
-The runner is `keras_bert.tasks.trainer` (`run_finetuning`, `predict`, `save_task_model`, ...; also
+The runner is `keras_bert.tasks.runner` (`run_finetuning`, `predict`, `save_task_model`, ...; also
 importable from here) and its settings a `FinetuneConfig` (flag name = field name). The training
 half is the pre-training runner's: `keras_bert.training` strategies, optimizer and
 schedule, atomic checkpoints with exact resume, TensorBoard, progress and the curve plot. Batches
@@ -27,7 +27,7 @@ import json
 from absl import flags
 
 from keras_bert import _lazy, cli
-from keras_bert.tasks.finetune_config import RECIPE, TASK_OPTIONS, FinetuneConfig, check_input_paths
+from keras_bert.tasks.config import RECIPE, TASK_OPTIONS, FinetuneConfig, check_input_paths
 from keras_bert.tasks.registry import task_names
 from keras_bert.training.choices import OPTIMIZERS, PRECISIONS, STRATEGIES
 
@@ -37,7 +37,7 @@ __all__ = ["FinetuneConfig", "RECIPE", "TASK_OPTIONS", *_TRAINER_NAMES, "config_
            "define_flags", "main"]
 
 
-__getattr__, __dir__ = _lazy.attach(__name__, {name: f"keras_bert.tasks.trainer:{name}" for name in _TRAINER_NAMES})
+__getattr__, __dir__ = _lazy.attach(__name__, {name: f"keras_bert.tasks.runner:{name}" for name in _TRAINER_NAMES})
 
 
 _FLAG_HELP = {
@@ -78,7 +78,7 @@ def main(argv):
     FLAGS = flags.FLAGS  # Paths, the task name and settings are checked before TensorFlow loads.
     check_input_paths(FLAGS.init_checkpoint, FLAGS.vocab_file, FLAGS.data_dir, FLAGS.tfds)
     config = config_from_flags()
-    from keras_bert.tasks.trainer import run_finetuning
+    from keras_bert.tasks.runner import run_finetuning
 
     summary = run_finetuning(config)
     print(json.dumps({k: v for k, v in summary.items() if k not in ("model", "history")}, indent=1))

@@ -39,7 +39,7 @@ def assert_one_line(done, prog, *parts):
     ("keras-bert-finetune", "keras_bert.tasks.finetune",
      ["--task=mrpc", "--do_train", "--model_dir={tmp}/run", "--init_checkpoint={tmp}", "--data_dir={tmp}/glue"],
      ["data_dir={tmp}/glue does not exist", "train.tsv"]),
-    ("keras-bert-pretrain", "keras_bert.pretraining.run_pretraining",
+    ("keras-bert-pretrain", "keras_bert.pretraining.pretrain",
      ["--train_files=x", "--model_dir={tmp}/run", "--vocab_file={tmp}/vocab.txt"],
      ["vocab_file={tmp}/vocab.txt does not exist"]),
     ("keras-bert-extract-features", "keras_bert.tasks.extract_features",
@@ -58,8 +58,8 @@ def test_wrong_paths(tmp_path, script, module, flags, expected):
 
 
 def test_wrong_paths_from_the_api(tmp_path):
-    from keras_bert.pretraining.pretraining_config import PretrainingConfig
-    from keras_bert.tasks.finetune_config import FinetuneConfig
+    from keras_bert.pretraining.config import PretrainingConfig
+    from keras_bert.tasks.config import FinetuneConfig
 
     config = FinetuneConfig(task="sst2", init_checkpoint=str(tmp_path / "ckpt"), model_dir=str(tmp_path), do_eval=True)
     with pytest.raises(FileNotFoundError, match=r"init_checkpoint=.*ckpt does not exist; expected"):

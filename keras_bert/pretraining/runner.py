@@ -23,7 +23,7 @@ from keras_bert import checkpoints
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining import records, run_dir
-from keras_bert.pretraining.pretraining_config import PretrainingConfig
+from keras_bert.pretraining.config import PretrainingConfig
 from keras_bert.training import callbacks, checkpointing, distribute, optimizers, plots
 from keras_bert.training.checkpointing import CheckpointError
 from keras_bert.training.io_utils import write_atomic

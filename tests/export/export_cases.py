@@ -16,8 +16,8 @@ import keras_bert
 import reference
 from finetune_cases import TINY, VOCAB
 from keras_bert.models.task_models import BertClassifier, BertTokenClassifier
-from keras_bert.tasks.finetune_config import FinetuneConfig
-from keras_bert.tasks.trainer import save_task_model
+from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.runner import save_task_model
 from keras_bert.text.preprocessor import BertPreprocessor
 from keras_bert.text.tokenizer import BertTokenizer
 

@@ -10,9 +10,9 @@ import pytest
 import tensorflow as tf
 
 from finetune_cases import VOCAB, write_checkpoint, write_sst2
-from keras_bert.tasks import finetune, glue, registry, trainer
-from keras_bert.tasks.finetune_config import FinetuneConfig
-from keras_bert.tasks.trainer import run_finetuning
+from keras_bert.tasks import finetune, glue, registry, runner
+from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.runner import run_finetuning
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +66,8 @@ def test_fine_tune_learns_and_writes_the_output_contract(sst2, tmp_path):
     task = registry.get_task("sst2")
     from keras_bert.text.tokenizer import BertTokenizer
     feats = task.encode(examples, BertTokenizer(VOCAB), 64)
-    ours = trainer.predict(summary["model"], task, feats, 32)
-    theirs = trainer.predict(reloaded, task, feats, 32)
+    ours = runner.predict(summary["model"], task, feats, 32)
+    theirs = runner.predict(reloaded, task, feats, 32)
     np.testing.assert_allclose(ours["logits"], theirs["logits"], atol=1e-5)
     assert task.evaluate(examples, feats, theirs)["accuracy"] == best["accuracy"]
 
@@ -131,7 +131,7 @@ def test_mnli_reports_matched_and_mismatched_and_writes_three_submission_files(s
     task = registry.get_task("mnli")
     from keras_bert.text.tokenizer import BertTokenizer
     examples = glue.read_examples("mnli", data, "dev_matched")
-    logits = trainer.predict(summary["model"], task, task.encode(examples, BertTokenizer(VOCAB), 64), 8)["logits"]
+    logits = runner.predict(summary["model"], task, task.encode(examples, BertTokenizer(VOCAB), 64), 8)["logits"]
     gold = [glue.get_task("mnli").labels.index(e.label) for e in examples]
     assert results["accuracy_matched"] == pytest.approx(np.mean(np.argmax(logits, -1) == gold))
     assert "accuracy_mismatched" in results and "accuracy" not in results
@@ -151,14 +151,14 @@ def test_stsb_regression_trains_on_mse_and_reports_pearson_and_spearman(sst2, tm
     task = registry.get_task("stsb")
     from keras_bert.text.tokenizer import BertTokenizer
     examples = glue.read_examples("stsb", data, "dev")
-    scores = trainer.predict(summary["model"], task, task.encode(examples, BertTokenizer(VOCAB), 64), 8)["logits"][:, 0]
+    scores = runner.predict(summary["model"], task, task.encode(examples, BertTokenizer(VOCAB), 64), 8)["logits"][:, 0]
     gold = [e.label for e in examples]
     assert summary["eval"]["pearson"] == pytest.approx(stats.pearsonr(scores, gold)[0], rel=1e-4)
     assert summary["eval"]["spearman"] == pytest.approx(stats.spearmanr(scores, gold)[0], rel=1e-4)
     # The loss is the mean squared error (NumPy on one batch), and training brings it down to
     # about the scores' variance (4.0) from far above.
     feats = task.encode(examples[:5], BertTokenizer(VOCAB), 64)
-    outputs = trainer.predict(summary["model"], task, feats, 8)
+    outputs = runner.predict(summary["model"], task, feats, 8)
     total, count = task.loss_sums({"label": feats.labels["label"]}, {"logits": tf.constant(outputs["logits"])})
     np.testing.assert_allclose(total / count, np.mean((outputs["logits"][:, 0] - feats.labels["label"]) ** 2),
                                rtol=1e-5)

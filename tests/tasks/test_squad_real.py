@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from keras_bert.tasks import squad_eval
-from keras_bert.tasks.trainer import run_finetuning
+from keras_bert.tasks.runner import run_finetuning
 from keras_bert.tasks.squad import SquadTask
 from keras_bert.tasks.squad_data import locate_answer
 from keras_bert.tasks.squad_features import answer_token_span

@@ -1,5 +1,5 @@
 """`FinetuneConfig`: the settings of a fine-tuning run (light: the command line defines its flags
-from it and checks names and paths before TensorFlow loads; the runner is `keras_bert.tasks.trainer`)."""
+from it and checks names and paths before TensorFlow loads; the runner is `keras_bert.tasks.runner`)."""
 
 import dataclasses
 

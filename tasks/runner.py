@@ -1,5 +1,5 @@
 """The fine-tuning runner: one code path for every task (paper §4, §5.3). Its settings are a
-`FinetuneConfig` (`keras_bert.tasks.finetune_config`); its command line is `keras_bert.tasks.finetune`:
+`FinetuneConfig` (`keras_bert.tasks.config`); its command line is `keras_bert.tasks.finetune`:
 
     python -m keras_bert.tasks.finetune --task=mrpc --data_dir=glue/MRPC \\
         --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/mrpc --do_train --do_eval --do_predict
@@ -21,7 +21,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.finetune_config import FinetuneConfig
+from keras_bert.tasks.config import FinetuneConfig
 from keras_bert.training import callbacks, checkpointing, distribute, optimizers, plots
 from keras_bert.training.io_utils import atomic_directory, write_atomic
 from keras_bert.training.memory import out_of_memory_hint

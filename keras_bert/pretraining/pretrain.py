@@ -3,7 +3,7 @@
 Example (a tiny model on a laptop; the same command with --strategy tpu --tpu local and
 gs:// paths runs on a TPU VM):
 
-    python -m keras_bert.pretraining.run_pretraining --model tiny --vocab_size 30522 \\
+    python -m keras_bert.pretraining.pretrain --model tiny --vocab_size 30522 \\
         --train_files 'data/train-*.tfrecord' --eval_files 'data/eval-*.tfrecord' \\
         --batch_size 32 --num_train_steps 1000 --num_warmup_steps 100 --learning_rate 1e-4 \\
         --model_dir runs/tiny
@@ -17,7 +17,7 @@ import json
 from absl import flags
 
 from keras_bert import cli
-from keras_bert.pretraining.pretraining_config import PretrainingConfig
+from keras_bert.pretraining.config import PretrainingConfig
 from keras_bert.training.choices import OPTIMIZERS, PRECISIONS, STRATEGIES
 
 _D = PretrainingConfig.__dataclass_fields__
@@ -73,7 +73,7 @@ def main(argv):
 
 
 def console_main():
-    """Entry point (`python -m keras_bert.pretraining.run_pretraining`, `keras-bert-pretrain`)."""
+    """Entry point (`python -m keras_bert.pretraining.pretrain`, `keras-bert-pretrain`)."""
     cli.run_command(__doc__, define_flags, ["train_files", "model_dir"], main)
 
 
