@@ -21,7 +21,6 @@ anything reaches the strategy.
 - `tensorboard/`, `history.json`, `training_curve.png`, `summary.json`.
 """
 
-import dataclasses
 import json
 
 from absl import flags
@@ -29,7 +28,7 @@ from absl import flags
 from keras_bert import _lazy, cli
 from keras_bert.tasks.config import RECIPE, TASK_OPTIONS, FinetuneConfig, check_input_paths
 from keras_bert.tasks.registry import task_names
-from keras_bert.training.choices import OPTIMIZERS, PRECISIONS, STRATEGIES
+from keras_bert.training import settings
 
 # The runner's names, importable from here as before (loaded on first use: --help stays light).
 _TRAINER_NAMES = ("MODEL_FILE", "TASK_FILE", "TaskTrainer", "predict", "run_finetuning", "save_task_model")
@@ -46,31 +45,19 @@ _FLAG_HELP = {
     "init_checkpoint": "Google TF1 checkpoint, Hugging Face directory or run_pretraining model_dir.",
     "model_dir": "Run directory: checkpoints, eval_results.json, predictions/, model/, logs.",
     "model": "BertConfig preset to start from random weights (with --vocab_file) instead.",
+    **{name: f"FinetuneConfig.{name} (default: the task's recipe; GLUE {value})." for name, value in RECIPE.items()},
     "buckets": "Comma-separated fixed padded lengths (default: per-batch padding; fixed under XLA/TPU).",
 }
-_CHOICES = {"strategy": STRATEGIES, "mixed_precision": PRECISIONS, "optimizer": OPTIMIZERS}
 
 
 def define_flags():
     """Define the flags (again on each call: another command line may define the same names)."""
-    for field in dataclasses.fields(FinetuneConfig):
-        name, default = field.name, field.default
-        help_text = _FLAG_HELP.get(name, f"FinetuneConfig.{name}.")
-        if name in _CHOICES:
-            cli.define(flags.DEFINE_enum, name, default, _CHOICES[name], help_text)
-        elif field.type is bool:
-            cli.define(flags.DEFINE_bool, name, default, help_text)
-        elif field.type is int:
-            cli.define(flags.DEFINE_integer, name, default, help_text)
-        elif field.type is float:
-            cli.define(flags.DEFINE_float, name, default, help_text)
-        else:
-            cli.define(flags.DEFINE_string, name, default, help_text)
+    settings.define_flags(FinetuneConfig, _FLAG_HELP)
 
 
 def config_from_flags():
     """A `FinetuneConfig` from the parsed flags (flag name = field name)."""
-    return FinetuneConfig(**{f.name: flags.FLAGS[f.name].value for f in dataclasses.fields(FinetuneConfig)})
+    return FinetuneConfig(**settings.flag_values(FinetuneConfig))
 
 
 def main(argv):
