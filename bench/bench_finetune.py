@@ -1,7 +1,7 @@
 """Fine-tuning on SST-2 dev lengths: bucketed per-batch padding vs padding to 128; one step vs keras-hub.
 
 The data are the 872 real SST-2 dev sentences, tokenized with the real uncased vocabulary
-(`keras_bert.tasks.classification` encoding, as the fine-tuning runner does). The model is a
+(`keras_bert.tasks.glue.task` encoding, as the fine-tuning runner does). The model is a
 `BertClassifier` with random weights ("small", L-4_H-512, vocab 30522 by default).
 
 1. Eval: `keras_bert.tasks.runner.predict` (batches sorted by length, each padded to its own
@@ -42,7 +42,8 @@ import common  # noqa: E402
 import keras_bert  # noqa: E402
 from keras_bert.models.encoder import INPUT_NAMES  # noqa: E402
 from keras_bert.tasks import features as feature_lib  # noqa: E402
-from keras_bert.tasks import glue, registry  # noqa: E402
+from keras_bert.tasks import registry  # noqa: E402
+from keras_bert.tasks.glue import data as glue  # noqa: E402
 from keras_bert.tasks.config import RECIPE, FinetuneConfig  # noqa: E402
 from keras_bert.tasks import runner  # noqa: E402
 from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402

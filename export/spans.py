@@ -1,7 +1,7 @@
 """In-graph SQuAD: a question and its context -> windows with a doc stride -> the best answer span.
 
-The same features and post-processing as `keras_bert.tasks.squad_features` and
-`keras_bert.tasks.squad_postprocess` (the original run_squad.py's), for the top answer:
+The same features and post-processing as `keras_bert.tasks.squad.features` and
+`keras_bert.tasks.squad.postprocess` (the original run_squad.py's), for the top answer:
 - the question keeps its first `max_query_length` tokens; the context is cut into windows of
   `seq_length - len(question) - 3` tokens whose starts are `doc_stride` tokens apart, each
   packed as `[CLS] question [SEP] window [SEP]` (types 1 from the window on);

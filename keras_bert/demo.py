@@ -390,7 +390,7 @@ def _pretrain(job, vocab_file, vocab_size, train_files, eval_files):
 
 def _finetune(job, train_rows, dev_rows, dev_modules):
     """Stage 5: the package task's TSV files and `run_finetuning` from the pre-training run."""
-    from keras_bert.tasks.finetune import run_finetuning
+    from keras_bert.tasks.runner import run_finetuning
 
     job.start(f"Fine-tuning it to tell which of {len(job.settings['packages'])} packages a docstring paragraph "
               f"is from")

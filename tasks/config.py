@@ -10,9 +10,6 @@ from keras_bert.training.settings import TrainingSettings
 
 # The paper's GLUE recipe (§4.1, A.3); tasks override some of it (Task.recipe).
 RECIPE = {"seq_length": 128, "batch_size": 32, "learning_rate": 2e-5, "num_train_epochs": 3}
-# FinetuneConfig fields handed to the task's constructor (those it takes).
-TASK_OPTIONS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "null_score_diff_threshold",
-                "document_context", "entity_types")
 
 
 @dataclasses.dataclass
@@ -48,10 +45,10 @@ class FinetuneConfig(TrainingSettings):
         checkpoint_every: int or None. Save every this many steps, rounded to a loop (and
             always at the end of an epoch).
         max_train_examples, max_eval_examples: int or None. Use only the first examples.
-        doc_stride, max_query_length, n_best_size, max_answer_length, null_score_diff_threshold:
-            SQuAD's windows and answer search (the original's 128, 64, 20, 30, 0.0).
-        document_context: bool. NER: each sentence in the middle of its document's text.
-        entity_types: str or None. NER: comma-separated types (default PER,ORG,LOC,MISC).
+        task_options: dict. The task's own options (`registry.options_class(task)`: SQuAD's
+            doc_stride, max_query_length, n_best_size, max_answer_length,
+            null_score_diff_threshold; NER's entity_types, document_context); the command line
+            has a flag of each name.
     """
 
     task: str = None
@@ -69,16 +66,10 @@ class FinetuneConfig(TrainingSettings):
     buckets: str = None
     max_train_examples: int = None
     max_eval_examples: int = None
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    null_score_diff_threshold: float = 0.0
-    document_context: bool = False
-    entity_types: str = None
+    task_options: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
-        self.task_object = registry.get_task(self.task, **{name: getattr(self, name) for name in TASK_OPTIONS})
+        self.task_object = registry.get_task(self.task, self.task_options)
         if not self.model_dir:
             raise ValueError("model_dir is required (checkpoints, results, predictions and the model go there).")
         if not (self.do_train or self.do_eval or self.do_predict):

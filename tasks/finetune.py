@@ -26,13 +26,13 @@ import json
 from absl import flags
 
 from keras_bert import _lazy, cli
-from keras_bert.tasks.config import RECIPE, TASK_OPTIONS, FinetuneConfig, check_input_paths
-from keras_bert.tasks.registry import task_names
+from keras_bert.tasks import registry
+from keras_bert.tasks.config import RECIPE, FinetuneConfig, check_input_paths
 from keras_bert.training import settings
 
 # The runner's names, importable from here as before (loaded on first use: --help stays light).
 _TRAINER_NAMES = ("MODEL_FILE", "TASK_FILE", "TaskTrainer", "predict", "run_finetuning", "save_task_model")
-__all__ = ["FinetuneConfig", "RECIPE", "TASK_OPTIONS", *_TRAINER_NAMES, "config_from_flags", "console_main",
+__all__ = ["FinetuneConfig", "RECIPE", *_TRAINER_NAMES, "config_from_flags", "console_main",
            "define_flags", "main"]
 
 
@@ -40,7 +40,7 @@ __getattr__, __dir__ = _lazy.attach(__name__, {name: f"keras_bert.tasks.runner:{
 
 
 _FLAG_HELP = {
-    "task": f"Task name: {' '.join(task_names())}.",
+    "task": f"Task name: {' '.join(registry.task_names())}.",
     "data_dir": "The task's data folder in its benchmark's own layout (e.g. glue/MRPC).",
     "init_checkpoint": "Google TF1 checkpoint, Hugging Face directory or run_pretraining model_dir.",
     "model_dir": "Run directory: checkpoints, eval_results.json, predictions/, model/, logs.",
@@ -51,13 +51,20 @@ _FLAG_HELP = {
 
 
 def define_flags():
-    """Define the flags (again on each call: another command line may define the same names)."""
+    """Define the flags (again on each call: another command line may define the same names):
+    `FinetuneConfig`'s fields and every task family's options (`registry.option_fields`)."""
     settings.define_flags(FinetuneConfig, _FLAG_HELP)
+    for name, (field, text, takers) in registry.option_fields().items():
+        define = settings.flag_definer(field)
+        cli.define(define, name, None, f"{text} (task option of {', '.join(takers)}; default {field.default}).")
 
 
 def config_from_flags():
-    """A `FinetuneConfig` from the parsed flags (flag name = field name)."""
-    return FinetuneConfig(**settings.flag_values(FinetuneConfig))
+    """A `FinetuneConfig` from the parsed flags (flag name = field name); the task option flags
+    given go into `task_options`."""
+    given = {name: flags.FLAGS[name].value for name in registry.option_fields()
+             if flags.FLAGS[name].value is not None}
+    return FinetuneConfig(**settings.flag_values(FinetuneConfig), task_options=given)
 
 
 def main(argv):

@@ -118,6 +118,11 @@ def flag_fields(settings_class):
     return [f for f in dataclasses.fields(settings_class) if f.type in _FLAG_TYPES]
 
 
+def flag_definer(field):
+    """The absl DEFINE function of a dataclass field's type (bool, int, float, str)."""
+    return _FLAG_TYPES[field.type]
+
+
 def define_flags(settings_class, help_text=None):
     """Defines one flag per field of `settings_class` (name, type and default of the field;
     enum flags for `CHOICES`), again on each call (see `keras_bert.cli.define`).

@@ -14,9 +14,9 @@ from conftest import SQUAD_OPTIONS
 from export_cases import SEQ_LENGTH, softmax
 from keras_bert.export.source import load_source
 from keras_bert.tasks import runner
-from keras_bert.tasks.ner import NerExample, NerTask
-from keras_bert.tasks.squad import SquadExample, SquadTask
-from keras_bert.tasks.swag import SwagExample, SwagTask
+from keras_bert.tasks.ner.task import NerExample, NerTask
+from keras_bert.tasks.squad.task import SquadExample, SquadTask
+from keras_bert.tasks.swag.task import SwagExample, SwagTask
 from keras_bert.text.preprocessor import BertPreprocessor
 from test_saved_model import _json_text, _serve_fresh
 

@@ -25,7 +25,7 @@ from test_task_signatures import (BLANK_TEXTS, NER_TEXTS, SQUAD_CASES, _exported
 from keras_bert.export import tflite
 from keras_bert.export.source import load_source
 from keras_bert.tasks import runner
-from keras_bert.tasks.swag import SwagExample, SwagTask
+from keras_bert.tasks.swag.task import SwagExample, SwagTask
 
 ATOL = 1e-5
 # Text that any export must answer: empty, blank, control characters, invalid UTF-8, emoji, CJK,

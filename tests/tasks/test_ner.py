@@ -13,7 +13,7 @@ import tensorflow_datasets as tfds
 from keras_bert.tasks import registry, runner
 from keras_bert.tasks.features import IGNORE_LABEL
 from keras_bert.tasks.runner import run_finetuning
-from keras_bert.tasks.ner import ConllDataError, NerExample, NerTask, entity_metrics, read_conll, to_iob2, windows
+from keras_bert.tasks.ner.task import ConllDataError, NerExample, NerTask, entity_metrics, read_conll, to_iob2, windows
 from keras_bert.text.tokenizer import BertTokenizer
 from real_data import REAL_DATA
 
@@ -401,7 +401,7 @@ def _split_like(examples, flat):
 
 def test_fine_tune_with_document_context(conll_dir, tmp_path):
     summary = run_finetuning(task="conll2003", model_dir=str(tmp_path / "run"), do_train=True, do_eval=True,
-                             document_context=True,
+                             task_options={"document_context": True},
                              learning_rate=5e-4, num_train_epochs=2, batch_size=16, seq_length=48, verbose=False,
                              plot=False, **conll_dir)
     assert summary["eval"]["f1"] >= 0.85, summary["eval_history"]

@@ -21,10 +21,11 @@ import json
 import os
 
 from keras_bert.models.task_models import BertSpanLabeler
-from keras_bert.tasks import squad_data, squad_eval
-from keras_bert.tasks.squad_data import SquadDataError, SquadExample  # noqa: F401 (the public names)
-from keras_bert.tasks.squad_features import encode_examples
-from keras_bert.tasks.squad_postprocess import postprocess
+from keras_bert.tasks.squad import data as squad_data
+from keras_bert.tasks.squad import metrics as squad_eval
+from keras_bert.tasks.squad.data import SquadDataError, SquadExample  # noqa: F401 (the public names)
+from keras_bert.tasks.squad.features import encode_examples
+from keras_bert.tasks.squad.postprocess import postprocess
 from keras_bert.tasks.task import Task, sparse_xent_sums
 from keras_bert.training.io_utils import write_atomic
 

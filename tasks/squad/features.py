@@ -33,7 +33,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.squad_data import SquadDataError, locate_answer
+from keras_bert.tasks.squad.data import SquadDataError, locate_answer
 
 TOKENIZE_BATCH = 4096  # Texts per call of the tokenizer.
 
