@@ -139,7 +139,7 @@ _OOM = ("import tensorflow as tf\n"
 def test_out_of_memory_in_fine_tuning(tmp_path):
     data = write_sst2(str(tmp_path / "sst2"), n_train=16, n_dev=8, n_test=4)
     checkpoint = write_checkpoint(str(tmp_path / "uncased_L-1_H-32_A-2"))
-    prelude = _OOM + "from keras_bert.tasks import trainer\ntrainer.TaskTrainer.train_step = out_of_memory"
+    prelude = _OOM + "from keras_bert.tasks import runner\nrunner.TaskTrainer.train_step = out_of_memory"
     done = run_script("keras-bert-finetune", "keras_bert.tasks.finetune", "--task=sst2", "--do_train",
                       f"--data_dir={data}", f"--init_checkpoint={checkpoint}", f"--model_dir={tmp_path / 'run'}",
                       "--batch_size=8", "--seq_length=32", "--noplot", "--noverbose", prelude=prelude)

@@ -196,7 +196,7 @@ SQUAD_CASES = [  # (question, context): short and long contexts (up to 10 window
 
 
 def _python_squad(model_dir, version):
-    """(examples, `squad_postprocess.Prediction`, features, outputs) of SquadTask on the Keras model."""
+    """(examples, `squad.postprocess.Prediction`, features, outputs) of SquadTask on the Keras model."""
     source = load_source(model_dir)
     task = SquadTask(version, null_score_diff_threshold=source.info["null_score_diff_threshold"], **SQUAD_OPTIONS)
     examples = [SquadExample(str(i), q, c) for i, (q, c) in enumerate(SQUAD_CASES)]
