@@ -1,10 +1,10 @@
 """Fine-tuning on SST-2 dev lengths: bucketed per-batch padding vs padding to 128; one step vs keras-hub.
 
 The data are the 872 real SST-2 dev sentences, tokenized with the real uncased vocabulary
-(`keras_bert.tasks.classification` encoding, as the fine-tuning runner does). The model is a
+(`keras_bert.tasks.glue.task` encoding, as the fine-tuning runner does). The model is a
 `BertClassifier` with random weights ("small", L-4_H-512, vocab 30522 by default).
 
-1. Eval: `keras_bert.tasks.trainer.predict` (batches sorted by length, each padded to its own
+1. Eval: `keras_bert.tasks.runner.predict` (batches sorted by length, each padded to its own
    longest sequence) against the same call padding every example to `--seq` (`buckets=[seq]`,
    as a fixed-length preprocessor does), same weights, same batches; the predictions must agree.
    A "model only" row times the same batches built beforehand through one traced function
@@ -42,8 +42,10 @@ import common  # noqa: E402
 import keras_bert  # noqa: E402
 from keras_bert.inputs import INPUT_NAMES  # noqa: E402
 from keras_bert.tasks import features as feature_lib  # noqa: E402
-from keras_bert.tasks import finetune_config, glue, registry  # noqa: E402
-from keras_bert.tasks import trainer as runner  # noqa: E402
+from keras_bert.tasks import registry  # noqa: E402
+from keras_bert.tasks.glue import data as glue  # noqa: E402
+from keras_bert.tasks.config import RECIPE, FinetuneConfig  # noqa: E402
+from keras_bert.tasks import runner  # noqa: E402
 from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
 from keras_bert.text.vocab import load_vocabulary  # noqa: E402
 from keras_bert.training import optimizers  # noqa: E402
@@ -51,8 +53,8 @@ from keras_bert.training import optimizers  # noqa: E402
 DATA_DIR = "/work/shared/data/sst2"
 VOCAB_FILE = "/work/shared/data/bert_uncased/vocab.txt"
 # The runner's defaults (optimizer, weight decay, clipping, dropout) and the GLUE recipe.
-RUNNER = {f.name: f.default for f in dataclasses.fields(finetune_config.FinetuneConfig)}
-LEARNING_RATE = finetune_config.RECIPE["learning_rate"]
+RUNNER = {f.name: f.default for f in dataclasses.fields(FinetuneConfig)}
+LEARNING_RATE = RECIPE["learning_rate"]
 # Logit agreement asked of the two paddings (float32, masked attention: round-off only).
 LOGIT_ATOL = 1e-4
 
@@ -259,7 +261,7 @@ def plot(path, cases, title):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     common.add_size_args(parser, size="small")
-    parser.set_defaults(batch=finetune_config.RECIPE["batch_size"], seq=finetune_config.RECIPE["seq_length"], iters=2)
+    parser.set_defaults(batch=RECIPE["batch_size"], seq=RECIPE["seq_length"], iters=2)
     parser.add_argument("--train_iters", type=int, default=1, help="Timed training epochs per scheme and round.")
     parser.add_argument("--data_dir", default=DATA_DIR, help="SST-2 folder with dev.tsv.")
     parser.add_argument("--vocab", default=VOCAB_FILE, help="Uncased BERT vocab.txt.")

@@ -47,7 +47,7 @@ import common  # noqa: E402
 import keras_bert  # noqa: E402
 from keras_bert.export import export_saved_model  # noqa: E402
 from keras_bert.models.task_models import BertClassifier  # noqa: E402
-from keras_bert.tasks.finetune_config import FinetuneConfig  # noqa: E402
+from keras_bert.tasks.config import FinetuneConfig  # noqa: E402
 from keras_bert.checkpoints import load_init_checkpoint  # noqa: E402
 from keras_bert.checkpoints.task_model import save_task_model  # noqa: E402
 from keras_bert.text.preprocessor import BertPreprocessor  # noqa: E402

@@ -28,7 +28,7 @@ from absl import logging  # noqa: E402
 from official.nlp.data import squad_lib  # noqa: E402
 from official.nlp.tools import tokenization  # noqa: E402
 
-from keras_bert.tasks.squad import SquadTask  # noqa: E402
+from keras_bert.tasks.squad.task import SquadTask  # noqa: E402
 from keras_bert.text import BertTokenizer  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -17,6 +17,8 @@ Modules: `source` (what is exported: a fine-tuned model dir or a pre-trained enc
 Serving REST bodies -> signature inputs), `tflite` (TFLite models).
 """
 
+import importlib
+
 from keras_bert import paths
 from keras_bert._lazy import attach
 
@@ -31,8 +33,19 @@ _NAMES = {
 }
 __getattr__, __dir__ = attach(__name__, _NAMES)
 
-FORMATS = ("saved_model", "hub", "tflite")
-QUANTIZATIONS = ("none", "float16", "dynamic_range", "int8")
+# format -> (its export function, what it writes (--help), whether it takes quantize and representative_texts).
+FORMATS = {
+    "saved_model": ("keras_bert.export.saved_model:export_saved_model", "TF Serving SavedModel", False),
+    "hub": ("keras_bert.export.hub:export_hub", "TF Hub-style preprocessor/ + encoder/", False),
+    "tflite": ("keras_bert.export.tflite:export_tflite", "TFLite model", True),
+}
+# quantize -> (converter settings in keras_bert.export.tflite, what it does (--help)).
+QUANTIZATIONS = {
+    "none": ("_no_quantization", "float32"),
+    "float16": ("_float16", "float16 weights"),
+    "dynamic_range": ("_dynamic_range", "int8 weights, activations quantized per call"),
+    "int8": ("_int8", "int8 weights and activations, calibrated on representative_texts"),
+}
 
 
 def export(model_dir, export_dir, format="saved_model", version=None, seq_length=None, quantize="none",
@@ -41,27 +54,25 @@ def export(model_dir, export_dir, format="saved_model", version=None, seq_length
 
     `quantize` applies to TFLite only (one of `QUANTIZATIONS`); int8 calibrates on
     `representative_texts` (see `keras_bert.export.tflite.export_tflite`).
+
+    Raises:
+        ValueError: an unknown format or quantize, or quantize for a format without it.
+        FileNotFoundError: model_dir does not exist.
     """
     if format not in FORMATS:
-        raise ValueError(f"format must be one of {FORMATS}, got {format!r}.")
+        raise ValueError(f"format must be one of {tuple(FORMATS)}, got {format!r}.")
     if quantize not in QUANTIZATIONS:
-        raise ValueError(f"quantize must be one of {QUANTIZATIONS}, got {quantize!r}.")
-    if format != "tflite" and quantize != "none":
+        raise ValueError(f"quantize must be one of {tuple(QUANTIZATIONS)}, got {quantize!r}.")
+    function, _, quantizes = FORMATS[format]
+    if not quantizes and quantize != "none":
         raise ValueError(f"quantize applies to format='tflite' only, got format={format!r}.")
     paths.require_path("model_dir", model_dir, "a fine-tuned model/ directory (model.keras, task.json, vocab.txt) "
                        "or its run directory, or a pre-trained encoder: Google checkpoint, Hugging Face directory "
                        "or run_pretraining model_dir")
-    if format == "saved_model":
-        from keras_bert.export.saved_model import export_saved_model
-
-        return export_saved_model(model_dir, export_dir, version=version, seq_length=seq_length)
-    if format == "hub":
-        from keras_bert.export.hub import export_hub
-
-        return export_hub(model_dir, export_dir, version=version, seq_length=seq_length)
-    from keras_bert.export.tflite import export_tflite  # Written on top of the serving signatures.
-    return export_tflite(model_dir, export_dir, version=version, seq_length=seq_length, quantize=quantize,
-                         representative_texts=representative_texts)
+    module, name = function.split(":")
+    extra = dict(quantize=quantize, representative_texts=representative_texts) if quantizes else {}
+    return getattr(importlib.import_module(module), name)(model_dir, export_dir, version=version,
+                                                          seq_length=seq_length, **extra)
 
 
 __all__ = ["FORMATS", "OpCheckError", "QUANTIZATIONS", "check_ops", "export", "export_hub", "export_saved_model",

@@ -19,9 +19,10 @@ def define_flags():
                "or a pre-trained encoder: Google checkpoint, Hugging Face directory, pre-training run directory.")
     cli.define(flags.DEFINE_string, "export_dir", None, "Base directory; each export is a new integer version in it.")
     cli.define(flags.DEFINE_integer, "version", None, "Version to write (default: the next one); never overwritten.")
-    cli.define(flags.DEFINE_enum, "format", "saved_model", FORMATS,
-               "saved_model (TF Serving), hub (TF Hub-style preprocessor/ + encoder/) or tflite.")
-    cli.define(flags.DEFINE_enum, "quantize", "none", QUANTIZATIONS, "TFLite quantization.")
+    cli.define(flags.DEFINE_enum, "format", "saved_model", list(FORMATS),
+               "; ".join(f"{name}: {text}" for name, (_, text, _) in FORMATS.items()) + ".")
+    cli.define(flags.DEFINE_enum, "quantize", "none", list(QUANTIZATIONS), "TFLite quantization: " + "; ".join(
+        f"{name}: {text}" for name, (_, text) in QUANTIZATIONS.items()) + ".")
     cli.define(flags.DEFINE_integer, "seq_length", None,
                "Longest packed sequence; longer texts are truncated (default: the training length, 128 for encoders).")
     cli.define(flags.DEFINE_string, "representative_texts", None,

@@ -2,7 +2,7 @@
 
 Words are the tokenizer's own: it splits text at whitespace and punctuation (and around CJK
 characters), then into WordPiece pieces; a piece without "##" opens a word. The tag of a word is
-the model's tag on its first piece, as in training (`keras_bert.tasks.ner`). Tags decode into
+the model's tag on its first piece, as in training (`keras_bert.tasks.ner.task`). Tags decode into
 entities as conlleval (and seqeval's default mode) reads them: B-X opens an entity, I-X continues
 an entity of type X that the previous word is in, and any other I-X (after O, after another type,
 at the start) opens one.

@@ -1,7 +1,7 @@
 """In-graph SQuAD: a question and its context -> windows with a doc stride -> the best answer span.
 
-The same features and post-processing as `keras_bert.tasks.squad_features` and
-`keras_bert.tasks.squad_postprocess` (the original run_squad.py's), for the top answer:
+The same features and post-processing as `keras_bert.tasks.squad.features` and
+`keras_bert.tasks.squad.postprocess` (the original run_squad.py's), for the top answer:
 - the question keeps its first `max_query_length` tokens; the context is cut into windows of
   `seq_length - len(question) - 3` tokens whose starts are `doc_stride` tokens apart, each
   packed as `[CLS] question [SEP] window [SEP]` (types 1 from the window on);
@@ -30,7 +30,7 @@ import tensorflow as tf
 from keras_bert.export.text_inputs import MIN_LENGTH
 from keras_bert.text.packer import _take
 
-NULL_SCORE = 1e6  # squad_postprocess's start value of the smallest null score.
+NULL_SCORE = 1e6  # squad.postprocess's start value of the smallest null score.
 
 
 def pack_windows(tokenizer, question, context, seq_length, doc_stride, max_query_length):
@@ -75,7 +75,7 @@ def pack_windows(tokenizer, question, context, seq_length, doc_stride, max_query
 
 def max_context_ranks(seq_length):
     """int32 [seq_length // 2 + 1, seq_length + 1]: at [m, l], the rank of the float64
-    `m + 0.01 * l` (`squad_features.max_context_masks`' score of a token with m tokens of context
+    `m + 0.01 * l` (`squad.features.max_context_masks`' score of a token with m tokens of context
     on its shorter side in a window of l tokens) among all of them; equal floats, equal ranks."""
     m, length = np.arange(seq_length // 2 + 1)[:, None], np.arange(seq_length + 1)[None, :]
     scores = m + 0.01 * length  # float64, as in Python (m + 0.01 * length does not order as 100 * m + length)
@@ -83,7 +83,7 @@ def max_context_ranks(seq_length):
 
 
 def max_context(windows, position, reach, seq_length):
-    """Is each window the max-context one of a context token in it (`squad_features.max_context_masks`)?
+    """Is each window the max-context one of a context token in it (`squad.features.max_context_masks`)?
 
     Args:
         windows: dict from `pack_windows`. position: int32 [W, N], context tokens in each window.

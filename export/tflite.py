@@ -66,16 +66,16 @@ from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-from keras_bert.export import ops, versions
+from keras_bert.export import QUANTIZATIONS, ops, versions
 from keras_bert.export.saved_model import PROBE_TEXTS
-from keras_bert.export.signatures import build_signatures
+from keras_bert.export.signatures import BUILDERS, build_signatures
 from keras_bert.export.source import load_source
 
 MODEL_FILE = "model.tflite"
 LABELS_FILE = "labels.txt"
 METADATA_NAME = "keras_bert.task.json"
-# Kinds whose TFLite export is tested (task.json `problem`, or "encoder").
-KINDS = ("classification", "regression", "encoder", "token_classification", "multiple_choice", "span")
+# Kinds that convert (task.json `problem`, or "encoder"): every kind with serving signatures.
+KINDS = tuple(BUILDERS)
 FLOAT_ATOL = 1e-4  # float32 TFLite against TensorFlow (different kernels, same math).
 REPRESENTATIVE_LIMIT = 300  # Calibration texts used for "int8".
 # Probes beyond the SavedModel's: the final-sigma branch of the uncased tokenizer, invalid UTF-8.
@@ -111,8 +111,8 @@ def _int8(converter, representative):
     converter.target_spec._experimental_custom_op_registerers = list(tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
 
 
-# quantize -> converter settings (keras_bert.export.QUANTIZATIONS).
-QUANTIZERS = {"none": _no_quantization, "float16": _float16, "dynamic_range": _dynamic_range, "int8": _int8}
+# quantize -> converter settings, by the names of keras_bert.export.QUANTIZATIONS (the one table).
+QUANTIZERS = {name: globals()[function] for name, (function, _) in QUANTIZATIONS.items()}
 
 
 def export_tflite(model_dir, export_dir, version=None, seq_length=None, quantize="none", representative_texts=None):

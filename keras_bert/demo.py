@@ -328,7 +328,7 @@ SUMMARY_FILE = "demo_summary.json"
 
 def write_summary(summary, job, path):
     """The final table's numbers as JSON (what README.md's demo table is rendered from)."""
-    from keras_bert.training.io_utils import write_atomic
+    from keras_bert.io_utils import write_atomic
 
     pre, fine = summary["pretraining"], summary["finetuning"]
     numbers = {
@@ -464,7 +464,7 @@ def _pretrain(job, vocab_file, vocab_size, train_files, eval_files):
 
 def _finetune(job, train_rows, dev_rows, dev_modules):
     """Stage 5: the package task's TSV files and `run_finetuning` from the pre-training run."""
-    from keras_bert.tasks.finetune import run_finetuning
+    from keras_bert.tasks.runner import run_finetuning
 
     job.start(f"Fine-tuning it to tell which of {len(job.settings['packages'])} packages a docstring paragraph "
               f"is from")

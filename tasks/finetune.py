@@ -3,7 +3,7 @@
     python -m keras_bert.tasks.finetune --task=mrpc --data_dir=glue/MRPC \\
         --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/mrpc --do_train --do_eval --do_predict
 
-The runner is `keras_bert.tasks.trainer` (`run_finetuning`, `predict`, `save_task_model`, ...; also
+The runner is `keras_bert.tasks.runner` (`run_finetuning`, `predict`, `save_task_model`, ...; also
 importable from here) and its settings a `FinetuneConfig` (flag name = field name). The training
 half is the pre-training runner's: `keras_bert.training` strategies, optimizer and
 schedule, atomic checkpoints with exact resume, TensorBoard, progress and the curve plot. Batches
@@ -21,56 +21,50 @@ anything reaches the strategy.
 - `tensorboard/`, `history.json`, `training_curve.png`, `summary.json`.
 """
 
-import dataclasses
 import json
 
 from absl import flags
 
 from keras_bert import _lazy, cli
-from keras_bert.tasks.finetune_config import RECIPE, TASK_OPTIONS, FinetuneConfig, check_input_paths
-from keras_bert.tasks.registry import task_names
-from keras_bert.training.choices import OPTIMIZERS, PRECISIONS, STRATEGIES
+from keras_bert.tasks import registry
+from keras_bert.tasks.config import RECIPE, FinetuneConfig, check_input_paths
+from keras_bert.training import settings
 
 # The runner's names, importable from here as before (loaded on first use: --help stays light).
-_TRAINER_NAMES = ("MODEL_FILE", "TASK_FILE", "TaskTrainer", "predict", "run_finetuning", "save_task_model")
-__all__ = ["FinetuneConfig", "RECIPE", "TASK_OPTIONS", *_TRAINER_NAMES, "config_from_flags", "console_main",
+_TRAINER_NAMES = ("TaskTrainer", "predict", "run_finetuning")
+__all__ = ["FinetuneConfig", "RECIPE", *_TRAINER_NAMES, "config_from_flags", "console_main",
            "define_flags", "main"]
 
 
-__getattr__, __dir__ = _lazy.attach(__name__, {name: f"keras_bert.tasks.trainer:{name}" for name in _TRAINER_NAMES})
+__getattr__, __dir__ = _lazy.attach(__name__, {name: f"keras_bert.tasks.runner:{name}" for name in _TRAINER_NAMES})
 
 
 _FLAG_HELP = {
-    "task": f"Task name: {' '.join(task_names())}.",
+    "task": f"Task name: {' '.join(registry.task_names())}.",
     "data_dir": "The task's data folder in its benchmark's own layout (e.g. glue/MRPC).",
     "init_checkpoint": "Google TF1 checkpoint, Hugging Face directory or run_pretraining model_dir.",
     "model_dir": "Run directory: checkpoints, eval_results.json, predictions/, model/, logs.",
     "model": "BertConfig preset to start from random weights (with --vocab_file) instead.",
+    **{name: f"FinetuneConfig.{name} (default: the task's recipe; GLUE {value})." for name, value in RECIPE.items()},
     "buckets": "Comma-separated fixed padded lengths (default: per-batch padding; fixed under XLA/TPU).",
 }
-_CHOICES = {"strategy": STRATEGIES, "mixed_precision": PRECISIONS, "optimizer": OPTIMIZERS}
 
 
 def define_flags():
-    """Define the flags (again on each call: another command line may define the same names)."""
-    for field in dataclasses.fields(FinetuneConfig):
-        name, default = field.name, field.default
-        help_text = _FLAG_HELP.get(name, f"FinetuneConfig.{name}.")
-        if name in _CHOICES:
-            cli.define(flags.DEFINE_enum, name, default, _CHOICES[name], help_text)
-        elif field.type is bool:
-            cli.define(flags.DEFINE_bool, name, default, help_text)
-        elif field.type is int:
-            cli.define(flags.DEFINE_integer, name, default, help_text)
-        elif field.type is float:
-            cli.define(flags.DEFINE_float, name, default, help_text)
-        else:
-            cli.define(flags.DEFINE_string, name, default, help_text)
+    """Define the flags (again on each call: another command line may define the same names):
+    `FinetuneConfig`'s fields and every task family's options (`registry.option_fields`)."""
+    settings.define_flags(FinetuneConfig, _FLAG_HELP)
+    for name, (field, text, takers) in registry.option_fields().items():
+        define = settings.flag_definer(field)
+        cli.define(define, name, None, f"{text} (task option of {', '.join(takers)}; default {field.default}).")
 
 
 def config_from_flags():
-    """A `FinetuneConfig` from the parsed flags (flag name = field name)."""
-    return FinetuneConfig(**{f.name: flags.FLAGS[f.name].value for f in dataclasses.fields(FinetuneConfig)})
+    """A `FinetuneConfig` from the parsed flags (flag name = field name); the task option flags
+    given go into `task_options`."""
+    given = {name: flags.FLAGS[name].value for name in registry.option_fields()
+             if flags.FLAGS[name].value is not None}
+    return FinetuneConfig(**settings.flag_values(FinetuneConfig), task_options=given)
 
 
 def main(argv):
@@ -78,7 +72,7 @@ def main(argv):
     FLAGS = flags.FLAGS  # Paths, the task name and settings are checked before TensorFlow loads.
     check_input_paths(FLAGS.init_checkpoint, FLAGS.vocab_file, FLAGS.data_dir, FLAGS.tfds)
     config = config_from_flags()
-    from keras_bert.tasks.trainer import run_finetuning
+    from keras_bert.tasks.runner import run_finetuning
 
     summary = run_finetuning(config)
     print(json.dumps({k: v for k, v in summary.items() if k not in ("model", "history")}, indent=1))

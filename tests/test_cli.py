@@ -15,18 +15,18 @@ def test_command_lines_share_one_process():
     import dataclasses
 
     from keras_bert import demo
-    from keras_bert.pretraining import create_pretraining_data, run_pretraining
+    from keras_bert.pretraining import create_pretraining_data, pretrain
     from keras_bert.text import build_vocab
 
     build_vocab.define_flags()  # --vocab_size 30000
     create_pretraining_data.define_flags()  # --seed 12345
-    run_pretraining.define_flags()  # --seed, --vocab_size, --model_dir of its own
+    pretrain.define_flags()  # --seed, --vocab_size, --model_dir of its own
     assert flags.FLAGS["vocab_size"].default is None
     demo.define_flags()  # --model_dir runs/demo
     assert flags.FLAGS["model_dir"].default == "runs/demo"
-    run_pretraining.define_flags()  # Defining again takes its own defaults back.
+    pretrain.define_flags()  # Defining again takes its own defaults back.
     assert flags.FLAGS["model_dir"].default is None
-    defaults = {f.name: f.default for f in dataclasses.fields(run_pretraining.PretrainingConfig)}
+    defaults = {f.name: f.default for f in dataclasses.fields(pretrain.PretrainingConfig)}
     assert flags.FLAGS["seed"].default == defaults["seed"]
 
 
@@ -91,9 +91,9 @@ def test_top_level_names_resolve_to_their_objects():
 
 def test_command_line_modules_keep_their_library_names():
     from keras_bert.pretraining import create_pretraining_data, static_records
-    from keras_bert.tasks import finetune, trainer
+    from keras_bert.tasks import finetune, runner
 
-    assert finetune.run_finetuning is trainer.run_finetuning and finetune.predict is trainer.predict
+    assert finetune.run_finetuning is runner.run_finetuning and finetune.predict is runner.predict
     assert create_pretraining_data.create_pretraining_data is static_records.create_pretraining_data
     assert "run_finetuning" in dir(finetune)
 

@@ -53,6 +53,19 @@ def install_requires():
     return {normalize(requirement_name(r)) for r in setup_cfg()["options"]["install_requires"].split("\n") if r.strip()}
 
 
+def test_setup_cfg_lists_every_package():
+    """Every folder with an __init__.py under the sources is in setup.cfg's `packages` (else a wheel
+    leaves it out while an editable install still finds it)."""
+    listed = {line.strip() for line in setup_cfg()["options"]["packages"].split("\n") if line.strip()}
+    found = set()
+    for package, folder in SOURCES.items():
+        for directory, _, names in os.walk(os.path.join(ROOT, folder)):
+            if "__init__.py" in names:
+                relative = os.path.relpath(directory, os.path.join(ROOT, folder))
+                found.add(package if relative == "." else f"{package}.{relative.replace(os.sep, '.')}")
+    assert found == listed
+
+
 def library_imports():
     """{top-level module: [(file, line, inside a function)]} of the third-party imports of the package's sources."""
     stdlib = set(sys.stdlib_module_names)

@@ -12,6 +12,7 @@ is parsed, function-local imports included. The layers, lowest first:
 4. training (optimizers, distribution, callbacks: no model or checkpoint code)
 5. checkpoints (every format: Google, Hugging Face, pre-training runs, training checkpoints,
    fine-tuned task models, best-epoch weights)
+5b. training.run (the run skeleton both runners share: it compiles and restores through checkpoints)
 6. pretraining
 7. tasks
 8. export
@@ -35,6 +36,7 @@ LAYERS = (
     ("keras_bert.config", "keras_bert.models"),
     ("keras_bert.training",),
     ("keras_bert.checkpoints",),
+    ("keras_bert.training.run",),
     ("keras_bert.pretraining",),
     ("keras_bert.tasks",),
     ("keras_bert.export",),

@@ -39,7 +39,7 @@ def assert_one_line(done, prog, *parts):
     ("keras-bert-finetune", "keras_bert.tasks.finetune",
      ["--task=mrpc", "--do_train", "--model_dir={tmp}/run", "--init_checkpoint={tmp}", "--data_dir={tmp}/glue"],
      ["data_dir={tmp}/glue does not exist", "train.tsv"]),
-    ("keras-bert-pretrain", "keras_bert.pretraining.run_pretraining",
+    ("keras-bert-pretrain", "keras_bert.pretraining.pretrain",
      ["--train_files=x", "--model_dir={tmp}/run", "--vocab_file={tmp}/vocab.txt"],
      ["vocab_file={tmp}/vocab.txt does not exist"]),
     ("keras-bert-extract-features", "keras_bert.tasks.extract_features",
@@ -58,8 +58,8 @@ def test_wrong_paths(tmp_path, script, module, flags, expected):
 
 
 def test_wrong_paths_from_the_api(tmp_path):
-    from keras_bert.pretraining.pretraining_config import PretrainingConfig
-    from keras_bert.tasks.finetune_config import FinetuneConfig
+    from keras_bert.pretraining.config import PretrainingConfig
+    from keras_bert.tasks.config import FinetuneConfig
 
     config = FinetuneConfig(task="sst2", init_checkpoint=str(tmp_path / "ckpt"), model_dir=str(tmp_path), do_eval=True)
     with pytest.raises(FileNotFoundError, match=r"init_checkpoint=.*ckpt does not exist; expected"):
@@ -139,7 +139,7 @@ _OOM = ("import tensorflow as tf\n"
 def test_out_of_memory_in_fine_tuning(tmp_path):
     data = write_sst2(str(tmp_path / "sst2"), n_train=16, n_dev=8, n_test=4)
     checkpoint = write_checkpoint(str(tmp_path / "uncased_L-1_H-32_A-2"))
-    prelude = _OOM + "from keras_bert.tasks import trainer\ntrainer.TaskTrainer.train_step = out_of_memory"
+    prelude = _OOM + "from keras_bert.tasks import runner\nrunner.TaskTrainer.train_step = out_of_memory"
     done = run_script("keras-bert-finetune", "keras_bert.tasks.finetune", "--task=sst2", "--do_train",
                       f"--data_dir={data}", f"--init_checkpoint={checkpoint}", f"--model_dir={tmp_path / 'run'}",
                       "--batch_size=8", "--seq_length=32", "--noplot", "--noverbose", prelude=prelude)

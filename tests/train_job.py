@@ -25,7 +25,7 @@ def run_config(config):
     """One run of a spec's `configs`, in this process; returns the runner's summary."""
     config = dict(config)
     if config.pop("runner", "pretrain") == "finetune":
-        from keras_bert.tasks.trainer import run_finetuning
+        from keras_bert.tasks.runner import run_finetuning
         return run_finetuning(**config)
     import keras_bert
     from keras_bert.pretraining import runner

@@ -1,6 +1,6 @@
 """Fine-tuned task model directories: `model.keras`, `task.json` and `vocab.txt`.
 
-`keras_bert.tasks.trainer` writes one as `<model_dir>/model/` at the end of a fine-tuning run;
+`keras_bert.tasks.runner` writes one as `<model_dir>/model/` at the end of a fine-tuning run;
 `keras_bert.export` reads it back. task.json holds the task's name and facts (`task.info()`:
 its `problem`, which picks the serving signatures, labels, text inputs...), the training
 `seq_length`, the casing (`lower_case`) and the names of the two other files.

@@ -3,7 +3,7 @@
 Data (corpus -> examples): the static writer is `static_records.create_pretraining_data` (its
 command line: `keras_bert.pretraining.create_pretraining_data`). Training (examples -> model):
 `records.make_dataset` reads the TFRecords; the runner is `runner.run_pretraining` with a
-`PretrainingConfig` (its command line: `keras_bert.pretraining.run_pretraining`).
+`PretrainingConfig` (its command line: `keras_bert.pretraining.pretrain`).
 The names load on first use (helper processes and --help start without the runner).
 """
 
@@ -14,7 +14,7 @@ _NAMES = {
     "tfds_documents": "keras_bert.pretraining.corpus:tfds_documents",
     "dynamic_masking": "keras_bert.pretraining.dynamic:dynamic_masking",
     "make_dataset": "keras_bert.pretraining.records:make_dataset",
-    "PretrainingConfig": "keras_bert.pretraining.pretraining_config:PretrainingConfig",
+    "PretrainingConfig": "keras_bert.pretraining.config:PretrainingConfig",
 }
 __all__ = list(_NAMES)
 __getattr__, __dir__ = attach(__name__, _NAMES)

@@ -17,6 +17,9 @@ than [CLS]/[SEP]/[PAD], capped at P; with whole-word masking the 80/10/10 choice
 and a word that would overshoot P is left unmasked.
 """
 
+import collections
+import functools
+
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -151,6 +154,22 @@ def dynamic_masking(dataset, vocabulary, max_predictions_per_seq=20, masked_lm_p
       int32 [B, S], masked_lm_positions int32 [B, P]; labels masked_lm_ids int32 [B, P],
       masked_lm_weights float32 [B, P] and next_sentence_labels int32 [B, 1] when given.
     """
+    _check_rates(masked_lm_prob, max_predictions_per_seq, mask_token_rate, random_token_rate)
+    tokens, index = _vocabulary_facts(vocabulary)
+    pad_id, cls_id, sep_id, mask_id = (index[t] for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]"))
+    spec = _MaskingSpec(max_predictions_per_seq, masked_lm_prob, whole_word_masking, mask_token_rate,
+                        random_token_rate, len(tokens), pad_id, mask_id, [cls_id, sep_id, pad_id],
+                        tf.constant(continuation_pieces(tokens)))
+    mask_batch = functools.partial(_mask_batch, spec)
+
+    # One seed [2] per batch, new every time the dataset is iterated (so every epoch), fixed by `seed`.
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+    return tf.data.Dataset.zip(seeds, dataset).map(mask_batch, num_parallel_calls=tf.data.AUTOTUNE,
+                                                  deterministic=True)
+
+
+def _check_rates(masked_lm_prob, max_predictions_per_seq, mask_token_rate, random_token_rate):
+    """Raises ValueError naming a masking setting out of its range."""
     if not 0.0 < masked_lm_prob <= 1.0:
         raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
     if max_predictions_per_seq < 1:
@@ -158,63 +177,76 @@ def dynamic_masking(dataset, vocabulary, max_predictions_per_seq=20, masked_lm_p
     if mask_token_rate < 0 or random_token_rate < 0 or mask_token_rate + random_token_rate > 1:
         raise ValueError("mask_token_rate and random_token_rate must be >= 0 with a sum <= 1, got "
                          f"{mask_token_rate} and {random_token_rate}")
-    tokens, index = _vocabulary_facts(vocabulary)
-    pad_id, cls_id, sep_id, mask_id = (index[t] for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]"))
-    special_ids = [cls_id, sep_id, pad_id]
-    is_continuation = tf.constant(continuation_pieces(tokens))
-    P = max_predictions_per_seq
 
-    def mask_batch(seed, element):
-        random = _StatelessRandom(seed)
-        selector = _SeededItemSelector(random, P, masked_lm_prob, special_ids)
-        chooser = _SeededMaskValuesChooser(random, len(tokens), mask_id, mask_token_rate, random_token_rate)
-        if not isinstance(element, tuple):
-            element = (element,)
-        features = dict(element[0])
-        if len(element) > 1:
-            features.update(element[1])
-        word_key = "input_word_ids" if "input_word_ids" in features else "input_ids"
-        if word_key not in features:
-            raise KeyError(f"dynamic_masking needs input_word_ids or input_ids; got {sorted(features)}")
-        ids = tf.cast(features[word_key], tf.int64)  # (B, S)
-        if ids.shape.rank != 2:
-            raise ValueError(f"{word_key} must be batched ids [B, S], got shape {ids.shape}")
-        input_mask = tf.cast(features.get("input_mask", tf.not_equal(ids, pad_id)), tf.int32)
-        type_ids = features.get("input_type_ids", features.get("segment_ids", tf.zeros_like(ids)))
-        ragged = tf.RaggedTensor.from_tensor(ids, lengths=tf.reduce_sum(input_mask, axis=1))  # (B, (T))
-        items = ragged
-        if whole_word_masking:
-            items, word_ids = _words(ragged, is_continuation, special_ids)
-        masked, positions, masked_ids = tf_text.mask_language_model(items, selector, chooser, axis=1)
-        new_ids = tf.where(tf.cast(input_mask, bool), masked.to_tensor(0, shape=tf.shape(ids)), ids)
-        if whole_word_masking:  # A word that would overshoot P is left unmasked, all its pieces.
-            position_words = tf.gather(word_ids, ragged.row_starts()[:, None] + positions)  # (B, (k))
-            overshoot = tf.where(position_words.row_lengths() > P,
-                                 position_words[:, P:].to_tensor(-1, shape=[None, 1])[:, 0], -1)
-            keep = tf.not_equal(position_words, overshoot[:, None])
-            keep = tf.logical_and(keep, tf.ragged.range(positions.row_lengths()) < P)
-            extra = tf.ragged.boolean_mask(positions, ~keep)
-            indices = tf.stack([extra.value_rowids(), extra.flat_values], axis=1)  # (E, 2)
-            new_ids = tf.tensor_scatter_nd_update(new_ids, indices, tf.gather_nd(ids, indices))
-            positions, masked_ids = tf.ragged.boolean_mask(positions, keep), tf.ragged.boolean_mask(masked_ids, keep)
-        positions, masked_ids = positions[:, :P], masked_ids[:, :P]
-        shape = tf.stack([tf.shape(ids, out_type=tf.int64)[0], P])
-        inputs = {
-            "input_word_ids": tf.cast(new_ids, tf.int32),
-            "input_mask": input_mask,
-            "input_type_ids": tf.cast(type_ids, tf.int32),
-            "masked_lm_positions": tf.cast(positions.to_tensor(0, shape=shape), tf.int32),
-        }
-        labels = {
-            "masked_lm_ids": tf.cast(masked_ids.to_tensor(0, shape=shape), tf.int32),
-            "masked_lm_weights": tf.ones_like(positions, tf.float32).to_tensor(0.0, shape=shape),
-        }
-        if "next_sentence_labels" in features:
-            labels["next_sentence_labels"] = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32),
-                                                        [-1, 1])
-        return inputs, labels
 
-    # One seed [2] per batch, new every time the dataset is iterated (so every epoch), fixed by `seed`.
-    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
-    return tf.data.Dataset.zip(seeds, dataset).map(mask_batch, num_parallel_calls=tf.data.AUTOTUNE,
-                                                  deterministic=True)
+# The settings `_mask_batch` reads (those of `dynamic_masking`, with the vocabulary's ids).
+_MaskingSpec = collections.namedtuple("_MaskingSpec", (
+    "max_predictions", "masked_lm_prob", "whole_word_masking", "mask_token_rate", "random_token_rate",
+    "vocab_size", "pad_id", "mask_id", "special_ids", "is_continuation"))
+
+
+def _batch_features(element):
+    """(features dict, key of the word ids) of a dataset element: a dict or a tuple of dicts."""
+    if not isinstance(element, tuple):
+        element = (element,)
+    features = dict(element[0])
+    if len(element) > 1:
+        features.update(element[1])
+    word_key = "input_word_ids" if "input_word_ids" in features else "input_ids"
+    if word_key not in features:
+        raise KeyError(f"dynamic_masking needs input_word_ids or input_ids; got {sorted(features)}")
+    return features, word_key
+
+
+def _mask_batch(spec, seed, element):
+    """One batch of `dynamic_masking`, masked with the per-batch `seed` [2]."""
+    P = spec.max_predictions
+    random = _StatelessRandom(seed)
+    selector = _SeededItemSelector(random, P, spec.masked_lm_prob, spec.special_ids)
+    chooser = _SeededMaskValuesChooser(random, spec.vocab_size, spec.mask_id, spec.mask_token_rate,
+                                       spec.random_token_rate)
+    features, word_key = _batch_features(element)
+    ids = tf.cast(features[word_key], tf.int64)  # (B, S)
+    if ids.shape.rank != 2:
+        raise ValueError(f"{word_key} must be batched ids [B, S], got shape {ids.shape}")
+    input_mask = tf.cast(features.get("input_mask", tf.not_equal(ids, spec.pad_id)), tf.int32)
+    type_ids = features.get("input_type_ids", features.get("segment_ids", tf.zeros_like(ids)))
+    ragged = tf.RaggedTensor.from_tensor(ids, lengths=tf.reduce_sum(input_mask, axis=1))  # (B, (T))
+    items = ragged
+    if spec.whole_word_masking:
+        items, word_ids = _words(ragged, spec.is_continuation, spec.special_ids)
+    masked, positions, masked_ids = tf_text.mask_language_model(items, selector, chooser, axis=1)
+    new_ids = tf.where(tf.cast(input_mask, bool), masked.to_tensor(0, shape=tf.shape(ids)), ids)
+    if spec.whole_word_masking:
+        new_ids, positions, masked_ids = _whole_words_within(P, ids, new_ids, ragged, word_ids, positions,
+                                                             masked_ids)
+    positions, masked_ids = positions[:, :P], masked_ids[:, :P]
+    shape = tf.stack([tf.shape(ids, out_type=tf.int64)[0], P])
+    inputs = {
+        "input_word_ids": tf.cast(new_ids, tf.int32),
+        "input_mask": input_mask,
+        "input_type_ids": tf.cast(type_ids, tf.int32),
+        "masked_lm_positions": tf.cast(positions.to_tensor(0, shape=shape), tf.int32),
+    }
+    labels = {
+        "masked_lm_ids": tf.cast(masked_ids.to_tensor(0, shape=shape), tf.int32),
+        "masked_lm_weights": tf.ones_like(positions, tf.float32).to_tensor(0.0, shape=shape),
+    }
+    if "next_sentence_labels" in features:
+        labels["next_sentence_labels"] = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1, 1])
+    return inputs, labels
+
+
+def _whole_words_within(P, ids, new_ids, ragged, word_ids, positions, masked_ids):
+    """(new_ids, positions, masked_ids) without the word that would overshoot P predictions:
+    all its pieces are left unmasked."""
+    position_words = tf.gather(word_ids, ragged.row_starts()[:, None] + positions)  # (B, (k))
+    overshoot = tf.where(position_words.row_lengths() > P,
+                         position_words[:, P:].to_tensor(-1, shape=[None, 1])[:, 0], -1)
+    keep = tf.not_equal(position_words, overshoot[:, None])
+    keep = tf.logical_and(keep, tf.ragged.range(positions.row_lengths()) < P)
+    extra = tf.ragged.boolean_mask(positions, ~keep)
+    indices = tf.stack([extra.value_rowids(), extra.flat_values], axis=1)  # (E, 2)
+    new_ids = tf.tensor_scatter_nd_update(new_ids, indices, tf.gather_nd(ids, indices))
+    return new_ids, tf.ragged.boolean_mask(positions, keep), tf.ragged.boolean_mask(masked_ids, keep)
+

@@ -10,11 +10,8 @@ Running again with the same model_dir resumes from the newest checkpoint: same s
 state, learning rate and data position.
 """
 
-import dataclasses
-import json
 import os
 
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -27,8 +24,9 @@ from keras_bert.io_utils import write_atomic
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining import records
-from keras_bert.pretraining.pretraining_config import PretrainingConfig
-from keras_bert.training import callbacks, distribute, optimizers, plots
+from keras_bert.pretraining.config import PretrainingConfig
+from keras_bert.training import callbacks, plots
+from keras_bert.training import run as training_run
 from keras_bert.training.memory import out_of_memory_hint
 
 
@@ -122,89 +120,65 @@ def run_pretraining(config=None, **overrides):
         `examples_per_second`, `checkpoint` (path of the last checkpoint), `tensorboard_dir`,
         `plot` (PNG path or None), `model` (the trained `BertPretrainer`).
     """
-    config = dataclasses.replace(config, **overrides) if config is not None else PretrainingConfig(**overrides)
-    config.check_paths()
-    config = dataclasses.replace(config, **distribute.resolve_auto(config.strategy, config.tpu,
-                                                                   config.mixed_precision))
-    keras.utils.set_random_seed(config.seed)
-    strategy = distribute.get_strategy(config.strategy, config.tpu)
-    chief = distribute.is_chief(strategy)
-    tf.io.gfile.makedirs(config.model_dir)
-    bert_config = config.resolve_bert_config()
-
-    with strategy.scope():
-        model = build_pretrainer(config, bert_config)
-        optimizer = optimizers.create_optimizer(
-            config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-            variables=model.trainable_variables, optimizer=config.optimizer, weight_decay=config.weight_decay,
-            clip_norm=config.clip_norm, grad_accumulation_steps=config.grad_accumulation_steps,
-            loss_scale=config.mixed_precision == "mixed_float16")
-        optimizer.build(model.trainable_variables)
-        model.compile(optimizer=optimizer, jit_compile=config.jit_compile,
-                      steps_per_execution=config.steps_per_execution)
-        distribute.adapt_keras_model(model, strategy)
-        checkpoint = TrainingCheckpoint(config.model_dir, model, optimizer, max_to_keep=config.keep_checkpoints,
-                                        strategy=strategy)
-        start_step = checkpoint.restore_latest()
-    if chief:  # After the restore: a checkpoint of another architecture fails before this.
-        vocab_file, lower_case = config.vocab_file, config.lower_case
-        if config.init_checkpoint:  # Its vocabulary and casing, unless given: this run is an init checkpoint too.
-            vocab_file = vocab_file or checkpoints.vocab_path(config.init_checkpoint)
-            if lower_case is None and pretraining_run.detect(config.init_checkpoint):
-                lower_case = pretraining_run.casing(config.init_checkpoint)[0]
-        pretraining_run.write_run_files(config.model_dir, model.encoder.config, vocab_file, lower_case)
-    if start_step % config.steps_per_loop:
-        raise ValueError(f"The checkpoint in {config.model_dir} is at step {start_step}, not a multiple of "
+    run = training_run.start(PretrainingConfig, config, overrides)
+    config = run.config
+    with run.strategy.scope():
+        model = build_pretrainer(config, config.resolve_bert_config())
+    training_run.compile_and_restore(run, model, config.num_train_steps, config.num_warmup_steps, config.model_dir,
+                                     grad_accumulation_steps=config.grad_accumulation_steps,
+                                     steps_per_execution=config.steps_per_execution)
+    if run.chief:  # After the restore: a checkpoint of another architecture fails before this.
+        _write_run_files(config, model)
+    if run.start_step % config.steps_per_loop:
+        raise ValueError(f"The checkpoint in {config.model_dir} is at step {run.start_step}, not a multiple of "
                          f"steps_per_loop {config.steps_per_loop}; resume with the settings it was made with.")
-
-    history_path = os.path.join(config.model_dir, "history.json")
-    log_dir = os.path.join(config.model_dir, "tensorboard")
-    log = callbacks.TrainingLog(config.num_train_steps, config.batch_size,
-                                history=callbacks.load_history(history_path, start_step),
-                                log_dir=os.path.join(log_dir, "train") if chief else None,
-                                history_path=history_path if chief else None, verbose=config.verbose and chief)
-    saver = callbacks.PeriodicCheckpoint(checkpoint, config.checkpoint_every, config.num_train_steps)
-    if start_step < config.num_train_steps:
-        try:
-            with out_of_memory_hint("training", config.batch_size, config.seq_length, _train_memory_hint(config)):
-                model.fit(_train_dataset(config, strategy, start_step),
-                          epochs=config.num_train_steps // config.steps_per_loop,
-                          initial_epoch=start_step // config.steps_per_loop,
-                          steps_per_epoch=config.steps_per_loop * config.grad_accumulation_steps,
-                          callbacks=[log, saver], verbose=0, shuffle=False)
-        finally:  # A failed fit leaves its bar open: log lines would redraw it.
-            log.close()
-    step = int(optimizer.iterations.numpy())
-
-    results = {}
-    if config.eval_files:
-        eval_data, eval_steps = _eval_dataset(config, strategy)
-        eval_batch = config.eval_batch_size or config.batch_size // config.grad_accumulation_steps
-        with out_of_memory_hint("evaluation", eval_batch, config.seq_length, "use a smaller eval_batch_size"):
-            results = model.evaluate(eval_data, steps=eval_steps, return_dict=True, verbose=0)
-        results = {k: float(np.reshape(v, [-1])[0]) for k, v in results.items()}
-        log.write_eval(step, results)
-    plot = None
-    if chief and config.plot and log.history:
-        plot = plots.plot_history(log.history, os.path.join(config.model_dir, "training_curve.png"))
-    new = [h for h in log.history if h["step"] > start_step]
-    timed = new[1:] or new  # The first loop includes tracing and compilation.
-    seconds = sum(h["seconds"] for h in timed)
-    summary = {
-        "steps": step,
-        "start_step": start_step,
-        "final": {k: v for k, v in (log.history[-1] if log.history else {}).items()
-                  if k in callbacks.SCALARS or k == "learning_rate"},
+    training_run.start_log(run, config.num_train_steps, config.checkpoint_every)
+    _train(run, model)
+    results = _evaluate(run, model) if config.eval_files else {}
+    last = run.log.history[-1] if run.log.history else {}
+    summary = training_run.summarize(run, {
+        "final": {k: v for k, v in last.items() if k in callbacks.SCALARS or k == "learning_rate"},
         "eval": results,
-        "examples_per_second": (sum(h["examples_per_second"] * h["seconds"] for h in timed) / seconds
-                                if seconds else None),
-        "checkpoint": saver.last_path or checkpoint.latest,
-        "tensorboard_dir": log_dir,
-        "plot": plot,
+        "checkpoint": run.saver.last_path or run.checkpoint.latest,
         "model_dir": config.model_dir,
-    }
-    if chief:
-        write_atomic(os.path.join(config.model_dir, "summary.json"), json.dumps(summary, indent=1))
-    summary["history"] = log.history
+    }, plot=plots.plot_history)
     summary["model"] = model
     return summary
+
+
+def _write_run_files(config, model):
+    """What the run's encoder needs later (`keras_bert.checkpoints.pretraining_run.write_run_files`): its config, vocabulary, casing."""
+    vocab_file, lower_case = config.vocab_file, config.lower_case
+    if config.init_checkpoint:  # Its vocabulary and casing, unless given: this run is an init checkpoint too.
+        vocab_file = vocab_file or checkpoints.vocab_path(config.init_checkpoint)
+        if lower_case is None and pretraining_run.detect(config.init_checkpoint):
+            lower_case = pretraining_run.casing(config.init_checkpoint)[0]
+    pretraining_run.write_run_files(config.model_dir, model.encoder.config, vocab_file, lower_case)
+
+
+def _train(run, model):
+    """`fit` from the restored step to num_train_steps, one Keras epoch per logging loop."""
+    config = run.config
+    if run.start_step >= config.num_train_steps:
+        return
+    try:
+        with out_of_memory_hint("training", config.batch_size, config.seq_length, _train_memory_hint(config)):
+            model.fit(_train_dataset(config, run.strategy, run.start_step),
+                      epochs=config.num_train_steps // config.steps_per_loop,
+                      initial_epoch=run.start_step // config.steps_per_loop,
+                      steps_per_epoch=config.steps_per_loop * config.grad_accumulation_steps,
+                      callbacks=run.callbacks, verbose=0, shuffle=False)
+    finally:  # A failed fit leaves its bar open: log lines would redraw it.
+        run.log.close()
+
+
+def _evaluate(run, model):
+    """MLM and NSP losses and accuracies on eval_files, also written to TensorBoard."""
+    config = run.config
+    eval_data, eval_steps = _eval_dataset(config, run.strategy)
+    eval_batch = config.eval_batch_size or config.batch_size // config.grad_accumulation_steps
+    with out_of_memory_hint("evaluation", eval_batch, config.seq_length, "use a smaller eval_batch_size"):
+        results = model.evaluate(eval_data, steps=eval_steps, return_dict=True, verbose=0)
+    results = {k: float(np.reshape(v, [-1])[0]) for k, v in results.items()}
+    run.log.write_eval(run.step, results)
+    return results

@@ -275,13 +275,7 @@ def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True
     """
     _check_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor,
                     num_shards, documents_per_chunk)
-    from keras_bert.text.vocab import load_vocabulary, vocabulary_is_uncased
-
-    vocabulary = load_vocabulary(vocab_file)  # Fail early (missing file, special tokens), before any output.
-    if not lower_case and vocabulary_is_uncased(vocabulary) and any(t != t.upper() for t in vocabulary):
-        raise ValueError(f"lower_case=False (cased tokenization) but the vocabulary {vocab_file} is uncased (no "
-                         f"upper-case letters): every capitalized word would become [UNK]. Pass lower_case=True "
-                         f"(--lower_case) or a cased vocabulary.")
+    _check_vocabulary(vocab_file, lower_case)
     if documents is None:
         documents = corpus_lib.read_documents(input_files, file_format=file_format)  # Fails early.
     settings = dict(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
@@ -290,15 +284,40 @@ def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True
     tf.io.gfile.makedirs(output_dir)
     files = [os.path.join(output_dir, f"{output_prefix}-{i:05d}-of-{num_shards:05d}.tfrecord")
              for i in range(num_shards)]
+    progress_line = _Progress(progress)
+    chunks = _chunks(documents, documents_per_chunk, max_chunk_sentences)
+    stats, shard_counts = _write_shards(
+        files, _ordered_results(chunks, max(1, num_workers), vocab_file, lower_case, settings), progress_line)
+    progress_line.update(stats, final=True)
+    summary = dict(stats, shard_examples=shard_counts, settings=settings,
+                   files=[os.path.basename(f) for f in files])
+    stats_file = os.path.join(output_dir, f"{output_prefix}-stats.json")
+    write_atomic(stats_file, json.dumps(summary, indent=2))
+    return files
+
+
+def _check_vocabulary(vocab_file, lower_case):
+    """Raises if the vocabulary does not load or does not fit the casing (before any output)."""
+    from keras_bert.text.vocab import load_vocabulary, vocabulary_is_uncased
+
+    vocabulary = load_vocabulary(vocab_file)  # Fail early (missing file, special tokens), before any output.
+    if not lower_case and vocabulary_is_uncased(vocabulary) and any(t != t.upper() for t in vocabulary):
+        raise ValueError(f"lower_case=False (cased tokenization) but the vocabulary {vocab_file} is uncased (no "
+                         f"upper-case letters): every capitalized word would become [UNK]. Pass lower_case=True "
+                         f"(--lower_case) or a cased vocabulary.")
+
+
+def _write_shards(files, results, progress_line):
+    """Writes the records of `results` round-robin into `files` (each as `<file>.tmp`, renamed
+    at the end; removed on failure); returns (stats Counter, examples per shard)."""
+    num_shards = len(files)
     writers = [tf.io.TFRecordWriter(f + ".tmp") for f in files]
     stats = collections.Counter()
     shard_counts = [0] * num_shards
-    progress_line = _Progress(progress)
     try:
-        chunks = _chunks(documents, documents_per_chunk, max_chunk_sentences)
         shard = 0
-        for results in _ordered_results(chunks, max(1, num_workers), vocab_file, lower_case, settings):
-            for records, unit_stats in results:
+        for result in results:
+            for records, unit_stats in result:
                 stats.update(unit_stats)
                 for record in records:
                     writers[shard].write(record)
@@ -317,9 +336,4 @@ def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True
             if tf.io.gfile.exists(f + ".tmp"):
                 tf.io.gfile.remove(f + ".tmp")
         raise
-    progress_line.update(stats, final=True)
-    summary = dict(stats, shard_examples=shard_counts, settings=settings,
-                   files=[os.path.basename(f) for f in files])
-    stats_file = os.path.join(output_dir, f"{output_prefix}-stats.json")
-    write_atomic(stats_file, json.dumps(summary, indent=2))
-    return files
+    return stats, shard_counts

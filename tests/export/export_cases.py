@@ -17,7 +17,7 @@ import reference
 from finetune_cases import TINY, VOCAB
 from keras_bert.checkpoints.task_model import save_task_model
 from keras_bert.models.task_models import BertClassifier, BertTokenClassifier
-from keras_bert.tasks.finetune_config import FinetuneConfig
+from keras_bert.tasks.config import FinetuneConfig
 from keras_bert.text.preprocessor import BertPreprocessor
 from keras_bert.text.tokenizer import BertTokenizer
 
@@ -36,7 +36,7 @@ def write_task_model(directory, task, seed=0, seq_length=SEQ_LENGTH, lower_case=
     """A `model/` directory of `task` (a registry name) with random weights, as `save_task_model`
     writes it; returns its path. `options` are task options of `FinetuneConfig` (doc_stride, ...)."""
     config = FinetuneConfig(task=task, init_checkpoint="unused", model_dir=str(directory), do_eval=True,
-                            seq_length=seq_length, **options)
+                            seq_length=seq_length, task_options=options)
     keras.utils.set_random_seed(seed)
     model = config.task_object.build_model(keras_bert.BertEncoder(keras_bert.BertConfig(**TINY)), dropout=0.1)
     reference.randomize_weights(model, seed=seed, scale=0.2)

@@ -13,10 +13,10 @@ from seqeval.metrics.sequence_labeling import get_entities
 from conftest import SQUAD_OPTIONS
 from export_cases import SEQ_LENGTH, softmax
 from keras_bert.export.source import load_source
-from keras_bert.tasks import trainer
-from keras_bert.tasks.ner import NerExample, NerTask
-from keras_bert.tasks.squad import SquadExample, SquadTask
-from keras_bert.tasks.swag import SwagExample, SwagTask
+from keras_bert.tasks import runner
+from keras_bert.tasks.ner.task import NerExample, NerTask
+from keras_bert.tasks.squad.task import SquadExample, SquadTask
+from keras_bert.tasks.swag.task import SwagExample, SwagTask
 from keras_bert.text.preprocessor import BertPreprocessor
 from test_saved_model import _json_text, _serve_fresh
 
@@ -53,7 +53,7 @@ def _python_entities(model_dir, cases):
         pieces = np.cumsum(source.tokenizer(tf.constant(words)).row_lengths().numpy())
         examples.append(NerExample(words[:int(np.sum(pieces - pieces[0] < SEQ_LENGTH - 2))] if len(words) else words))
     features = task.encode(examples, source.tokenizer, SEQ_LENGTH)
-    outputs = trainer.predict(source.model, task, features, batch_size=4)
+    outputs = runner.predict(source.model, task, features, batch_size=4)
     answers = []
     for (text, words, starts), tags in zip(parsed, task.predictions(examples, features, outputs)):
         answers.append([(text[starts[a]:starts[b] + len(words[b])], kind, starts[a], starts[b] + len(words[b]))
@@ -128,7 +128,7 @@ def test_swag_choices_equal_the_tasks_logits(swag):
     source = load_source(swag["model_dir"])
     task = SwagTask()
     features = task.encode(examples, source.tokenizer, SEQ_LENGTH)
-    logits = trainer.predict(source.model, task, features, batch_size=2)["logits"]
+    logits = runner.predict(source.model, task, features, batch_size=2)["logits"]
     want = softmax(np.asarray(logits, np.float64))
     signatures = tf.saved_model.load(swag["path"]).signatures
     context = tf.constant([e.context for e in examples])
@@ -196,12 +196,12 @@ SQUAD_CASES = [  # (question, context): short and long contexts (up to 10 window
 
 
 def _python_squad(model_dir, version):
-    """(examples, `squad_postprocess.Prediction`, features, outputs) of SquadTask on the Keras model."""
+    """(examples, `squad.postprocess.Prediction`, features, outputs) of SquadTask on the Keras model."""
     source = load_source(model_dir)
     task = SquadTask(version, null_score_diff_threshold=source.info["null_score_diff_threshold"], **SQUAD_OPTIONS)
     examples = [SquadExample(str(i), q, c) for i, (q, c) in enumerate(SQUAD_CASES)]
     features = task.encode(examples, source.tokenizer, SEQ_LENGTH)
-    outputs = trainer.predict(source.model, task, features, batch_size=4)
+    outputs = runner.predict(source.model, task, features, batch_size=4)
     return examples, task.predict(examples, features, outputs), features, outputs
 
 

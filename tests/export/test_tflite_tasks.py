@@ -24,8 +24,8 @@ from test_task_signatures import (BLANK_TEXTS, NER_TEXTS, SQUAD_CASES, _exported
                                   _python_squad, _words)
 from keras_bert.export import tflite
 from keras_bert.export.source import load_source
-from keras_bert.tasks import trainer
-from keras_bert.tasks.swag import SwagExample, SwagTask
+from keras_bert.tasks import runner
+from keras_bert.tasks.swag.task import SwagExample, SwagTask
 
 ATOL = 1e-5
 # Text that any export must answer: empty, blank, control characters, invalid UTF-8, emoji, CJK,
@@ -178,7 +178,7 @@ def test_swag_choices_equal_the_keras_model(swag):
     examples = _swag_cases()
     source = load_source(swag["model_dir"])
     task = SwagTask()
-    logits = trainer.predict(source.model, task, task.encode(examples, source.tokenizer, SEQ_LENGTH),
+    logits = runner.predict(source.model, task, task.encode(examples, source.tokenizer, SEQ_LENGTH),
                              batch_size=16)["logits"]
     want = softmax(np.asarray(logits, np.float64))
     context, endings = [e.context for e in examples], [[b for _, b in e.choices()] for e in examples]

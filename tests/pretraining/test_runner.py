@@ -13,7 +13,7 @@ from absl import flags
 
 import keras_bert
 from keras_bert import checkpoints
-from keras_bert.pretraining import records, run_pretraining, runner
+from keras_bert.pretraining import pretrain, records, runner
 from pretraining_data import write_records
 
 S, P = 32, 5
@@ -184,7 +184,7 @@ def test_config_errors(tmp_path):
 
 def test_command_line(tmp_path, capsys):
     train, evals = _data(tmp_path, 40, n_train=32, n_eval=8)
-    run_pretraining.define_flags()
+    pretrain.define_flags()
     fields = {f for f in runner.PretrainingConfig.__dataclass_fields__ if f != "bert_config"}
     assert fields <= set(flags.FLAGS)  # Flag names = config field names.
     flags.FLAGS.unparse_flags()
@@ -193,7 +193,7 @@ def test_command_line(tmp_path, capsys):
                  "--num_train_steps=2", "--num_warmup_steps=1", "--checkpoint_every=2", "--optimizer=lamb",
                  f"--model_dir={tmp_path / 'cli'}", "--noverbose", "--noplot", "--nonext_sentence"])
     try:
-        run_pretraining.main([])
+        pretrain.main([])
     finally:
         flags.FLAGS.unparse_flags()
     out = capsys.readouterr().out

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from finetune_cases import VOCAB, sentiment_rows, write_checkpoint, write_sst2
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks import trainer
+from keras_bert.tasks import runner
 from keras_bert.tasks.features import FeatureSet, batch_plan, make_dataset
 from keras_bert.text.tokenizer import BertTokenizer
 
@@ -127,7 +127,7 @@ def test_under_xla_only_the_bucket_shapes_are_compiled(tmp_path):
 
     feature_lib.make_dataset = recording
     try:
-        summary = trainer.run_finetuning(task="sst2", data_dir=data, init_checkpoint=ckpt, model_dir=str(tmp_path / "r"),
+        summary = runner.run_finetuning(task="sst2", data_dir=data, init_checkpoint=ckpt, model_dir=str(tmp_path / "r"),
                                           do_train=True, do_eval=True, jit_compile=True, seq_length=64, batch_size=16,
                                           eval_batch_size=16, num_train_epochs=2, learning_rate=1e-3, verbose=False,
                                           buckets="8,16,32", plot=False)
@@ -139,5 +139,5 @@ def test_under_xla_only_the_bucket_shapes_are_compiled(tmp_path):
     assert 1 < len(shapes) <= 4
     # The XLA-compiled inference function was traced (and compiled) once per shape, over both
     # epochs' evaluations.
-    (predict_fn,) = trainer._PREDICT_FUNCTIONS[summary["model"]].values()
+    (predict_fn,) = runner._PREDICT_FUNCTIONS[summary["model"]].values()
     assert predict_fn.experimental_get_tracing_count() <= 4

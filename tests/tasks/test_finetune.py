@@ -10,9 +10,10 @@ import pytest
 import tensorflow as tf
 
 from finetune_cases import VOCAB, write_checkpoint, write_sst2
-from keras_bert.tasks import finetune, glue, registry, trainer
-from keras_bert.tasks.finetune_config import FinetuneConfig
-from keras_bert.tasks.trainer import run_finetuning
+from keras_bert.tasks import finetune, registry, runner
+from keras_bert.tasks.glue import data as glue
+from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.runner import run_finetuning
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +63,12 @@ def test_fine_tune_learns_and_writes_the_output_contract(sst2, tmp_path):
     with open(os.path.join(model_dir, "model", "vocab.txt")) as f:
         assert f.read().split("\n")[:-1] == VOCAB
     reloaded = keras.saving.load_model(os.path.join(model_dir, "model", "model.keras"))
-    examples = glue.read_examples(glue.get_task("sst2"), sst2["data_dir"], "dev")
+    examples = glue.read_examples(glue.get_spec("sst2"), sst2["data_dir"], "dev")
     task = registry.get_task("sst2")
     from keras_bert.text.tokenizer import BertTokenizer
     feats = task.encode(examples, BertTokenizer(VOCAB), 64)
-    ours = trainer.predict(summary["model"], task, feats, 32)
-    theirs = trainer.predict(reloaded, task, feats, 32)
+    ours = runner.predict(summary["model"], task, feats, 32)
+    theirs = runner.predict(reloaded, task, feats, 32)
     np.testing.assert_allclose(ours["logits"], theirs["logits"], atol=1e-5)
     assert task.evaluate(examples, feats, theirs)["accuracy"] == best["accuracy"]
 
@@ -131,8 +132,8 @@ def test_mnli_reports_matched_and_mismatched_and_writes_three_submission_files(s
     task = registry.get_task("mnli")
     from keras_bert.text.tokenizer import BertTokenizer
     examples = glue.read_examples("mnli", data, "dev_matched")
-    logits = trainer.predict(summary["model"], task, task.encode(examples, BertTokenizer(VOCAB), 64), 8)["logits"]
-    gold = [glue.get_task("mnli").labels.index(e.label) for e in examples]
+    logits = runner.predict(summary["model"], task, task.encode(examples, BertTokenizer(VOCAB), 64), 8)["logits"]
+    gold = [glue.get_spec("mnli").labels.index(e.label) for e in examples]
     assert results["accuracy_matched"] == pytest.approx(np.mean(np.argmax(logits, -1) == gold))
     assert "accuracy_mismatched" in results and "accuracy" not in results
     counts = {name: len(glue.read_submission(os.path.join(model_dir, "predictions", name)))
@@ -151,14 +152,14 @@ def test_stsb_regression_trains_on_mse_and_reports_pearson_and_spearman(sst2, tm
     task = registry.get_task("stsb")
     from keras_bert.text.tokenizer import BertTokenizer
     examples = glue.read_examples("stsb", data, "dev")
-    scores = trainer.predict(summary["model"], task, task.encode(examples, BertTokenizer(VOCAB), 64), 8)["logits"][:, 0]
+    scores = runner.predict(summary["model"], task, task.encode(examples, BertTokenizer(VOCAB), 64), 8)["logits"][:, 0]
     gold = [e.label for e in examples]
     assert summary["eval"]["pearson"] == pytest.approx(stats.pearsonr(scores, gold)[0], rel=1e-4)
     assert summary["eval"]["spearman"] == pytest.approx(stats.spearmanr(scores, gold)[0], rel=1e-4)
     # The loss is the mean squared error (NumPy on one batch), and training brings it down to
     # about the scores' variance (4.0) from far above.
     feats = task.encode(examples[:5], BertTokenizer(VOCAB), 64)
-    outputs = trainer.predict(summary["model"], task, feats, 8)
+    outputs = runner.predict(summary["model"], task, feats, 8)
     total, count = task.loss_sums({"label": feats.labels["label"]}, {"logits": tf.constant(outputs["logits"])})
     np.testing.assert_allclose(total / count, np.mean((outputs["logits"][:, 0] - feats.labels["label"]) ** 2),
                                rtol=1e-5)
@@ -187,3 +188,29 @@ def test_mixed_bfloat16_fine_tunes_and_saves_in_that_policy(sst2, tmp_path):
     assert np.isfinite(summary["history"][-1]["loss"])
     reloaded = keras.saving.load_model(os.path.join(str(tmp_path / "bf16"), "model", "model.keras"))
     assert reloaded.encoder.dtype_policy.name == "mixed_bfloat16"
+
+
+def test_task_options_belong_to_their_task(tmp_path):
+    """Task options go to the task that declares them; another task's option is an error
+    naming option and task; the command line has a flag per option, passed when given."""
+    from absl import flags
+
+    common = dict(init_checkpoint="unused", model_dir=str(tmp_path), do_train=True)
+    squad = FinetuneConfig(task="squad2", task_options={"doc_stride": 64, "null_score_diff_threshold": -1.5}, **common)
+    assert (squad.task_object.doc_stride, squad.task_object.null_score_diff_threshold) == (64, -1.5)
+    assert squad.task_object.max_query_length == 64  # The default of what is not given.
+    with pytest.raises(ValueError, match="'mrpc' does not take the option 'doc_stride'.*takes no options"):
+        FinetuneConfig(task="mrpc", task_options={"doc_stride": 64}, **common)
+    with pytest.raises(ValueError, match="'conll2003' does not take the option 'doc_stride'.*entity_types"):
+        FinetuneConfig(task="conll2003", task_options={"doc_stride": 64}, **common)
+    assert set(registry.option_fields()) == {"doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                                             "null_score_diff_threshold", "entity_types", "document_context"}
+    finetune.define_flags()
+    try:
+        flags.FLAGS(["finetune", "--task=conll2003", "--document_context", "--entity_types=DRUG,DOSE",
+                     f"--model_dir={tmp_path}", "--init_checkpoint=unused", "--do_train"])
+        config = finetune.config_from_flags()
+        assert config.task_options == {"document_context": True, "entity_types": "DRUG,DOSE"}
+        assert config.task_object.entity_types == ("DRUG", "DOSE") and config.task_object.document_context
+    finally:
+        flags.FLAGS.unparse_flags()

@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from keras_bert.tasks import glue
-from keras_bert.tasks.glue import GlueDataError, InputExample
+from keras_bert.tasks.glue import data as glue
+from keras_bert.tasks.glue.data import GlueDataError, InputExample
 
 from real_data import REAL_DATA  # noqa: E402
 
@@ -148,17 +148,17 @@ def write_task(root, task):
     """Writes all of `task`'s files under `root`; returns the task's folder."""
     for name, rows in FILES[task].items():
         write_rows(root / name, rows)
-    return str(root / glue.TASKS[task].folder)
+    return str(root / glue.SPECS[task].folder)
 
 
 # === Every task's layout ===
 
 def test_all_nine_tasks_and_their_splits():
-    assert list(glue.TASKS) == ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"]
+    assert list(glue.SPECS) == ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"]
     assert {(task, split) for task, split in EXPECTED} == {
-        (name, split) for name, task in glue.TASKS.items() for split in task.splits}
+        (name, split) for name, task in glue.SPECS.items() for split in task.splits}
     assert set(SUBMISSION_FILES) == {
-        (name, split) for name, task in glue.TASKS.items() for split in task.predict_splits}
+        (name, split) for name, task in glue.SPECS.items() for split in task.predict_splits}
 
 
 @pytest.mark.parametrize("task,split", sorted(EXPECTED))
@@ -188,19 +188,19 @@ def test_windows_line_endings(tmp_path):
 
 
 def test_task_definitions():
-    mnli = glue.get_task("mnli")
+    mnli = glue.get_spec("mnli")
     assert mnli.labels == ("contradiction", "entailment", "neutral")
     assert mnli.main_metric == "accuracy_matched"
     assert mnli.eval_splits == {"dev_matched": "_matched", "dev_mismatched": "_mismatched"}
     assert mnli.predict_splits == {"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv", "ax": "AX.tsv"}
-    assert glue.get_task("STS-B").is_regression and glue.get_task("sts_b").labels is None
-    assert not glue.get_task("sst2").is_regression
-    assert {name: task.main_metric for name, task in glue.TASKS.items()} == {
+    assert glue.get_spec("STS-B").is_regression and glue.get_spec("sts_b").labels is None
+    assert not glue.get_spec("sst2").is_regression
+    assert {name: task.main_metric for name, task in glue.SPECS.items()} == {
         "cola": "matthews_correlation", "sst2": "accuracy", "mrpc": "f1", "stsb": "pearson", "qqp": "f1",
         "mnli": "accuracy_matched", "qnli": "accuracy", "rte": "accuracy", "wnli": "accuracy"}
-    assert {name: task.tfds_name for name, task in glue.TASKS.items()} == {
-        name: f"glue/{name}" for name in glue.TASKS}
-    assert glue.get_task(mnli) is mnli
+    assert {name: task.tfds_name for name, task in glue.SPECS.items()} == {
+        name: f"glue/{name}" for name in glue.SPECS}
+    assert glue.get_spec(mnli) is mnli
 
 
 # === The real files ===
@@ -228,10 +228,10 @@ def test_real_files(task, split, count, first):
     examples = glue.read_examples(task, os.path.join(REAL_DATA, task), split)
     assert len(examples) == count
     assert tuple(vars(examples[0]).values()) == first
-    if glue.TASKS[task].is_regression:
+    if glue.SPECS[task].is_regression:
         assert all(0.0 <= e.label <= 5.0 for e in examples)
     else:
-        assert {e.label for e in examples} == set(glue.TASKS[task].labels)
+        assert {e.label for e in examples} == set(glue.SPECS[task].labels)
     assert len({e.guid for e in examples}) == count
 
 
@@ -286,10 +286,10 @@ def test_tfds_stsb_scores_and_unlabelled_test():
         assert glue.read_tfds("stsb", "test") == [InputExample("0", PLAIN, ACCENTED, None)]
 
 
-@pytest.mark.parametrize("task", list(glue.TASKS))
+@pytest.mark.parametrize("task", list(glue.SPECS))
 def test_tfds_every_task_and_split(task):
     """Random examples fabricated from each glue/<task> feature spec, compared with the raw records."""
-    spec = glue.TASKS[task]
+    spec = glue.SPECS[task]
     with tfds.testing.mock_data(num_examples=4, policy=tfds.testing.MockPolicy.USE_CODE):
         for split in spec.splits:
             name = "glue/ax" if split == "ax" else f"glue/{task}"
@@ -312,7 +312,7 @@ def test_tfds_every_task_and_split(task):
 
 
 def test_tfds_bad_labels():
-    rte = glue.get_task("rte")
+    rte = glue.get_spec("rte")
     features = {"sentence1": b"a", "sentence2": b"b", "label": 2, "idx": 7}
     with pytest.raises(GlueDataError, match=r"glue/rte idx 7: label id 2 outside"):
         glue.example_from_tfds(rte, "dev", features, ["entailment", "not_entailment"], where="glue/rte")
@@ -387,7 +387,7 @@ def test_metric_input_errors():
 
 @pytest.mark.parametrize("task,split", sorted(SUBMISSION_FILES))
 def test_submission_round_trip(tmp_path, task, split):
-    spec = glue.TASKS[task]
+    spec = glue.SPECS[task]
     examples = [InputExample(str(i), PLAIN, None, None) for i in (0, 1, 2, 10)]
     if spec.is_regression:
         predictions, written = [5.7, -0.2, 2.34567, 1], ["5.000", "0.000", "2.346", "1.000"]
@@ -432,9 +432,9 @@ def test_submission_errors(tmp_path):
 
 def test_unknown_task_and_split(tmp_path):
     with pytest.raises(GlueDataError, match=r"Unknown GLUE task 'sst'; did you mean 'sst2'\? Valid tasks: cola, "):
-        glue.get_task("sst")
+        glue.get_spec("sst")
     with pytest.raises(ValueError, match=r"did you mean 'mnli'"):
-        glue.get_task("mnlii")
+        glue.get_spec("mnlii")
     with pytest.raises(GlueDataError, match=r"no split 'dev_matched'; valid: train, dev, test"):
         glue.read_examples("cola", str(tmp_path), "dev_matched")
     with pytest.raises(GlueDataError, match=r"no split 'validation'"):

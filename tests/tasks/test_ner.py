@@ -10,10 +10,10 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from keras_bert.tasks import registry, trainer
+from keras_bert.tasks import registry, runner
 from keras_bert.tasks.features import IGNORE_LABEL
-from keras_bert.tasks.trainer import run_finetuning
-from keras_bert.tasks.ner import ConllDataError, NerExample, NerTask, entity_metrics, read_conll, to_iob2, windows
+from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.ner.task import ConllDataError, NerExample, NerTask, entity_metrics, read_conll, to_iob2, windows
 from keras_bert.text.tokenizer import BertTokenizer
 from real_data import REAL_DATA
 
@@ -386,7 +386,7 @@ def test_fine_tune_learns_ner(conll_dir, tmp_path):
     reloaded = keras.saving.load_model(os.path.join(model_dir, "model", "model.keras"))
     task = registry.get_task("conll2003")
     feats = task.encode(test, BertTokenizer(VOCAB), 32)
-    ours, theirs = (trainer.predict(m, task, feats, 8)["logits"] for m in (summary["model"], reloaded))
+    ours, theirs = (runner.predict(m, task, feats, 8)["logits"] for m in (summary["model"], reloaded))
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
@@ -401,7 +401,7 @@ def _split_like(examples, flat):
 
 def test_fine_tune_with_document_context(conll_dir, tmp_path):
     summary = run_finetuning(task="conll2003", model_dir=str(tmp_path / "run"), do_train=True, do_eval=True,
-                             document_context=True,
+                             task_options={"document_context": True},
                              learning_rate=5e-4, num_train_epochs=2, batch_size=16, seq_length=48, verbose=False,
                              plot=False, **conll_dir)
     assert summary["eval"]["f1"] >= 0.85, summary["eval_history"]

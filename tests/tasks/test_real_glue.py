@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from keras_bert.tasks import glue
-from keras_bert.tasks.trainer import run_finetuning
+from keras_bert.tasks.glue import data as glue
+from keras_bert.tasks.runner import run_finetuning
 from real_data import minilm_dir, real_file
 
 

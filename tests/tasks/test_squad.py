@@ -15,11 +15,12 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from keras_bert.tasks import registry, squad_eval
-from keras_bert.tasks.trainer import run_finetuning
-from keras_bert.tasks.squad import SquadTask
-from keras_bert.tasks.squad_data import SquadDataError, SquadExample, locate_answer
-from keras_bert.tasks.squad_features import doc_windows, max_context_masks
+from keras_bert.tasks import registry
+from keras_bert.tasks.squad import metrics as squad_eval
+from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.squad.task import SquadTask
+from keras_bert.tasks.squad.data import SquadDataError, SquadExample, locate_answer
+from keras_bert.tasks.squad.features import doc_windows, max_context_masks
 from keras_bert.text import BertTokenizer
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -9,11 +9,11 @@ import os
 import numpy as np
 import pytest
 
-from keras_bert.tasks import squad_eval
-from keras_bert.tasks.trainer import run_finetuning
-from keras_bert.tasks.squad import SquadTask
-from keras_bert.tasks.squad_data import locate_answer
-from keras_bert.tasks.squad_features import answer_token_span
+from keras_bert.tasks.squad import metrics as squad_eval
+from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.squad.task import SquadTask
+from keras_bert.tasks.squad.data import locate_answer
+from keras_bert.tasks.squad.features import answer_token_span
 from keras_bert.text import BertTokenizer
 from test_squad import oracle_outputs, original_features, write_file
 

@@ -10,9 +10,9 @@ import pytest
 
 from finetune_cases import NEGATIVE, POSITIVE, VOCAB, WORDS, write_checkpoint
 from keras_bert.tasks import registry
-from keras_bert.tasks.finetune_config import FinetuneConfig
-from keras_bert.tasks.trainer import run_finetuning
-from keras_bert.tasks.swag import SwagDataError, SwagExample, read_swag
+from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.swag.task import SwagDataError, SwagExample, read_swag
 from keras_bert.text.tokenizer import BertTokenizer
 
 HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1",

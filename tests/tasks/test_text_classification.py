@@ -11,7 +11,7 @@ import pytest
 from finetune_cases import sentiment_rows, write_checkpoint
 from keras_bert.tasks import registry
 from keras_bert.tasks.finetune import run_finetuning
-from keras_bert.tasks.text_classification import TextClassification, TextClassificationDataError, read_tsv
+from keras_bert.tasks.text_classification.task import TextClassification, TextClassificationDataError, read_tsv
 
 
 def _write(path, text, mode="w"):

@@ -106,7 +106,7 @@ def test_pretraining_command_line_keeps_log_lines_out_of_the_bar(tmp_path):
     config.to_json_file(str(tmp_path / "bert_config.json"))
     train, _ = write_records(str(tmp_path), 64, vocab_size=48, seq_length=24, max_predictions_per_seq=4)
     run = subprocess.run(
-        [sys.executable, "-m", "keras_bert.pretraining.run_pretraining",
+        [sys.executable, "-m", "keras_bert.pretraining.pretrain",
          f"--bert_config_file={tmp_path}/bert_config.json", f"--train_files={train}", f"--model_dir={tmp_path}/run",
          "--batch_size=8", "--seq_length=24", "--max_predictions_per_seq=4", "--num_train_steps=6",
          "--num_warmup_steps=1", "--steps_per_loop=2", "--checkpoint_every=2", "--noplot", "--verbosity=0"],

@@ -1,22 +1,26 @@
-"""`FinetuneConfig`: the settings of a fine-tuning run (light: the command line defines its flags
-from it and checks names and paths before TensorFlow loads; the runner is `keras_bert.tasks.trainer`)."""
+"""`FinetuneConfig`: the settings of a fine-tuning run (light: the command line,
+`keras_bert.tasks.finetune`, defines its flags from it and checks names and paths before
+TensorFlow loads; the runner is `keras_bert.tasks.runner`)."""
 
 import dataclasses
 
 from keras_bert import paths
 from keras_bert.tasks import registry
-from keras_bert.training.choices import check_settings
+from keras_bert.training.settings import TrainingSettings
 
 # The paper's GLUE recipe (§4.1, A.3); tasks override some of it (Task.recipe).
 RECIPE = {"seq_length": 128, "batch_size": 32, "learning_rate": 2e-5, "num_train_epochs": 3}
-# FinetuneConfig fields handed to the task's constructor (those it takes).
-TASK_OPTIONS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length", "null_score_diff_threshold",
-                "document_context", "entity_types")
 
 
 @dataclasses.dataclass
-class FinetuneConfig:
+class FinetuneConfig(TrainingSettings):
     """Settings of a fine-tuning run (the command-line flags have the same names).
+
+    The fields every run has (model_dir, init_checkpoint, model, vocab_file, lower_case,
+    batch_size, eval_batch_size, seq_length, learning_rate, optimizer, weight_decay, clip_norm,
+    strategy, tpu, mixed_precision, jit_compile, steps_per_loop, checkpoint_every,
+    keep_checkpoints, seed, verbose, plot) are `keras_bert.training.settings.TrainingSettings`'s;
+    those it says more about are listed here too.
 
     Args:
         task: str. A task name of `keras_bert.tasks.registry` (cola, sst2, mrpc, ...).
@@ -27,28 +31,24 @@ class FinetuneConfig:
             of `run_pretraining`; its vocabulary and casing are used unless given below.
         model: str or None. A BertConfig preset to start from random weights instead
             (needs vocab_file).
-        vocab_file: str or None. lower_case: bool or None (None: from the checkpoint).
         model_dir: str. The run directory (see the module docstring).
         do_train, do_eval, do_predict: bool.
         seq_length, batch_size, learning_rate, num_train_epochs: the recipe; None takes the
             task's default (GLUE: 128, 32, 2e-5, 3).
-        eval_batch_size: int or None (default batch_size).
         warmup_proportion: float. Linear warmup over this fraction of the steps.
         optimizer: "adam_weight_decay" (the original BERT optimizer), "adamw" or "lamb".
-        weight_decay, clip_norm, dropout: floats (0.01, 1.0, 0.1).
-        strategy, tpu, mixed_precision, jit_compile: as for pre-training.
+        dropout: float. Dropout rate of the encoder and head (0.1).
         buckets: str or None. Comma-separated fixed padded lengths; default: pad each batch
             to its longest example, except under jit_compile or TPU, where the lengths of
             `features.DEFAULT_BUCKETS` below seq_length and seq_length itself are used.
         steps_per_loop: int or None. Update steps per logging loop (a divisor of an epoch).
         checkpoint_every: int or None. Save every this many steps, rounded to a loop (and
             always at the end of an epoch).
-        keep_checkpoints: int. seed: int. verbose, plot: bool.
         max_train_examples, max_eval_examples: int or None. Use only the first examples.
-        doc_stride, max_query_length, n_best_size, max_answer_length, null_score_diff_threshold:
-            SQuAD's windows and answer search (the original's 128, 64, 20, 30, 0.0).
-        document_context: bool. NER: each sentence in the middle of its document's text.
-        entity_types: str or None. NER: comma-separated types (default PER,ORG,LOC,MISC).
+        task_options: dict. The task's own options (`registry.options_class(task)`: SQuAD's
+            doc_stride, max_query_length, n_best_size, max_answer_length,
+            null_score_diff_threshold; NER's entity_types, document_context); the command line
+            has a flag of each name.
     """
 
     task: str = None
@@ -56,47 +56,20 @@ class FinetuneConfig:
     tfds: bool = False
     train_file: str = None
     eval_file: str = None
-    init_checkpoint: str = None
-    model: str = None
-    vocab_file: str = None
-    lower_case: bool = None
-    model_dir: str = None
     do_train: bool = False
     do_eval: bool = False
     do_predict: bool = False
-    seq_length: int = None
-    batch_size: int = None
-    eval_batch_size: int = None
-    learning_rate: float = None
     num_train_epochs: int = None
     warmup_proportion: float = 0.1
     optimizer: str = "adam_weight_decay"
-    weight_decay: float = 0.01
-    clip_norm: float = 1.0
     dropout: float = 0.1
-    strategy: str = "default"
-    tpu: str = None
-    mixed_precision: str = "none"
-    jit_compile: bool = False
     buckets: str = None
-    steps_per_loop: int = None
-    checkpoint_every: int = None
-    keep_checkpoints: int = 2
-    seed: int = 0
-    verbose: bool = True
-    plot: bool = True
     max_train_examples: int = None
     max_eval_examples: int = None
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    null_score_diff_threshold: float = 0.0
-    document_context: bool = False
-    entity_types: str = None
+    task_options: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
-        self.task_object = registry.get_task(self.task, **{name: getattr(self, name) for name in TASK_OPTIONS})
+        self.task_object = registry.get_task(self.task, self.task_options)
         if not self.model_dir:
             raise ValueError("model_dir is required (checkpoints, results, predictions and the model go there).")
         if not (self.do_train or self.do_eval or self.do_predict):
@@ -108,8 +81,7 @@ class FinetuneConfig:
             if getattr(self, name) is None:
                 setattr(self, name, self.task_object.recipe.get(name, value))
         self.eval_batch_size = self.eval_batch_size or self.batch_size
-        check_settings(self, at_least_one=("seq_length", "batch_size", "eval_batch_size", "num_train_epochs",
-                                           "keep_checkpoints"))
+        self.check_training_settings(at_least_one=("seq_length", "batch_size", "eval_batch_size", "num_train_epochs"))
         if not 0 <= self.warmup_proportion < 1:
             raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}.")
 

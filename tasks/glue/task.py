@@ -1,6 +1,6 @@
 """GLUE's nine tasks on the runner: sentence and sentence-pair classification, STS-B regression.
 
-The data, metrics and submission files are `keras_bert.tasks.glue`'s; this module is the
+The data, metrics and submission files are `keras_bert.tasks.glue.data`'s; this module is the
 model side: features from `features.encode_texts`, a `BertClassifier` on `pooled_output`,
 cross-entropy (or mean-squared error for STS-B).
 """
@@ -10,17 +10,17 @@ import tensorflow as tf
 
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks import glue
+from keras_bert.tasks.glue import data as glue
 from keras_bert.tasks.task import Task, sparse_xent_sums
 
 
 class GlueClassification(Task):
-    """One GLUE task (`keras_bert.tasks.glue.TASKS[name]`) for the fine-tuning runner."""
+    """One GLUE task (`keras_bert.tasks.glue.data.SPECS[name]`) for the fine-tuning runner."""
 
     label_keys = ("label",)
 
     def __init__(self, name):
-        self.spec = glue.get_task(name)
+        self.spec = glue.get_spec(name)
         self.name = self.spec.name
         self.main_metric = self.spec.main_metric
         self.eval_splits = dict(self.spec.eval_splits)

@@ -79,7 +79,7 @@ class InputExample:
 
 
 @dataclasses.dataclass(frozen=True)
-class GlueTask:
+class GlueSpec:
     """What the data layer knows about one GLUE task.
 
     Args:
@@ -138,7 +138,7 @@ def _task(name, folder, labels, text_columns, label_column, tfds_text_features,
     kwargs.setdefault("main_metric", metrics[0])
     kwargs.setdefault("eval_splits", {"dev": ""})
     kwargs.setdefault("predict_splits", {"test": f"{folder}.tsv"})
-    return GlueTask(name=name, labels=labels, metrics=metrics, tfds_name=f"glue/{name}", folder=folder,
+    return GlueSpec(name=name, labels=labels, metrics=metrics, tfds_name=f"glue/{name}", folder=folder,
                     text_columns=text_columns, label_column=label_column,
                     tfds_text_features=tfds_text_features, **kwargs)
 
@@ -147,7 +147,7 @@ _BINARY = ("0", "1")
 _NLI = ("entailment", "not_entailment")
 _PAIR = ("sentence1", "sentence2")
 
-TASKS = {task.name: task for task in (
+SPECS = {spec.name: spec for spec in (
     _task("cola", "CoLA", _BINARY, ("sentence", None), "label", ("sentence", None),
           metrics=("matthews_correlation",),
           headerless_columns=("source", "label", "original_label", "sentence"),
@@ -172,20 +172,21 @@ TASKS = {task.name: task for task in (
 )}
 
 
-def get_task(name):
-    """Looks up a GLUE task by name ("SST-2", "sst2" and "sst_2" all work); a `GlueTask` passes through.
+def get_spec(name):
+    """Looks up the spec of a GLUE task by name ("SST-2", "sst2" and "sst_2" all work); a
+    `GlueSpec` passes through.
 
     Raises:
         GlueDataError: an unknown name, naming the closest valid one and the list.
     """
-    if isinstance(name, GlueTask):
+    if isinstance(name, GlueSpec):
         return name
     key = str(name).lower().replace("-", "").replace("_", "")
-    if key in TASKS:
-        return TASKS[key]
-    closest = difflib.get_close_matches(key, TASKS, n=1, cutoff=0.0)
+    if key in SPECS:
+        return SPECS[key]
+    closest = difflib.get_close_matches(key, SPECS, n=1, cutoff=0.0)
     raise GlueDataError(f"Unknown GLUE task {name!r}; did you mean {closest[0]!r}? "
-                        f"Valid tasks: {', '.join(TASKS)}.")
+                        f"Valid tasks: {', '.join(SPECS)}.")
 
 
 def check_split(task, split):
@@ -200,7 +201,7 @@ def read_examples(task, data_dir, split, skip_malformed=None):
     """Reads one split from the GLUE distribution's files.
 
     Args:
-        task: task name or `GlueTask`.
+        task: task name or `GlueSpec`.
         data_dir: str or path, the task's folder (e.g. glue_data/MNLI) or the GLUE root holding it.
         split: str, one of `task.splits` ("train", "dev", "test"; MNLI "dev_matched", ..., "ax").
         skip_malformed: bool, skip and log malformed rows of labelled splits; None: the task's
@@ -212,7 +213,7 @@ def read_examples(task, data_dir, split, skip_malformed=None):
     Raises:
         GlueDataError: a missing file, or a bad row (named by file and line).
     """
-    task = get_task(task)
+    task = get_spec(task)
     path = find_file(task, data_dir, split)
     is_test = split in task.predict_splits
     skip = not is_test and (task.skip_malformed if skip_malformed is None else skip_malformed)
@@ -256,7 +257,7 @@ def find_file(task, data_dir, split):
     Raises:
         GlueDataError: no such file, naming the places looked at and the expected file names.
     """
-    task = get_task(task)
+    task = get_spec(task)
     data_dir = os.fspath(data_dir)
     names = task.file_names(split)
     candidates = [_join(base, name) for base in (data_dir, _join(data_dir, task.folder)) for name in names]
@@ -336,7 +337,7 @@ def read_tfds(task, split, data_dir=None):
     """Reads one split from tensorflow-datasets `glue/<task>` (downloads and prepares it if needed).
 
     Args:
-        task: task name or `GlueTask`.
+        task: task name or `GlueSpec`.
         split: our split name (see `TFDS_SPLITS`; MNLI's "ax" reads glue/ax).
         data_dir: str, the tfds data directory, or None for tfds' default.
 
@@ -345,7 +346,7 @@ def read_tfds(task, split, data_dir=None):
     """
     import tensorflow_datasets as tfds  # Heavy; only this function needs it.
 
-    task = get_task(task)
+    task = get_spec(task)
     check_split(task, split)
     name = "glue/ax" if split == "ax" else task.tfds_name
     builder = tfds.builder(name, data_dir=data_dir)
@@ -361,7 +362,7 @@ def example_from_tfds(task, split, features, label_names, where="tfds"):
     """One tfds GLUE example (a dict of NumPy values) as an `InputExample`.
 
     Args:
-        task: task name or `GlueTask`.
+        task: task name or `GlueSpec`.
         split: our split name; predict splits get label None (tfds stores -1 there).
         features: dict with the task's `tfds_text_features` (bytes), "label" and "idx".
         label_names: the dataset's ClassLabel names (`builder.info.features["label"].names`), in the
@@ -371,7 +372,7 @@ def example_from_tfds(task, split, features, label_names, where="tfds"):
     Raises:
         GlueDataError: an empty text, a label id outside the names, or a name with no counterpart.
     """
-    task = get_task(task)
+    task = get_spec(task)
     idx = int(features["idx"])
     where = f"{where} idx {idx}"
     texts = [None if name is None else _text(_decode(features[name]), name, where)
@@ -418,7 +419,7 @@ def compute_metrics(task, labels, predictions):
     """The task's metrics (scikit-learn, scipy) of predictions against gold labels.
 
     Args:
-        task: task name or `GlueTask`.
+        task: task name or `GlueSpec`.
         labels: sequence of gold labels: label strings, or floats for STS-B.
         predictions: sequence of the same kind and length.
 
@@ -429,7 +430,7 @@ def compute_metrics(task, labels, predictions):
     Raises:
         GlueDataError: lengths differ, no examples, or a value outside the label set.
     """
-    task = get_task(task)
+    task = get_spec(task)
     if len(labels) != len(predictions) or len(labels) == 0:
         raise GlueDataError(f"{task.name}: {len(labels)} labels and {len(predictions)} predictions; "
                             "need the same non-zero number.")
@@ -449,7 +450,7 @@ def write_submission(task, split, examples, predictions, output_dir):
     """Writes the GLUE server's file for a test split: "index<TAB>prediction", one row per example.
 
     Args:
-        task: task name or `GlueTask`.
+        task: task name or `GlueSpec`.
         split: one of `task.predict_splits` (it names the file: "CoLA.tsv", "MNLI-m.tsv", "AX.tsv", ...).
         examples: the split's `InputExample`s (their guid is the test file's index).
         predictions: label strings, or STS-B scores (clipped to [0, 5], written with 3 decimals).
@@ -458,7 +459,7 @@ def write_submission(task, split, examples, predictions, output_dir):
     Returns:
         str, the path written (atomically).
     """
-    task = get_task(task)
+    task = get_spec(task)
     if split not in task.predict_splits:
         raise GlueDataError(f"GLUE task {task.name!r} has no test split {split!r}; "
                             f"valid: {', '.join(task.predict_splits)}.")

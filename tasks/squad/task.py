@@ -6,9 +6,9 @@
 `--data_dir` holds the official train-v1.1.json and dev-v1.1.json (or -v2.0); `--train_file` and
 `--eval_file` replace them. There is no test set: the prediction files are made for the dev file.
 
-The pieces: `squad_data` (the JSON files), `squad_features` (windows, labels), a `BertSpanLabeler`
-with the mean of the start and end cross-entropies as its loss, `squad_postprocess` (n-best spans,
-the null answer) and `squad_eval` (the official evaluation scripts' numbers). Prediction files:
+The pieces: `squad.data` (the JSON files), `squad.features` (windows, labels), a `BertSpanLabeler`
+with the mean of the start and end cross-entropies as its loss, `squad.postprocess` (n-best spans,
+the null answer) and `squad.metrics` (the official evaluation scripts' numbers). Prediction files:
 `predictions.json` (qid -> answer), `nbest_predictions.json` and, for v2.0, `null_odds.json`
 (qid -> null score minus best span score; the official v2.0 script's `--na-prob-file`).
 
@@ -21,10 +21,11 @@ import json
 import os
 
 from keras_bert.models.task_models import BertSpanLabeler
-from keras_bert.tasks import squad_data, squad_eval
-from keras_bert.tasks.squad_data import SquadDataError, SquadExample  # noqa: F401 (the public names)
-from keras_bert.tasks.squad_features import encode_examples
-from keras_bert.tasks.squad_postprocess import postprocess
+from keras_bert.tasks.squad import data as squad_data
+from keras_bert.tasks.squad import metrics as squad_eval
+from keras_bert.tasks.squad.data import SquadDataError, SquadExample  # noqa: F401 (the public names)
+from keras_bert.tasks.squad.features import encode_examples
+from keras_bert.tasks.squad.postprocess import postprocess
 from keras_bert.tasks.task import Task, sparse_xent_sums
 from keras_bert.io_utils import write_atomic
 
@@ -97,7 +98,7 @@ class SquadTask(Task):
         return (start + end) / 2.0, count
 
     def predict(self, examples, features, outputs):
-        """`squad_postprocess.Prediction` (predictions, nbest, null_odds) with this task's settings."""
+        """`squad.postprocess.Prediction` (predictions, nbest, null_odds) with this task's settings."""
         return postprocess(examples, features, outputs, n_best_size=self.n_best_size,
                            max_answer_length=self.max_answer_length, version_2=self.version_2,
                            null_score_diff_threshold=self.null_score_diff_threshold)

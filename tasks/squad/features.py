@@ -9,7 +9,7 @@ else [CLS] (position 0) as in the original; unanswerable (v2.0) questions point 
 
 Unlike the original, answers are mapped to tokens through the tokenizer's character offsets, not
 whitespace words: the answer is the tightest token span covering its characters, and predicted
-spans come back as exact substrings of the context (`squad_postprocess`). The tokenizer gives
+spans come back as exact substrings of the context (`squad.postprocess`). The tokenizer gives
 byte offsets; they are turned into character offsets (Python string indices, as the files'
 `answer_start`) per context.
 
@@ -23,7 +23,7 @@ belong to the FeatureSet as built, not to a `select` of it):
 - `window_start`: int [N], the context token each feature's window starts at;
 - `doc_offset`: int [N], the position of that token in the feature (question tokens + 2);
 - `max_context`: per feature, bool array [window length];
-- `skipped`: indices of the training examples left out (answer not found; see `squad_data`).
+- `skipped`: indices of the training examples left out (answer not found; see `squad.data`).
 
 Dimensions: N features, T tokens of a context, W windows of a context.
 """
@@ -33,7 +33,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.squad_data import SquadDataError, locate_answer
+from keras_bert.tasks.squad.data import SquadDataError, locate_answer
 
 TOKENIZE_BATCH = 4096  # Texts per call of the tokenizer.
 

@@ -1,5 +1,5 @@
 """The fine-tuning runner: one code path for every task (paper §4, §5.3). Its settings are a
-`FinetuneConfig` (`keras_bert.tasks.finetune_config`); its command line is `keras_bert.tasks.finetune`:
+`FinetuneConfig` (`keras_bert.tasks.config`); its command line is `keras_bert.tasks.finetune`:
 
     python -m keras_bert.tasks.finetune --task=mrpc --data_dir=glue/MRPC \\
         --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/mrpc --do_train --do_eval --do_predict
@@ -8,7 +8,6 @@ What a run writes under `--model_dir` (checkpoints, best epoch, eval_results.jso
 model/, TensorBoard logs, plot) is listed in that command line's docstring, its --help.
 """
 
-import dataclasses
 import json
 import math
 import os
@@ -20,12 +19,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from keras_bert.checkpoints.task_model import MODEL_FILE, TASK_FILE, save_task_model  # noqa: F401 (re-exported)
-from keras_bert.checkpoints.training import TrainingCheckpoint, read_weights, write_weights
+from keras_bert.checkpoints.task_model import save_task_model
+from keras_bert.checkpoints.training import read_weights, write_weights
 from keras_bert.io_utils import write_atomic
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.finetune_config import FinetuneConfig
-from keras_bert.training import callbacks, distribute, optimizers, plots
+from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.training import callbacks, plots
+from keras_bert.training import run as training_run
 from keras_bert.training.memory import out_of_memory_hint
 
 
@@ -182,6 +182,10 @@ def _predict_or_explain(config, model, feats, strategy):
 def run_finetuning(config=None, **overrides):
     """Fine-tune, evaluate and predict as `config` says; resumes from `model_dir`.
 
+    The steps: load the encoder and tokenizer, read and encode the data, build and compile
+    (restoring the newest checkpoint), train the epochs (evaluating each, keeping the best),
+    restore the best, evaluate, predict, save the task model, summarize.
+
     Args:
         config: `FinetuneConfig`, or None to build one from `overrides`.
         **overrides: `FinetuneConfig` fields.
@@ -192,149 +196,165 @@ def run_finetuning(config=None, **overrides):
         `predictions` (written files), `model_path`, `examples_per_second`, `model` (the
         trained task model).
     """
-    config = dataclasses.replace(config, **overrides) if config is not None else FinetuneConfig(**overrides)
-    config.check_paths()
-    config = dataclasses.replace(config, **distribute.resolve_auto(config.strategy, config.tpu,
-                                                                   config.mixed_precision))
-    task = config.task_object
-    keras.utils.set_random_seed(config.seed)
-    strategy = distribute.get_strategy(config.strategy, config.tpu)
-    chief = distribute.is_chief(strategy)
-    tf.io.gfile.makedirs(config.model_dir)
-    dtype = "float32" if config.mixed_precision == "none" else config.mixed_precision
+    run = training_run.start(FinetuneConfig, config, overrides)
+    config, task = run.config, run.config.task_object
+    encoder, tokenizer = _encoder_and_tokenizer(run)
+    # Training first: a task may learn its label set there (text_classification) and check dev against it.
+    train = _load(config, tokenizer, task.train_split, config.max_train_examples) if config.do_train else None
+    eval_sets = {s: _load(config, tokenizer, s, config.max_eval_examples) for s in task.eval_splits} \
+        if (config.do_eval or config.do_train) else {}
+    steps_per_epoch, num_train_steps, loop = _plan(config, train)
+    model, trainer = _build_and_compile(run, encoder, num_train_steps)
+    every = config.checkpoint_every or steps_per_epoch
+    training_run.start_log(run, num_train_steps, max(loop, every // loop * loop))
+    eval_history = callbacks.load_history(run.path("eval_history.json"), run.start_step)
+    if train and run.start_step < num_train_steps:
+        _train_epochs(run, model, trainer, train[1], eval_sets, eval_history, steps_per_epoch, loop)
+    best = _restore_best(run, model)
+    results = _final_evaluation(run, model, eval_sets, best) if config.do_eval and eval_sets and run.chief else {}
+    written = _write_predictions(run, model, tokenizer) if config.do_predict and run.chief else []
+    model_path = None
+    if run.chief:
+        model_path = save_task_model(model, run.path("model"), task, config.seq_length, tokenizer.vocabulary,
+                                     tokenizer.lower_case)
+    summary = training_run.summarize(
+        run, {"task": task.name, "eval": results, "best": best, "eval_history": eval_history,
+              "predictions": written, "model_path": model_path},
+        plot=lambda history, path: _plot(history, eval_history, task.name, path))
+    summary["model"] = model
+    summary["replicas"] = run.strategy.num_replicas_in_sync
+    return summary
 
-    with strategy.scope():
-        encoder, vocabulary, lower_case = _load_encoder(config, dtype)
+
+def _encoder_and_tokenizer(run):
+    """(encoder, tokenizer): the encoder in the strategy's scope, and the tokenizer of its
+    vocabulary and casing, checked against the task and the run's seq_length."""
     from keras_bert.text.tokenizer import BertTokenizer
+
+    config = run.config
+    with run.strategy.scope():
+        encoder, vocabulary, lower_case = _load_encoder(config, run.dtype)
     tokenizer = BertTokenizer(vocabulary, lower_case=lower_case)
-    task.check_vocabulary(tokenizer)
+    config.task_object.check_vocabulary(tokenizer)
     if config.seq_length > encoder.config.max_position_embeddings:
         raise ValueError(f"seq_length {config.seq_length} exceeds the model's max_position_embeddings "
                          f"{encoder.config.max_position_embeddings}.")
+    return encoder, tokenizer
 
-    def load(split, limit):
-        started = time.perf_counter()
-        examples = _read(config, split, limit)
-        feats = task.encode(examples, tokenizer, config.seq_length, training=split == task.train_split)
-        logging.info("%s %s: %d examples -> %d features in %.1f s", task.name, split, len(examples),
-                     feats.num_features, time.perf_counter() - started)
-        return examples, feats
 
-    # Training first: a task may learn its label set there (text_classification) and check dev against it.
-    train = load(task.train_split, config.max_train_examples) if config.do_train else None
-    eval_sets = {s: load(s, config.max_eval_examples) for s in task.eval_splits} \
-        if (config.do_eval or config.do_train) else {}
+def _load(config, tokenizer, split, limit):
+    """(examples, FeatureSet) of `split`, its first `limit` examples if given."""
+    task = config.task_object
+    started = time.perf_counter()
+    examples = _read(config, split, limit)
+    feats = task.encode(examples, tokenizer, config.seq_length, training=split == task.train_split)
+    logging.info("%s %s: %d examples -> %d features in %.1f s", task.name, split, len(examples),
+                 feats.num_features, time.perf_counter() - started)
+    return examples, feats
 
-    buckets = config.bucket_lengths()
-    replicas = strategy.num_replicas_in_sync
+
+def _plan(config, train):
+    """(steps_per_epoch, num_train_steps, steps per logging loop) of the training data."""
     steps_per_epoch = 1
     if train:
         n = train[1].num_features
         steps_per_epoch = n // config.batch_size if config.fixed_shapes else math.ceil(n / config.batch_size)
         if steps_per_epoch < 1:
             raise ValueError(f"{n} training features are fewer than one batch of {config.batch_size}.")
-    num_train_steps = steps_per_epoch * config.num_train_epochs
-    loop = _steps_per_loop(config, steps_per_epoch)
+    return steps_per_epoch, steps_per_epoch * config.num_train_epochs, _steps_per_loop(config, steps_per_epoch)
 
-    with strategy.scope():
+
+def _build_and_compile(run, encoder, num_train_steps):
+    """(task model, its `TaskTrainer`), compiled, the newest checkpoint restored."""
+    config, task = run.config, run.config.task_object
+    with run.strategy.scope():
         model = task.build_model(encoder, config.dropout)
         trainer = TaskTrainer(task, model)
-        optimizer = optimizers.create_optimizer(
-            config.learning_rate, num_train_steps, int(num_train_steps * config.warmup_proportion),
-            variables=model.trainable_variables, optimizer=config.optimizer, weight_decay=config.weight_decay,
-            clip_norm=config.clip_norm, loss_scale=config.mixed_precision == "mixed_float16")
-        optimizer.build(model.trainable_variables)
-        trainer.compile(optimizer=optimizer, jit_compile=config.jit_compile)
-        distribute.adapt_keras_model(trainer, strategy)
-        checkpoint = TrainingCheckpoint(os.path.join(config.model_dir, "checkpoints"), trainer, optimizer,
-                                        max_to_keep=config.keep_checkpoints, strategy=strategy)
-        start_step = checkpoint.restore_latest()
+    training_run.compile_and_restore(run, model, num_train_steps, int(num_train_steps * config.warmup_proportion),
+                                     run.path("checkpoints"), keras_model=trainer)
+    return model, trainer
 
-    history_path = os.path.join(config.model_dir, "history.json")
-    eval_history_path = os.path.join(config.model_dir, "eval_history.json")
-    log_dir = os.path.join(config.model_dir, "tensorboard")
-    eval_history = callbacks.load_history(eval_history_path, start_step)
-    history = callbacks.load_history(history_path, start_step)
-    log = callbacks.TrainingLog(num_train_steps, config.batch_size, history=history,
-                                log_dir=os.path.join(log_dir, "train") if chief else None,
-                                history_path=history_path if chief else None, verbose=config.verbose and chief)
-    every = config.checkpoint_every or steps_per_epoch
-    saver = callbacks.PeriodicCheckpoint(checkpoint, max(loop, every // loop * loop), num_train_steps)
 
-    if train and start_step < num_train_steps:
-        _check_resume(start_step, loop)
-        try:
-            for epoch in range(start_step // steps_per_epoch, config.num_train_epochs):
-                done = int(optimizer.iterations.numpy()) - epoch * steps_per_epoch
-                batches, padded = feature_lib.batch_plan(
-                    train[1].lengths, config.batch_size, shuffle=True, seed=config.seed, epoch=epoch,
-                    drop_remainder=config.fixed_shapes, buckets=buckets)
-                batches, padded = batches[done:steps_per_epoch], padded[done:steps_per_epoch]
-                data = _distribute(strategy, train[1], batches, padded, task.label_keys)
-                first_loop = epoch * steps_per_epoch // loop
-                with out_of_memory_hint("training", config.batch_size, config.seq_length,
-                                        "use a smaller batch_size (e.g. 16) or seq_length"):
-                    trainer.fit(data, epochs=(epoch + 1) * steps_per_epoch // loop,
-                                initial_epoch=first_loop + done // loop, steps_per_epoch=loop, callbacks=[log, saver],
-                                verbose=0, shuffle=False)
-                step = int(optimizer.iterations.numpy())
-                if eval_sets and chief:  # Evaluation is local: other workers need not wait for it.
-                    metrics = _evaluate(config, model, strategy, eval_sets)
-                    eval_history.append({"epoch": epoch + 1, "step": step, **metrics})
-                    log.write_eval(step, metrics)
-                    logging.info("epoch %d (step %d): %s", epoch + 1, step,
-                                 ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
-                    best = _read_json(os.path.join(config.model_dir, "best.json"), None)
-                    if best is None or metrics[task.main_metric] > best["metrics"][task.main_metric]:
-                        _save_best(model, config.model_dir, step, epoch + 1, metrics)
-                    write_atomic(eval_history_path, json.dumps(eval_history, indent=1))
-                if step % saver.every:  # PeriodicCheckpoint saved already on multiples of `every`.
-                    saver.last_path = checkpoint.save(step) or saver.last_path
-        finally:  # A failed fit leaves its bar open: log lines would redraw it.
-            log.close()
+def _train_epochs(run, model, trainer, train, eval_sets, eval_history, steps_per_epoch, loop):
+    """Trains the remaining epochs; after each, the chief evaluates and keeps the best weights."""
+    config = run.config
+    _check_resume(run.start_step, loop)
+    try:
+        for epoch in range(run.start_step // steps_per_epoch, config.num_train_epochs):
+            _train_epoch(run, trainer, train, epoch, steps_per_epoch, loop)
+            if eval_sets and run.chief:  # Evaluation is local: other workers need not wait for it.
+                _evaluate_epoch(run, model, eval_sets, eval_history, epoch)
+            step = run.step
+            if step % run.saver.every:  # PeriodicCheckpoint saved already on multiples of `every`.
+                run.saver.last_path = run.checkpoint.save(step) or run.saver.last_path
+    finally:  # A failed fit leaves its bar open: log lines would redraw it.
+        run.log.close()
 
-    step = int(optimizer.iterations.numpy())
-    best = _read_json(os.path.join(config.model_dir, "best.json"), None) if chief else None
+
+def _train_epoch(run, trainer, train, epoch, steps_per_epoch, loop):
+    """`fit` over the rest of `epoch`'s batch plan (all of it unless resumed inside it)."""
+    config, task = run.config, run.config.task_object
+    done = run.step - epoch * steps_per_epoch
+    batches, padded = feature_lib.batch_plan(
+        train.lengths, config.batch_size, shuffle=True, seed=config.seed, epoch=epoch,
+        drop_remainder=config.fixed_shapes, buckets=config.bucket_lengths())
+    batches, padded = batches[done:steps_per_epoch], padded[done:steps_per_epoch]
+    data = _distribute(run.strategy, train, batches, padded, task.label_keys)
+    first_loop = epoch * steps_per_epoch // loop
+    with out_of_memory_hint("training", config.batch_size, config.seq_length,
+                            "use a smaller batch_size (e.g. 16) or seq_length"):
+        trainer.fit(data, epochs=(epoch + 1) * steps_per_epoch // loop, initial_epoch=first_loop + done // loop,
+                    steps_per_epoch=loop, callbacks=run.callbacks, verbose=0, shuffle=False)
+
+
+def _evaluate_epoch(run, model, eval_sets, eval_history, epoch):
+    """Evaluates after `epoch`: eval_history.json, TensorBoard, and the best weights by the
+    task's main metric (`_save_best`)."""
+    config, task = run.config, run.config.task_object
+    step = run.step
+    metrics = _evaluate(config, model, run.strategy, eval_sets)
+    eval_history.append({"epoch": epoch + 1, "step": step, **metrics})
+    run.log.write_eval(step, metrics)
+    logging.info("epoch %d (step %d): %s", epoch + 1, step, ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+    best = _read_json(os.path.join(config.model_dir, "best.json"), None)
+    if best is None or metrics[task.main_metric] > best["metrics"][task.main_metric]:
+        _save_best(model, config.model_dir, step, epoch + 1, metrics)
+    write_atomic(run.path("eval_history.json"), json.dumps(eval_history, indent=1))
+
+
+def _restore_best(run, model):
+    """The weights of the best epoch back in `model` (chief only); returns best.json or None."""
+    config, task = run.config, run.config.task_object
+    best = _read_json(os.path.join(config.model_dir, "best.json"), None) if run.chief else None
     if best is not None:
         read_weights(model, best["path"])
         logging.info("Kept the model of epoch %d (step %d): %s %.4f", best["epoch"], best["step"],
                      task.main_metric, best["metrics"][task.main_metric])
+    return best
 
-    results = {}
-    if config.do_eval and eval_sets and chief:
-        results = best["metrics"] if best is not None and config.do_train else \
-            _evaluate(config, model, strategy, eval_sets)
-        record = {"task": task.name, "split": ",".join(eval_sets), "step": best["step"] if best else step,
-                  "epoch": best["epoch"] if best else None, **results}
-        write_atomic(os.path.join(config.model_dir, "eval_results.json"), json.dumps(record, indent=1))
+
+def _final_evaluation(run, model, eval_sets, best):
+    """The metrics of the kept model (the best epoch's, or evaluated now), in eval_results.json."""
+    config, task = run.config, run.config.task_object
+    results = best["metrics"] if best is not None and config.do_train else \
+        _evaluate(config, model, run.strategy, eval_sets)
+    record = {"task": task.name, "split": ",".join(eval_sets), "step": best["step"] if best else run.step,
+              "epoch": best["epoch"] if best else None, **results}
+    write_atomic(run.path("eval_results.json"), json.dumps(record, indent=1))
+    return results
+
+
+def _write_predictions(run, model, tokenizer):
+    """The task's prediction files of its predict splits in `predictions/`; returns their paths."""
+    config, task = run.config, run.config.task_object
+    out_dir = run.path("predictions")
+    tf.io.gfile.makedirs(out_dir)
     written = []
-    if config.do_predict and chief:
-        out_dir = os.path.join(config.model_dir, "predictions")
-        tf.io.gfile.makedirs(out_dir)
-        for split in task.predict_splits:
-            examples, feats = load(split, None)
-            outputs = _predict_or_explain(config, model, feats, strategy)
-            written += task.write_predictions(split, examples, feats, outputs, out_dir)
-    model_path = None
-    if chief:
-        model_path = save_task_model(model, os.path.join(config.model_dir, "model"), task, config.seq_length,
-                                     vocabulary, lower_case)
-    plot = None
-    if chief and config.plot and log.history:
-        plot = _plot(log.history, eval_history, task.name, os.path.join(config.model_dir, "training_curve.png"))
-    new = [h for h in log.history if h["step"] > start_step]
-    timed = new[1:] or new  # The first loop includes tracing.
-    seconds = sum(h["seconds"] for h in timed)
-    summary = {"task": task.name, "eval": results, "steps": step, "start_step": start_step, "best": best,
-               "eval_history": eval_history, "predictions": written, "model_path": model_path, "plot": plot,
-               "tensorboard_dir": log_dir, "examples_per_second": (
-                   sum(h["examples_per_second"] * h["seconds"] for h in timed) / seconds if seconds else None)}
-    if chief:
-        write_atomic(os.path.join(config.model_dir, "summary.json"), json.dumps(summary, indent=1))
-    summary["history"] = log.history
-    summary["model"] = model
-    summary["replicas"] = replicas
-    return summary
+    for split in task.predict_splits:
+        examples, feats = _load(config, tokenizer, split, None)
+        outputs = _predict_or_explain(config, model, feats, run.strategy)
+        written += task.write_predictions(split, examples, feats, outputs, out_dir)
+    return written
 
 
 def _plot(history, eval_history, task_name, path):

@@ -34,7 +34,7 @@ def postprocess(examples, features, outputs, n_best_size=20, max_answer_length=3
 
     Args:
         examples: list of `SquadExample`.
-        features: their `FeatureSet` (`squad_features.encode_examples`).
+        features: their `FeatureSet` (`squad.features.encode_examples`).
         outputs: dict with `start_logits` and `end_logits`, one float array [L] per feature
             (`trainer.predict` with the task's `token_outputs`).
         n_best_size, max_answer_length: ints (the original's 20 and 30).

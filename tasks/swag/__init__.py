@@ -1,0 +1,1 @@
+"""SWAG multiple choice: `task` (reading the CSV files, `SwagTask`)."""

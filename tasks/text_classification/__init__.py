@@ -1,0 +1,1 @@
+"""Classification of any label/text TSV: `task` (reading, `TextClassification`)."""
