@@ -27,6 +27,7 @@ import common  # noqa: E402
 import keras_bert  # noqa: E402
 from keras_bert.inputs import INPUT_NAMES  # noqa: E402
 
+
 def build_ours(config, dtype):
     """keras_bert.BertEncoder -> (model, fn(inputs) -> sequence_output)."""
     model = keras_bert.BertEncoder(config, dtype=dtype)
@@ -36,7 +37,9 @@ def build_ours(config, dtype):
 def build_keras_hub(config, dtype):
     """keras_hub.models.BertBackbone with the same sizes."""
     model = common.keras_hub_backbone(config, dtype)
-    return model, lambda inputs: model(common.keras_hub_inputs(inputs), training=False)["sequence_output"]
+    return model, lambda inputs: model(common.keras_hub_inputs(inputs), training=False)[
+        "sequence_output"
+    ]
 
 
 def build_tf_models(config, dtype):
@@ -47,11 +50,17 @@ def build_tf_models(config, dtype):
     from official.nlp.modeling import networks
 
     model = networks.BertEncoderV2(
-        vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_layers=config.num_hidden_layers,
-        num_attention_heads=config.num_attention_heads, max_sequence_length=config.max_position_embeddings,
-        type_vocab_size=config.type_vocab_size, inner_dim=config.intermediate_size,
+        vocab_size=config.vocab_size,
+        hidden_size=config.hidden_size,
+        num_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        max_sequence_length=config.max_position_embeddings,
+        type_vocab_size=config.type_vocab_size,
+        inner_dim=config.intermediate_size,
         inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=False),
-        output_dropout=config.hidden_dropout_prob, attention_dropout=config.attention_probs_dropout_prob)
+        output_dropout=config.hidden_dropout_prob,
+        attention_dropout=config.attention_probs_dropout_prob,
+    )
     return model, lambda inputs: model(inputs, training=False)["sequence_output"]
 
 
@@ -66,7 +75,10 @@ def prepare(config, batch, seq, dtypes, peers, bf16_xla):
         one batch) and `rounds` (empty list); outputs the float32 NumPy sequence_output of
         each (peer, dtype) in graph mode, for the bfloat16 difference.
     """
-    inputs = {k: tf.constant(v) for k, v in common.random_encoder_batch(batch, seq, config.vocab_size).items()}
+    inputs = {
+        k: tf.constant(v)
+        for k, v in common.random_encoder_batch(batch, seq, config.vocab_size).items()
+    }
     cases, outputs = [], {}
     for dtype in dtypes:
         for name in peers:
@@ -81,8 +93,16 @@ def prepare(config, batch, seq, dtypes, peers, bf16_xla):
                 out = compiled(inputs)  # Trace (and XLA-compile) once, untimed.
                 if not jit:
                     outputs[name, dtype] = np.asarray(out, "float32")
-                cases.append({"name": name, "dtype": dtype, "mode": mode, "rounds": [], "model": model,
-                              "call": lambda compiled=compiled: compiled(inputs)})
+                cases.append(
+                    {
+                        "name": name,
+                        "dtype": dtype,
+                        "mode": mode,
+                        "rounds": [],
+                        "model": model,
+                        "call": lambda compiled=compiled: compiled(inputs),
+                    }
+                )
     return cases, outputs
 
 
@@ -92,15 +112,27 @@ def run_rounds(cases, iters, repeat):
         for case in cases:
             t = common.time_call(case["call"], warmup=1, iters=iters)
             case["rounds"].append(t)
-            print(f"  round {round_index + 1}: {case['name']:9s} {case['dtype']:14s} {case['mode']:5s} "
-                  f"{t['median'] * 1e3:8.1f} ms (min {t['min'] * 1e3:.1f}, max {t['max'] * 1e3:.1f}, "
-                  f"cpu {t['cpu'] * 1e3:.1f})", flush=True)
+            print(
+                f"  round {round_index + 1}: {case['name']:9s} {case['dtype']:14s} {case['mode']:5s} "
+                f"{t['median'] * 1e3:8.1f} ms (min {t['min'] * 1e3:.1f}, max {t['max'] * 1e3:.1f}, "
+                f"cpu {t['cpu'] * 1e3:.1f})",
+                flush=True,
+            )
     rows = []
     for case in cases:
         times = [x for t in case["rounds"] for x in t["times"]]
-        rows.append({"name": case["name"], "dtype": case["dtype"], "mode": case["mode"], "rounds": case["rounds"],
-                     "median": float(np.median(times)), "min": min(times), "max": max(times),
-                     "cpu": float(np.median([t["cpu"] for t in case["rounds"]]))})
+        rows.append(
+            {
+                "name": case["name"],
+                "dtype": case["dtype"],
+                "mode": case["mode"],
+                "rounds": case["rounds"],
+                "median": float(np.median(times)),
+                "min": min(times),
+                "max": max(times),
+                "cpu": float(np.median([t["cpu"] for t in case["rounds"]])),
+            }
+        )
     return rows
 
 
@@ -117,7 +149,10 @@ def run_dynamic(config, batch, long_seq, short_seq, iters):
 
     result = {}
     for seq in (long_seq, short_seq):
-        inputs = {k: tf.constant(v) for k, v in common.random_encoder_batch(batch, seq, config.vocab_size).items()}
+        inputs = {
+            k: tf.constant(v)
+            for k, v in common.random_encoder_batch(batch, seq, config.vocab_size).items()
+        }
         result[seq] = common.time_call(lambda: forward(inputs), warmup=1, iters=iters)["median"]
     return result, len(traces)
 
@@ -127,37 +162,73 @@ def main(argv=None):
     common.add_size_args(parser, size="base")
     parser.add_argument("--peers", default="ours,keras-hub,tf-models")
     parser.add_argument("--no-bf16", action="store_true", help="Skip the mixed_bfloat16 rows.")
-    parser.add_argument("--bf16-xla", action="store_true",
-                        help="Also time mixed_bfloat16 under XLA (slow on CPU: XLA:CPU has no oneDNN bf16 matmul).")
-    parser.add_argument("--dynamic", action="store_true",
-                        help="Also time ours at --seq and --seq/4 with one graph, counting retraces.")
-    parser.add_argument("--plot", default="bench/out/encoder.png", help="PNG bar chart path ('' for none).")
+    parser.add_argument(
+        "--bf16-xla",
+        action="store_true",
+        help="Also time mixed_bfloat16 under XLA (slow on CPU: XLA:CPU has no oneDNN bf16 matmul).",
+    )
+    parser.add_argument(
+        "--dynamic",
+        action="store_true",
+        help="Also time ours at --seq and --seq/4 with one graph, counting retraces.",
+    )
+    parser.add_argument(
+        "--plot", default="bench/out/encoder.png", help="PNG bar chart path ('' for none)."
+    )
     args = parser.parse_args(argv)
 
     config = keras_bert.BertConfig.preset(args.size)
     peers = [p for p in args.peers.split(",") if p]
     dtypes = ["float32"] if args.no_bf16 else ["float32", "mixed_bfloat16"]
     flops = common.encoder_flops(config, args.batch, args.seq)
-    print(f"BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} V={config.vocab_size}, "
-          f"batch {args.batch} x seq {args.seq}, {flops / 1e9:.1f} GFLOP per forward; "
-          f"TF {tf.__version__}, keras {keras.__version__}, {os.cpu_count()} CPUs")
+    print(
+        f"BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} V={config.vocab_size}, "
+        f"batch {args.batch} x seq {args.seq}, {flops / 1e9:.1f} GFLOP per forward; "
+        f"TF {tf.__version__}, keras {keras.__version__}, {os.cpu_count()} CPUs"
+    )
     matmul_dtypes = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
     roofline = {d: common.matmul_roofline(matmul_dtypes[d]) for d in dtypes}
     cases, outputs = prepare(config, args.batch, args.seq, dtypes, peers, args.bf16_xla)
     rows = run_rounds(cases, args.iters, args.repeat)
     # A peak: the better of before and after, as another job may have run during one of them.
     roofline = {d: max(v, common.matmul_roofline(matmul_dtypes[d])) for d, v in roofline.items()}
-    print("matmul roofline (2048^3 tf.matmul, best of before and after): "
-          + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in roofline.items()))
+    print(
+        "matmul roofline (2048^3 tf.matmul, best of before and after): "
+        + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in roofline.items())
+    )
     table = []
     for r in rows:
         gflops = flops / r["median"] / 1e9
-        table.append([r["name"], r["dtype"], r["mode"], r["median"] * 1e3, r["cpu"] * 1e3, args.batch / r["median"],
-                      gflops,
-                      f"{100 * gflops / roofline[r['dtype']]:.0f}%", f"{(r['max'] - r['min']) / r['median']:.0%}"])
+        table.append(
+            [
+                r["name"],
+                r["dtype"],
+                r["mode"],
+                r["median"] * 1e3,
+                r["cpu"] * 1e3,
+                args.batch / r["median"],
+                gflops,
+                f"{100 * gflops / roofline[r['dtype']]:.0f}%",
+                f"{(r['max'] - r['min']) / r['median']:.0%}",
+            ]
+        )
     print()
-    print(common.format_table(
-        ["model", "dtype", "mode", "ms/batch", "cpu ms", "seq/s", "GFLOP/s", "of roofline", "spread"], table))
+    print(
+        common.format_table(
+            [
+                "model",
+                "dtype",
+                "mode",
+                "ms/batch",
+                "cpu ms",
+                "seq/s",
+                "GFLOP/s",
+                "of roofline",
+                "spread",
+            ],
+            table,
+        )
+    )
 
     by_key = {(r["name"], r["dtype"], r["mode"]): r for r in rows}
     print()
@@ -167,31 +238,48 @@ def main(argv=None):
             for peer in ("keras-hub", "tf-models"):
                 other = by_key.get((peer, dtype, mode))
                 if ours and other:
-                    wall = [o["median"] / u["median"] for o, u in zip(other["rounds"], ours["rounds"])]
+                    wall = [
+                        o["median"] / u["median"] for o, u in zip(other["rounds"], ours["rounds"])
+                    ]
                     cpu = [o["cpu"] / u["cpu"] for o, u in zip(other["rounds"], ours["rounds"])]
-                    print(f"speed ours/{peer:9s} {dtype:14s} {mode:5s}: {np.median(wall):.2f}x wall "
-                          f"(rounds {' '.join(f'{w:.2f}' for w in wall)}), {np.median(cpu):.2f}x cpu time "
-                          f"(rounds {' '.join(f'{c:.2f}' for c in cpu)})")
+                    print(
+                        f"speed ours/{peer:9s} {dtype:14s} {mode:5s}: {np.median(wall):.2f}x wall "
+                        f"(rounds {' '.join(f'{w:.2f}' for w in wall)}), {np.median(cpu):.2f}x cpu time "
+                        f"(rounds {' '.join(f'{c:.2f}' for c in cpu)})"
+                    )
     for name in peers:
         if (name, "mixed_bfloat16") in outputs:
             diff = np.abs(outputs[name, "mixed_bfloat16"] - outputs[name, "float32"])
-            print(f"bfloat16 vs float32 sequence_output, {name}: max abs diff {diff.max():.3g}, "
-                  f"mean abs diff {diff.mean():.3g}")
+            print(
+                f"bfloat16 vs float32 sequence_output, {name}: max abs diff {diff.max():.3g}, "
+                f"mean abs diff {diff.mean():.3g}"
+            )
 
     if args.dynamic:
         short = max(1, args.seq // 4)
         result, traces = run_dynamic(config, args.batch, args.seq, short, args.iters)
-        print(f"dynamic length (ours, graph, one tf.function with [None, None] inputs): seq {args.seq} "
-              f"{result[args.seq] * 1e3:.1f} ms, seq {short} {result[short] * 1e3:.1f} ms "
-              f"({result[args.seq] / result[short]:.1f}x faster), traced {traces} time(s)")
+        print(
+            f"dynamic length (ours, graph, one tf.function with [None, None] inputs): seq {args.seq} "
+            f"{result[args.seq] * 1e3:.1f} ms, seq {short} {result[short] * 1e3:.1f} ms "
+            f"({result[args.seq] / result[short]:.1f}x faster), traced {traces} time(s)"
+        )
 
     if args.plot:
         labels = [f"{r['name']} {r['dtype'].replace('mixed_', '')} {r['mode']}" for r in rows]
-        series = {"per wall second": [flops / r["median"] / 1e9 for r in rows],
-                  "per CPU second x cores (load-independent)": [flops / (r["cpu"] / os.cpu_count()) / 1e9 for r in rows]}
-        common.save_bar_chart(args.plot, labels, series, "GFLOP/s",
-                              f"BERT-{args.size} forward, batch {args.batch} x seq {args.seq}, CPU",
-                              reference=("float32 matmul roofline", roofline["float32"]))
+        series = {
+            "per wall second": [flops / r["median"] / 1e9 for r in rows],
+            "per CPU second x cores (load-independent)": [
+                flops / (r["cpu"] / os.cpu_count()) / 1e9 for r in rows
+            ],
+        }
+        common.save_bar_chart(
+            args.plot,
+            labels,
+            series,
+            "GFLOP/s",
+            f"BERT-{args.size} forward, batch {args.batch} x seq {args.seq}, CPU",
+            reference=("float32 matmul roofline", roofline["float32"]),
+        )
         print(f"chart: {args.plot}")
 
 

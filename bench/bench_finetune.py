@@ -42,10 +42,12 @@ import common  # noqa: E402
 import keras_bert  # noqa: E402
 from keras_bert.inputs import INPUT_NAMES  # noqa: E402
 from keras_bert.tasks import features as feature_lib  # noqa: E402
-from keras_bert.tasks import registry  # noqa: E402
-from keras_bert.tasks.glue import data as glue  # noqa: E402
+from keras_bert.tasks import (
+    registry,  # noqa: E402
+    runner,  # noqa: E402
+)
 from keras_bert.tasks.config import RECIPE, FinetuneConfig  # noqa: E402
-from keras_bert.tasks import runner  # noqa: E402
+from keras_bert.tasks.glue import data as glue  # noqa: E402
 from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
 from keras_bert.text.vocab import load_vocabulary  # noqa: E402
 from keras_bert.training import optimizers  # noqa: E402
@@ -61,12 +63,15 @@ LOGIT_ATOL = 1e-4
 
 # === Data ===
 
+
 def load_sst2(data_dir, vocab_file, seq):
     """The SST-2 dev split encoded as the runner does -> (task, FeatureSet, vocabulary size)."""
     for path in (data_dir, vocab_file):
         if not os.path.exists(path):
-            sys.exit(f"bench_finetune: {path} not found. It needs the SST-2 dev file (--data_dir, a folder "
-                     f"with dev.tsv) and the uncased BERT vocabulary (--vocab).")
+            sys.exit(
+                f"bench_finetune: {path} not found. It needs the SST-2 dev file (--data_dir, a folder "
+                f"with dev.tsv) and the uncased BERT vocabulary (--vocab)."
+            )
     task = registry.get_task("sst2")
     vocabulary = load_vocabulary(vocab_file)
     examples = glue.read_examples("sst2", data_dir, "dev")
@@ -77,13 +82,21 @@ def load_sst2(data_dir, vocab_file, seq):
 def plans(lengths, batch, seq):
     """Batch plans (batches, padded lengths) of every padding scheme, for the efficiency table."""
     unsorted = [np.arange(i, min(i + batch, len(lengths))) for i in range(0, len(lengths), batch)]
-    xla_buckets = [b for b in feature_lib.DEFAULT_BUCKETS if b < seq] + [seq]  # The runner's under XLA.
+    xla_buckets = [b for b in feature_lib.DEFAULT_BUCKETS if b < seq] + [
+        seq
+    ]  # The runner's under XLA.
     return {
         "eval: sorted, per-batch padding": feature_lib.batch_plan(lengths, batch),
-        f"eval: sorted, fixed buckets {','.join(map(str, xla_buckets))} (XLA)":
-            feature_lib.batch_plan(lengths, batch, buckets=xla_buckets),
-        "train: runner's plan, per-batch padding": feature_lib.batch_plan(lengths, batch, shuffle=True),
-        "file order, per-batch padding (no bucketing)": (unsorted, np.array([lengths[b].max() for b in unsorted])),
+        f"eval: sorted, fixed buckets {','.join(map(str, xla_buckets))} (XLA)": feature_lib.batch_plan(
+            lengths, batch, buckets=xla_buckets
+        ),
+        "train: runner's plan, per-batch padding": feature_lib.batch_plan(
+            lengths, batch, shuffle=True
+        ),
+        "file order, per-batch padding (no bucketing)": (
+            unsorted,
+            np.array([lengths[b].max() for b in unsorted]),
+        ),
         f"every example padded to {seq}": feature_lib.batch_plan(lengths, batch, buckets=[seq]),
     }
 
@@ -105,11 +118,18 @@ def dense_batches(feats, batches, padded, label_keys=()):
 
 # === Models ===
 
+
 def make_optimizer(variables, steps):
     """The fine-tuning runner's optimizer with the GLUE learning rate, the same for every model."""
     return optimizers.create_optimizer(
-        LEARNING_RATE, steps, int(steps * RUNNER["warmup_proportion"]), variables=variables,
-        optimizer=RUNNER["optimizer"], weight_decay=RUNNER["weight_decay"], clip_norm=RUNNER["clip_norm"])
+        LEARNING_RATE,
+        steps,
+        int(steps * RUNNER["warmup_proportion"]),
+        variables=variables,
+        optimizer=RUNNER["optimizer"],
+        weight_decay=RUNNER["weight_decay"],
+        clip_norm=RUNNER["clip_norm"],
+    )
 
 
 def build_ours(task, config):
@@ -121,7 +141,9 @@ def build_ours(task, config):
 def ours_trainer(task, model, steps, jit):
     """The runner's `TaskTrainer`, compiled with the runner's optimizer."""
     task_trainer = runner.TaskTrainer(task, model)
-    task_trainer.compile(optimizer=make_optimizer(model.trainable_variables, steps), jit_compile=jit)
+    task_trainer.compile(
+        optimizer=make_optimizer(model.trainable_variables, steps), jit_compile=jit
+    )
     return task_trainer
 
 
@@ -131,13 +153,17 @@ def hub_trainer(config, num_classes, steps, jit):
     import keras_hub
 
     keras.utils.set_random_seed(0)
-    model = keras_hub.models.BertTextClassifier(common.keras_hub_backbone(config), num_classes,
-                                                preprocessor=None, dropout=RUNNER["dropout"])
-    model.compile(optimizer=make_optimizer(model.trainable_variables, steps), metrics=None, jit_compile=jit)
+    model = keras_hub.models.BertTextClassifier(
+        common.keras_hub_backbone(config), num_classes, preprocessor=None, dropout=RUNNER["dropout"]
+    )
+    model.compile(
+        optimizer=make_optimizer(model.trainable_variables, steps), metrics=None, jit_compile=jit
+    )
     return model
 
 
 # === Cases: name -> a call timed as one unit of `examples` examples ===
+
 
 def eval_cases(model, task, feats, batch, seq):
     """`predict` and the model alone on pre-built batches, per-batch padding vs padded to `seq`.
@@ -150,28 +176,44 @@ def eval_cases(model, task, feats, batch, seq):
     n = feats.num_features
     cases, logits = {}, {}
     for scheme, buckets in (("bucketed", None), (f"pad {seq}", [seq])):
-        predict = lambda buckets=buckets: runner.predict(model, task, feats, batch, buckets)["logits"]  # noqa: E731
+        predict = lambda buckets=buckets: runner.predict(model, task, feats, batch, buckets)[
+            "logits"
+        ]  # noqa: E731
         logits[scheme] = predict()
-        inputs = [x for x, _ in dense_batches(feats, *feature_lib.batch_plan(feats.lengths, batch, buckets=buckets))]
+        inputs = [
+            x
+            for x, _ in dense_batches(
+                feats, *feature_lib.batch_plan(feats.lengths, batch, buckets=buckets)
+            )
+        ]
         forward(inputs[0])  # Trace once, untimed.
-        cases[f"eval predict, {scheme}"] = _case("eval", predict, n, warmup=0)  # Each call traces anew.
-        cases[f"eval model only, {scheme}"] = _case("eval", lambda inputs=inputs: [forward(x) for x in inputs], n,
-                                                    warmup=0)
+        cases[f"eval predict, {scheme}"] = _case(
+            "eval", predict, n, warmup=0
+        )  # Each call traces anew.
+        cases[f"eval model only, {scheme}"] = _case(
+            "eval", lambda inputs=inputs: [forward(x) for x in inputs], n, warmup=0
+        )
     return cases, logits
 
 
 def train_cases(task, model, feats, batch, seq):
     """One epoch of `TaskTrainer.fit` on the runner's plan, per-batch padding vs padded to `seq`."""
     lengths = feats.lengths
-    trainer = ours_trainer(task, model, steps=10 * len(feature_lib.batch_plan(lengths, batch)[0]), jit=False)
+    trainer = ours_trainer(
+        task, model, steps=10 * len(feature_lib.batch_plan(lengths, batch)[0]), jit=False
+    )
     cases = {}
     for scheme, buckets in (("bucketed", None), (f"pad {seq}", [seq])):
         batches, padded = feature_lib.batch_plan(lengths, batch, shuffle=True, buckets=buckets)
         data = feature_lib.make_dataset(feats, batches, padded, label_keys=task.label_keys)
         trainer.fit(data.take(2), epochs=1, verbose=0, shuffle=False)  # Trace once, untimed.
         cases[f"train epoch, {scheme}"] = _case(
-            "train", lambda data=data: trainer.fit(data, epochs=1, verbose=0, shuffle=False).history["loss"],
-            feats.num_features, warmup=0, steps=len(batches))
+            "train",
+            lambda data=data: trainer.fit(data, epochs=1, verbose=0, shuffle=False).history["loss"],
+            feats.num_features,
+            warmup=0,
+            steps=len(batches),
+        )
     return cases
 
 
@@ -188,35 +230,53 @@ def step_cases(task, model, config, feats, batch, seq, modes):
     cases = {}
     for mode in modes:
         jit = common.MODES[mode]
-        trainers = {"ours": ours_trainer(task, model, steps=1000, jit=jit),
-                    "keras-hub": hub_trainer(config, model.num_classes, steps=1000, jit=jit)}
+        trainers = {
+            "ours": ours_trainer(task, model, steps=1000, jit=jit),
+            "keras-hub": hub_trainer(config, model.num_classes, steps=1000, jit=jit),
+        }
         for padded in (seq, length):
-            (x, y), = dense_batches(feats, [index], [padded], label_keys=task.label_keys)
+            ((x, y),) = dense_batches(feats, [index], [padded], label_keys=task.label_keys)
             scheme = f"pad {seq}" if padded == seq else f"bucketed ({length})"
             for peer, trainer in trainers.items():
                 args = (x, y) if peer == "ours" else (common.keras_hub_inputs(x), y["label"])
                 call = lambda trainer=trainer, args=args: trainer.train_on_batch(*args)  # noqa: E731
                 call()  # Trace (and XLA-compile) once, untimed.
-                cases[f"step {peer} {mode}, {scheme}"] = _case("step", call, batch, warmup=1, steps=1)
+                cases[f"step {peer} {mode}, {scheme}"] = _case(
+                    "step", call, batch, warmup=1, steps=1
+                )
     return cases, length
 
 
 def _case(section, call, examples, warmup, steps=None):
     """A timed call: `examples` examples in `steps` update steps (None: no training)."""
-    return {"section": section, "call": call, "examples": examples, "warmup": warmup, "steps": steps, "rounds": []}
+    return {
+        "section": section,
+        "call": call,
+        "examples": examples,
+        "warmup": warmup,
+        "steps": steps,
+        "rounds": [],
+    }
 
 
 # === Timing and report ===
+
 
 def run_rounds(cases, iters, train_iters, repeat):
     """Times every case per round, cases interleaved, for `repeat` rounds."""
     for round_index in range(repeat):
         for name, case in cases.items():
-            t = common.time_call(case["call"], warmup=case["warmup"],
-                                 iters=train_iters if case["section"] == "train" else iters)
+            t = common.time_call(
+                case["call"],
+                warmup=case["warmup"],
+                iters=train_iters if case["section"] == "train" else iters,
+            )
             case["rounds"].append(t)
-            print(f"  round {round_index + 1}: {name:34s} {t['median'] * 1e3:9.1f} ms (min {t['min'] * 1e3:.1f}, "
-                  f"max {t['max'] * 1e3:.1f}, cpu {t['cpu'] * 1e3:.1f})", flush=True)
+            print(
+                f"  round {round_index + 1}: {name:34s} {t['median'] * 1e3:9.1f} ms (min {t['min'] * 1e3:.1f}, "
+                f"max {t['max'] * 1e3:.1f}, cpu {t['cpu'] * 1e3:.1f})",
+                flush=True,
+            )
 
 
 def result_rows(cases):
@@ -225,36 +285,63 @@ def result_rows(cases):
     for name, case in cases.items():
         s = common.summarize_rounds(case["rounds"])
         per_step = s["median"] / case["steps"] * 1e3 if case["steps"] else ""
-        rows.append([name, s["median"] * 1e3, s["cpu"] * 1e3, per_step, case["examples"] / s["median"],
-                     f"{(s['max'] - s['min']) / s['median']:.0%}"])
+        rows.append(
+            [
+                name,
+                s["median"] * 1e3,
+                s["cpu"] * 1e3,
+                per_step,
+                case["examples"] / s["median"],
+                f"{(s['max'] - s['min']) / s['median']:.0%}",
+            ]
+        )
     return rows
 
 
 def ratio_pairs(seq, length):
     """(label, faster case, slower case) of every ratio printed."""
     pad, bucketed = f"pad {seq}", f"bucketed ({length})"
-    pairs = [(f"{kind}: bucketed vs {pad}", f"{kind}, bucketed", f"{kind}, {pad}")
-             for kind in ("eval predict", "eval model only", "train epoch")]
+    pairs = [
+        (f"{kind}: bucketed vs {pad}", f"{kind}, bucketed", f"{kind}, {pad}")
+        for kind in ("eval predict", "eval model only", "train epoch")
+    ]
     for mode in common.MODES:
-        pairs += [(f"step {mode}, same {scheme} batch: ours vs keras-hub", f"step ours {mode}, {scheme}",
-                   f"step keras-hub {mode}, {scheme}") for scheme in (pad, bucketed)]
-        pairs.append((f"step {mode}: ours {bucketed} vs keras-hub {pad}", f"step ours {mode}, {bucketed}",
-                      f"step keras-hub {mode}, {pad}"))
+        pairs += [
+            (
+                f"step {mode}, same {scheme} batch: ours vs keras-hub",
+                f"step ours {mode}, {scheme}",
+                f"step keras-hub {mode}, {scheme}",
+            )
+            for scheme in (pad, bucketed)
+        ]
+        pairs.append(
+            (
+                f"step {mode}: ours {bucketed} vs keras-hub {pad}",
+                f"step ours {mode}, {bucketed}",
+                f"step keras-hub {mode}, {pad}",
+            )
+        )
     return pairs
 
 
 def print_ratios(cases, seq, length):
     for label, fast, slow in ratio_pairs(seq, length):
         if fast in cases and slow in cases:
-            print(f"{label + ':':58s} " + common.ratio_text(cases[slow]["rounds"], cases[fast]["rounds"]))
+            print(
+                f"{label + ':':58s} "
+                + common.ratio_text(cases[slow]["rounds"], cases[fast]["rounds"])
+            )
 
 
 def plot(path, cases, title):
     labels = list(cases)
     summaries = [common.summarize_rounds(c["rounds"]) for c in cases.values()]
-    series = {"per wall second": [c["examples"] / s["median"] for c, s in zip(cases.values(), summaries)],
-              "per CPU second x cores": [
-                  c["examples"] / (s["cpu"] / os.cpu_count()) for c, s in zip(cases.values(), summaries)]}
+    series = {
+        "per wall second": [c["examples"] / s["median"] for c, s in zip(cases.values(), summaries)],
+        "per CPU second x cores": [
+            c["examples"] / (s["cpu"] / os.cpu_count()) for c, s in zip(cases.values(), summaries)
+        ],
+    }
     common.save_bar_chart(path, labels, series, "examples/s", title)
 
 
@@ -262,11 +349,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     common.add_size_args(parser, size="small")
     parser.set_defaults(batch=RECIPE["batch_size"], seq=RECIPE["seq_length"], iters=2)
-    parser.add_argument("--train_iters", type=int, default=1, help="Timed training epochs per scheme and round.")
+    parser.add_argument(
+        "--train_iters", type=int, default=1, help="Timed training epochs per scheme and round."
+    )
     parser.add_argument("--data_dir", default=DATA_DIR, help="SST-2 folder with dev.tsv.")
     parser.add_argument("--vocab", default=VOCAB_FILE, help="Uncased BERT vocab.txt.")
     parser.add_argument("--no-xla", action="store_true", help="Skip the XLA step rows.")
-    parser.add_argument("--plot", default="bench/out/finetune.png", help="PNG bar chart path ('' for none).")
+    parser.add_argument(
+        "--plot", default="bench/out/finetune.png", help="PNG bar chart path ('' for none)."
+    )
     args = parser.parse_args(argv)
     # The step rows trace each batch shape once, untimed: TensorFlow's retracing notes are expected.
     tf.get_logger().setLevel("ERROR")
@@ -274,13 +365,19 @@ def main(argv=None):
     task, feats, vocab_size = load_sst2(args.data_dir, args.vocab, args.seq)
     config = keras_bert.BertConfig.preset(args.size, vocab_size=vocab_size)
     lengths = feats.lengths
-    print(f"SST-2 dev: {feats.num_features} sentences, tokens per sentence min {lengths.min()} median "
-          f"{int(np.median(lengths))} mean {lengths.mean():.1f} max {lengths.max()} (cut at {args.seq}); "
-          f"BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} V={config.vocab_size}, "
-          f"batch {args.batch}, float32; TF {tf.__version__}, keras {keras.__version__}, {os.cpu_count()} CPUs")
+    print(
+        f"SST-2 dev: {feats.num_features} sentences, tokens per sentence min {lengths.min()} median "
+        f"{int(np.median(lengths))} mean {lengths.mean():.1f} max {lengths.max()} (cut at {args.seq}); "
+        f"BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} V={config.vocab_size}, "
+        f"batch {args.batch}, float32; TF {tf.__version__}, keras {keras.__version__}, {os.cpu_count()} CPUs"
+    )
     print()
-    print(common.format_table(["padding scheme", "batches", "real tokens", "padded tokens", "efficiency"],
-                              efficiency_rows(lengths, args.batch, args.seq)))
+    print(
+        common.format_table(
+            ["padding scheme", "batches", "real tokens", "padded tokens", "efficiency"],
+            efficiency_rows(lengths, args.batch, args.seq),
+        )
+    )
     print()
 
     model = build_ours(task, config)
@@ -288,11 +385,15 @@ def main(argv=None):
     scheme_128 = f"pad {args.seq}"
     diff = np.abs(logits["bucketed"] - logits[scheme_128])
     same_labels = np.array_equal(logits["bucketed"].argmax(-1), logits[scheme_128].argmax(-1))
-    print(f"predictions, bucketed vs {scheme_128}: argmax equal {same_labels}, max abs logit difference "
-          f"{diff.max():.2g}")
+    print(
+        f"predictions, bucketed vs {scheme_128}: argmax equal {same_labels}, max abs logit difference "
+        f"{diff.max():.2g}"
+    )
     if not same_labels or diff.max() > LOGIT_ATOL:
-        sys.exit(f"bench_finetune: the two paddings disagree (max abs logit difference {diff.max():.3g} > "
-                 f"{LOGIT_ATOL} or argmax differs).")
+        sys.exit(
+            f"bench_finetune: the two paddings disagree (max abs logit difference {diff.max():.3g} > "
+            f"{LOGIT_ATOL} or argmax differs)."
+        )
     cases.update(train_cases(task, model, feats, args.batch, args.seq))
     modes = ["graph"] if args.no_xla else list(common.MODES)
     step, length = step_cases(task, model, config, feats, args.batch, args.seq, modes)
@@ -300,12 +401,22 @@ def main(argv=None):
 
     run_rounds(cases, args.iters, args.train_iters, args.repeat)
     print()
-    print(f"eval and train: {feats.num_features} examples per call; step: one batch of {args.batch}")
-    print(common.format_table(["case", "ms/call", "cpu ms", "ms/step", "examples/s", "spread"], result_rows(cases)))
+    print(
+        f"eval and train: {feats.num_features} examples per call; step: one batch of {args.batch}"
+    )
+    print(
+        common.format_table(
+            ["case", "ms/call", "cpu ms", "ms/step", "examples/s", "spread"], result_rows(cases)
+        )
+    )
     print()
     print_ratios(cases, args.seq, length)
     if args.plot:
-        plot(args.plot, cases, f"BERT-{args.size} fine-tuning on SST-2 dev lengths, batch {args.batch}, CPU")
+        plot(
+            args.plot,
+            cases,
+            f"BERT-{args.size} fine-tuning on SST-2 dev lengths, batch {args.batch}, CPU",
+        )
         print(f"chart: {args.plot}")
 
 

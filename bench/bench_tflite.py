@@ -49,12 +49,14 @@ sys.path[1:1] = [os.path.join(HERE, "..", "tests")]
 import common  # noqa: E402
 
 import keras_bert  # noqa: E402
-from keras_bert.export import export_saved_model  # noqa: E402
-from keras_bert.export import tflite  # noqa: E402
-from keras_bert.models.task_models import BertClassifier  # noqa: E402
-from keras_bert.tasks.finetune import FinetuneConfig  # noqa: E402
 from keras_bert.checkpoints import load_init_checkpoint  # noqa: E402
 from keras_bert.checkpoints.task_model import save_task_model  # noqa: E402
+from keras_bert.export import (
+    export_saved_model,  # noqa: E402
+    tflite,  # noqa: E402
+)
+from keras_bert.models.task_models import BertClassifier  # noqa: E402
+from keras_bert.tasks.finetune import FinetuneConfig  # noqa: E402
 from keras_bert.text.preprocessor import BertPreprocessor  # noqa: E402
 from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
 from keras_bert.text.vocab import load_vocabulary  # noqa: E402
@@ -63,7 +65,9 @@ DATA = "/work/shared/data/sst2/dev.tsv"
 CALIBRATION = "/work/shared/data/mrpc/train.tsv"
 VOCAB_FILE = "/work/shared/data/bert_uncased/vocab.txt"
 SAVED_MODEL = "SavedModel serving_default"
-NEAR_TIE = 0.05  # |p - 1/2| at most this (two classes) is a near-tie, whose label any rounding may flip.
+NEAR_TIE = (
+    0.05  # |p - 1/2| at most this (two classes) is a near-tie, whose label any rounding may flip.
+)
 
 
 def fit_head(model, inputs, labels):
@@ -72,7 +76,9 @@ def fit_head(model, inputs, labels):
 
     pooled = np.asarray(model.encoder(inputs, training=False)["pooled_output"])
     fit = LogisticRegression(C=1.0, max_iter=2000).fit(pooled, labels)
-    head = model.get_layer("classifier")  # Two logits: -w/2 and +w/2 give LogisticRegression's odds.
+    head = model.get_layer(
+        "classifier"
+    )  # Two logits: -w/2 and +w/2 give LogisticRegression's odds.
     head.kernel.assign(np.stack([-fit.coef_[0], fit.coef_[0]], axis=1) / 2)
     head.bias.assign(np.array([-fit.intercept_[0], fit.intercept_[0]]) / 2)
 
@@ -102,7 +108,12 @@ def build_model(args):
         return None
     vocabulary = load_vocabulary(VOCAB_FILE)
     config = keras_bert.BertConfig.preset(args.size, vocab_size=len(vocabulary))
-    return BertClassifier(keras_bert.BertEncoder(config), 2), vocabulary, True, f"random BERT {args.size}"
+    return (
+        BertClassifier(keras_bert.BertEncoder(config), 2),
+        vocabulary,
+        True,
+        f"random BERT {args.size}",
+    )
 
 
 def texts_and_calibration(args):
@@ -110,13 +121,22 @@ def texts_and_calibration(args):
     if os.path.exists(args.data):
         sentences, labels = read_column(args.data, [0]), np.array(read_column(args.data, [1]), int)
         if os.path.exists(CALIBRATION):
-            return sentences, labels, read_column(CALIBRATION, [3, 4]), "SST-2 dev; int8 calibrated on MRPC train"
+            return (
+                sentences,
+                labels,
+                read_column(CALIBRATION, [3, 4]),
+                "SST-2 dev; int8 calibrated on MRPC train",
+            )
         return sentences, labels, sentences[:300], "SST-2 dev; int8 calibrated on its first 300"
     from finetune_cases import sentiment_rows
 
     rows = sentiment_rows(872, seed=3)
-    return ([s for s, _ in rows], np.array([l for _, l in rows]), [s for s, _ in sentiment_rows(300, seed=4)],
-            "generated sentences (no SST-2 dev file)")
+    return (
+        [s for s, _ in rows],
+        np.array([l for _, l in rows]),
+        [s for s, _ in sentiment_rows(300, seed=4)],
+        "generated sentences (no SST-2 dev file)",
+    )
 
 
 def directory_size(path):
@@ -125,14 +145,22 @@ def directory_size(path):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--size", default="mini", help="BertConfig preset of the random BERT (without MiniLM).")
+    parser.add_argument(
+        "--size", default="mini", help="BertConfig preset of the random BERT (without MiniLM)."
+    )
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--texts", type=int, default=100, help="Sentences timed at batch 1.")
-    parser.add_argument("--iters", type=int, default=1, help="Timed passes over the sentences per round.")
+    parser.add_argument(
+        "--iters", type=int, default=1, help="Timed passes over the sentences per round."
+    )
     parser.add_argument("--repeat", type=int, default=3, help="Interleaved rounds.")
-    parser.add_argument("--threads", type=int, default=1, help="TFLite threads and TensorFlow intra-op threads.")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="TFLite threads and TensorFlow intra-op threads."
+    )
     parser.add_argument("--data", default=DATA)
-    parser.add_argument("--no-minilm", action="store_true", help="Use a random --size BERT even if MiniLM is there.")
+    parser.add_argument(
+        "--no-minilm", action="store_true", help="Use a random --size BERT even if MiniLM is there."
+    )
     parser.add_argument("--quantize", default="none,float16,dynamic_range,int8")
     args = parser.parse_args(argv)
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
@@ -142,41 +170,67 @@ def main(argv=None):
         return
     model, vocabulary, lower_case, description = built
     sentences, labels, calibration, data = texts_and_calibration(args)
-    preprocessor = BertPreprocessor(BertTokenizer(vocabulary, lower_case=lower_case), seq_length=args.seq)
+    preprocessor = BertPreprocessor(
+        BertTokenizer(vocabulary, lower_case=lower_case), seq_length=args.seq
+    )
     inputs = preprocessor(tf.constant(sentences))
     fit_head(model, {k: v[::2] for k, v in inputs.items()}, labels[::2])
-    timed = sentences[:args.texts]
+    timed = sentences[: args.texts]
     quantizations = args.quantize.split(",")
-    print(f"{description} classifier, seq_length {args.seq}; {data}; {len(timed)} sentences timed at batch 1, "
-          f"{args.threads} thread(s); TF {tf.__version__}, {os.cpu_count()} CPUs")
+    print(
+        f"{description} classifier, seq_length {args.seq}; {data}; {len(timed)} sentences timed at batch 1, "
+        f"{args.threads} thread(s); TF {tf.__version__}, {os.cpu_count()} CPUs"
+    )
 
     with tempfile.TemporaryDirectory() as tmp:
-        config = FinetuneConfig(task="sst2", init_checkpoint="unused", model_dir=tmp, do_eval=True,
-                                seq_length=args.seq)
-        model_dir = save_task_model(model, os.path.join(tmp, "model"), config.task_object, args.seq, vocabulary,
-                                    lower_case)
+        config = FinetuneConfig(
+            task="sst2", init_checkpoint="unused", model_dir=tmp, do_eval=True, seq_length=args.seq
+        )
+        model_dir = save_task_model(
+            model, os.path.join(tmp, "model"), config.task_object, args.seq, vocabulary, lower_case
+        )
         saved_model = export_saved_model(model_dir, os.path.join(tmp, "serving"))
         serving = tf.saved_model.load(saved_model).signatures["serving_default"]
         sizes = {SAVED_MODEL: directory_size(saved_model)}
         runners = {}
         for quantize in quantizations:
-            path = tflite.export_tflite(model_dir, os.path.join(tmp, quantize), quantize=quantize,
-                                        representative_texts=calibration)
+            path = tflite.export_tflite(
+                model_dir,
+                os.path.join(tmp, quantize),
+                quantize=quantize,
+                representative_texts=calibration,
+            )
             name = f"TFLite {quantize}"
             sizes[name] = os.path.getsize(os.path.join(path, tflite.MODEL_FILE))
-            interpreter = tflite.load_interpreter(os.path.join(path, tflite.MODEL_FILE), num_threads=args.threads)
+            interpreter = tflite.load_interpreter(
+                os.path.join(path, tflite.MODEL_FILE), num_threads=args.threads
+            )
             runners[name] = interpreter.get_signature_runner("serving_default")
 
         want = np.asarray(tf.nn.softmax(model(inputs, training=False)["logits"]))
-        answers = {SAVED_MODEL: np.concatenate([serving(text=tf.constant(sentences[i:i + 32]))["probabilities"]
-                                                for i in range(0, len(sentences), 32)])}
+        answers = {
+            SAVED_MODEL: np.concatenate(
+                [
+                    serving(text=tf.constant(sentences[i : i + 32]))["probabilities"]
+                    for i in range(0, len(sentences), 32)
+                ]
+            )
+        }
         for name, runner in runners.items():
-            answers[name] = np.concatenate([runner(text=tflite.as_strings(sentences[i:i + 32]))["probabilities"]
-                                            for i in range(0, len(sentences), 32)])
+            answers[name] = np.concatenate(
+                [
+                    runner(text=tflite.as_strings(sentences[i : i + 32]))["probabilities"]
+                    for i in range(0, len(sentences), 32)
+                ]
+            )
 
-        cases = {SAVED_MODEL: lambda: [serving(text=tf.constant([t]))["probabilities"] for t in timed]}
+        cases = {
+            SAVED_MODEL: lambda: [serving(text=tf.constant([t]))["probabilities"] for t in timed]
+        }
         for name, runner in runners.items():
-            cases[name] = (lambda r: lambda: [r(text=tflite.as_strings([t]))["probabilities"] for t in timed])(runner)
+            cases[name] = (
+                lambda r: lambda: [r(text=tflite.as_strings([t]))["probabilities"] for t in timed]
+            )(runner)
         for fn in cases.values():
             fn()  # Warm-up, untimed.
         rounds = {name: [] for name in cases}
@@ -184,28 +238,55 @@ def main(argv=None):
             for name, fn in cases.items():
                 t = common.time_call(fn, warmup=0, iters=args.iters)
                 rounds[name].append(t)
-                print(f"  round {index + 1}: {name:28s} {t['median'] * 1e3 / len(timed):7.2f} ms per sentence "
-                      f"(cpu {t['cpu'] * 1e3 / len(timed):.2f})", flush=True)
+                print(
+                    f"  round {index + 1}: {name:28s} {t['median'] * 1e3 / len(timed):7.2f} ms per sentence "
+                    f"(cpu {t['cpu'] * 1e3 / len(timed):.2f})",
+                    flush=True,
+                )
 
     rows, sure = [], decided(want)
     for name, result in rounds.items():
         summary = common.summarize_rounds(result)
         p = answers[name]
-        rows.append([name, summary["median"] * 1e3 / len(timed), summary["cpu"] * 1e3 / len(timed),
-                     f"{(summary['max'] - summary['min']) / summary['median']:.0%}", sizes[name] / 2 ** 20,
-                     f"{sizes[name] / sizes.get('TFLite none', sizes[SAVED_MODEL]):.2f}",
-                     f"{np.mean(p.argmax(-1) == want.argmax(-1)):.2%}",
-                     f"{np.mean(p[sure].argmax(-1) == want[sure].argmax(-1)):.2%}", f"{np.abs(p - want).max():.2g}",
-                     f"{np.mean(p[1::2].argmax(-1) == labels[1::2]):.2%}"])
+        rows.append(
+            [
+                name,
+                summary["median"] * 1e3 / len(timed),
+                summary["cpu"] * 1e3 / len(timed),
+                f"{(summary['max'] - summary['min']) / summary['median']:.0%}",
+                sizes[name] / 2**20,
+                f"{sizes[name] / sizes.get('TFLite none', sizes[SAVED_MODEL]):.2f}",
+                f"{np.mean(p.argmax(-1) == want.argmax(-1)):.2%}",
+                f"{np.mean(p[sure].argmax(-1) == want[sure].argmax(-1)):.2%}",
+                f"{np.abs(p - want).max():.2g}",
+                f"{np.mean(p[1::2].argmax(-1) == labels[1::2]):.2%}",
+            ]
+        )
     print()
-    print(common.format_table(["model (batch 1)", "ms/sentence", "cpu ms", "spread", "MB", "size/float32",
-                               f"labels = Keras ({len(sentences)})", f"decided ({sure.sum()})", "max |dp|",
-                               "accuracy (odd rows)"], rows))
+    print(
+        common.format_table(
+            [
+                "model (batch 1)",
+                "ms/sentence",
+                "cpu ms",
+                "spread",
+                "MB",
+                "size/float32",
+                f"labels = Keras ({len(sentences)})",
+                f"decided ({sure.sum()})",
+                "max |dp|",
+                "accuracy (odd rows)",
+            ],
+            rows,
+        )
+    )
     print(f"decided: |p - 1/2| > {NEAR_TIE} in the Keras model; {np.sum(~sure)} near-ties")
     print(f"Keras model accuracy (odd rows): {np.mean(want[1::2].argmax(-1) == labels[1::2]):.2%}")
     print()
     for name in runners:
-        print(f"speed {name} / {SAVED_MODEL}: {common.ratio_text(rounds[SAVED_MODEL], rounds[name])}")
+        print(
+            f"speed {name} / {SAVED_MODEL}: {common.ratio_text(rounds[SAVED_MODEL], rounds[name])}"
+        )
 
 
 if __name__ == "__main__":

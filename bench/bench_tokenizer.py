@@ -28,10 +28,14 @@ from keras_bert.text import BertTokenizer  # noqa: E402
 
 def hf_tokenizer(vocab_path, lower_case, max_chars):
     """Hugging Face's BERT pipeline (as BertWordPieceTokenizer) with the original's limit."""
-    tok = Tokenizer(models.WordPiece.from_file(
-        vocab_path, unk_token="[UNK]", max_input_chars_per_word=max_chars))
+    tok = Tokenizer(
+        models.WordPiece.from_file(
+            vocab_path, unk_token="[UNK]", max_input_chars_per_word=max_chars
+        )
+    )
     tok.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=lower_case, lowercase=lower_case)
+        clean_text=True, handle_chinese_chars=True, strip_accents=lower_case, lowercase=lower_case
+    )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     return tok
 
@@ -50,8 +54,12 @@ def best_time(fn, repeats):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=20000)
-    parser.add_argument("--reference_lines", type=int, default=2000,
-                        help="lines tokenized by the (slow) original, for speed and agreement")
+    parser.add_argument(
+        "--reference_lines",
+        type=int,
+        default=2000,
+        help="lines tokenized by the (slow) original, for speed and agreement",
+    )
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--cased", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
@@ -62,23 +70,30 @@ def main():
     data = [line.encode("utf-8") for line in lines]
     megabytes = sum(map(len, data)) / 1e6
     vocab = build_test_vocabulary(
-        lines[:5000], tokenization.BasicTokenizer(do_lower_case=lower_case), size=30000)
+        lines[:5000], tokenization.BasicTokenizer(do_lower_case=lower_case), size=30000
+    )
     vocab_path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
     with open(vocab_path, "w", encoding="utf-8") as f:
         f.write("\n".join(vocab) + "\n")
-    print(f"corpus: {len(lines)} lines, {megabytes:.2f} MB; vocabulary: {len(vocab)} tokens; "
-          f"lower_case={lower_case}; cores: {os.cpu_count()}")
+    print(
+        f"corpus: {len(lines)} lines, {megabytes:.2f} MB; vocabulary: {len(vocab)} tokens; "
+        f"lower_case={lower_case}; cores: {os.cpu_count()}"
+    )
 
     # Ours: batched in a tf.function, and in tf.data with a parallel map.
     ours = BertTokenizer(vocab, lower_case=lower_case)
     tokenize = tf.function(ours, reduce_retracing=True)
-    batches = [tf.constant(data[i:i + args.batch]) for i in range(0, len(data), args.batch)]
+    batches = [tf.constant(data[i : i + args.batch]) for i in range(0, len(data), args.batch)]
 
     def run_function():
         return [tokenize(b) for b in batches]
 
-    dataset = (tf.data.Dataset.from_tensor_slices(data).batch(args.batch)
-               .map(ours, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE))
+    dataset = (
+        tf.data.Dataset.from_tensor_slices(data)
+        .batch(args.batch)
+        .map(ours, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
 
     def run_dataset():
         return [b for b in dataset]
@@ -91,19 +106,27 @@ def main():
     # Hugging Face tokenizers (Rust), encode_batch on all cores.
     hf = hf_tokenizer(vocab_path, lower_case, ours.max_chars_per_word)
     hf.encode_batch(lines[:1000], add_special_tokens=False)
-    t_hf, encodings = best_time(lambda: hf.encode_batch(lines, add_special_tokens=False), args.repeats)
+    t_hf, encodings = best_time(
+        lambda: hf.encode_batch(lines, add_special_tokens=False), args.repeats
+    )
     hf_ids = [e.ids for e in encodings]
 
     # The original Python tokenizer, on the first reference_lines lines.
     reference = tokenization.FullTokenizer(vocab_path, do_lower_case=lower_case)
     reference.wordpiece_tokenizer.max_input_chars_per_word = ours.max_chars_per_word
     n_ref = min(args.reference_lines, len(lines))
-    (wall, cpu), ref_ids = best_time(lambda: [
-        reference.convert_tokens_to_ids(reference.tokenize(line)) for line in lines[:n_ref]], 1)
+    (wall, cpu), ref_ids = best_time(
+        lambda: [
+            reference.convert_tokens_to_ids(reference.tokenize(line)) for line in lines[:n_ref]
+        ],
+        1,
+    )
     t_ref = (wall * len(lines) / n_ref, cpu * len(lines) / n_ref)  # Scaled to the whole corpus.
 
     def agreement(ids, skip_sigma=False):
-        pairs = [(a, b) for a, b, line in zip(ids, ref_ids, lines) if not (skip_sigma and "Σ" in line)]
+        pairs = [
+            (a, b) for a, b, line in zip(ids, ref_ids, lines) if not (skip_sigma and "Σ" in line)
+        ]
         return sum(a == b for a, b in pairs) / len(pairs)
 
     rows = [
@@ -113,19 +136,29 @@ def main():
         ("original FullTokenizer (Python)", t_ref, ref_ids),
     ]
     t_ours = min(t_dataset, t_function)
-    print("\nwall: best of the repeats (machine shared: see also CPU seconds, all threads);"
-          " 'exact ids' on the first lines, 'no Σ' without lines holding a capital sigma")
-    print(f"{'tokenizer':36s} {'texts/s':>9s} {'MB/s':>7s} {'ours x':>7s} {'texts/cpu-s':>11s} "
-          f"{'ours x':>7s} {'exact ids':>9s} {'no Σ':>8s}")
+    print(
+        "\nwall: best of the repeats (machine shared: see also CPU seconds, all threads);"
+        " 'exact ids' on the first lines, 'no Σ' without lines holding a capital sigma"
+    )
+    print(
+        f"{'tokenizer':36s} {'texts/s':>9s} {'MB/s':>7s} {'ours x':>7s} {'texts/cpu-s':>11s} "
+        f"{'ours x':>7s} {'exact ids':>9s} {'no Σ':>8s}"
+    )
     for name, (wall, cpu), ids in rows:
         exact, exact_no_sigma = agreement(ids), agreement(ids, skip_sigma=True)
-        print(f"{name:36s} {len(lines) / wall:9.0f} {megabytes / wall:7.2f} {wall / t_ours[0]:7.2f} "
-              f"{len(lines) / cpu:11.0f} {cpu / t_ours[1]:7.2f} {exact:9.2%} {exact_no_sigma:8.2%}")
-    print(f"\nours vs HF: {t_hf[0] / t_ours[0]:.2f}x wall, {t_hf[1] / t_ours[1]:.2f}x CPU; "
-          f"ours vs original: {t_ref[0] / t_ours[0]:.1f}x wall.")
+        print(
+            f"{name:36s} {len(lines) / wall:9.0f} {megabytes / wall:7.2f} {wall / t_ours[0]:7.2f} "
+            f"{len(lines) / cpu:11.0f} {cpu / t_ours[1]:7.2f} {exact:9.2%} {exact_no_sigma:8.2%}"
+        )
+    print(
+        f"\nours vs HF: {t_hf[0] / t_ours[0]:.2f}x wall, {t_hf[1] / t_ours[1]:.2f}x CPU; "
+        f"ours vs original: {t_ref[0] / t_ours[0]:.1f}x wall."
+    )
     if lower_case:
-        print("Uncased: texts holding a capital sigma take the final-sigma path "
-              "(keras_bert.text.tokenizer.FinalSigma); 'no Σ' shows the lines without one.")
+        print(
+            "Uncased: texts holding a capital sigma take the final-sigma path "
+            "(keras_bert.text.tokenizer.FinalSigma); 'no Σ' shows the lines without one."
+        )
 
 
 if __name__ == "__main__":

@@ -17,12 +17,20 @@ MODES = {"graph": False, "xla": True}  # Mode name -> tf.function(jit_compile=..
 
 def add_size_args(parser, size):
     """The flags every model benchmark takes: --size (default `size`), --batch, --seq, --iters, --repeat."""
-    parser.add_argument("--size", default=size, help="BertConfig preset (tiny ... large, L-4_H-512).")
+    parser.add_argument(
+        "--size", default=size, help="BertConfig preset (tiny ... large, L-4_H-512)."
+    )
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--iters", type=int, default=3, help="Timed runs per configuration and round.")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="Rounds over all configurations (interleaved); ratios are medians over rounds.")
+    parser.add_argument(
+        "--iters", type=int, default=3, help="Timed runs per configuration and round."
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="Rounds over all configurations (interleaved); ratios are medians over rounds.",
+    )
 
 
 def time_call(fn, warmup=1, iters=5, min_seconds=0.0):
@@ -52,16 +60,25 @@ def time_call(fn, warmup=1, iters=5, min_seconds=0.0):
         _sync(fn())
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
-    return {"median": statistics.median(times), "min": min(times), "max": max(times), "times": times,
-            "cpu": statistics.median(cpu)}
+    return {
+        "median": statistics.median(times),
+        "min": min(times),
+        "max": max(times),
+        "times": times,
+        "cpu": statistics.median(cpu),
+    }
 
 
 def summarize_rounds(rounds):
     """`time_call` results of several rounds -> dict: wall-time `median`, `min`, `max` over all
     timed calls of all rounds and the median of the rounds' `cpu` seconds."""
     times = [x for t in rounds for x in t["times"]]
-    return {"median": statistics.median(times), "min": min(times), "max": max(times),
-            "cpu": statistics.median(t["cpu"] for t in rounds)}
+    return {
+        "median": statistics.median(times),
+        "min": min(times),
+        "max": max(times),
+        "cpu": statistics.median(t["cpu"] for t in rounds),
+    }
 
 
 def ratio_text(slow_rounds, fast_rounds):
@@ -69,8 +86,10 @@ def ratio_text(slow_rounds, fast_rounds):
     per-round ratios of wall and of CPU time, with each round's ratio."""
     wall = [s["median"] / f["median"] for s, f in zip(slow_rounds, fast_rounds)]
     cpu = [s["cpu"] / f["cpu"] for s, f in zip(slow_rounds, fast_rounds)]
-    return (f"{statistics.median(wall):.2f}x wall (rounds {' '.join(f'{w:.2f}' for w in wall)}), "
-            f"{statistics.median(cpu):.2f}x cpu time (rounds {' '.join(f'{c:.2f}' for c in cpu)})")
+    return (
+        f"{statistics.median(wall):.2f}x wall (rounds {' '.join(f'{w:.2f}' for w in wall)}), "
+        f"{statistics.median(cpu):.2f}x cpu time (rounds {' '.join(f'{c:.2f}' for c in cpu)})"
+    )
 
 
 def _sync(result):
@@ -82,16 +101,25 @@ def keras_hub_backbone(config, dtype=None):
     import keras_hub
 
     return keras_hub.models.BertBackbone(
-        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
-        intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
-        max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size, dtype=dtype)
+        vocabulary_size=config.vocab_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size,
+        dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings,
+        num_segments=config.type_vocab_size,
+        dtype=dtype,
+    )
 
 
 def keras_hub_inputs(inputs):
     """Our encoder input dict -> keras-hub's names (token_ids, segment_ids, padding_mask)."""
-    return {"token_ids": inputs["input_word_ids"], "segment_ids": inputs["input_type_ids"],
-            "padding_mask": inputs["input_mask"]}
+    return {
+        "token_ids": inputs["input_word_ids"],
+        "segment_ids": inputs["input_type_ids"],
+        "padding_mask": inputs["input_mask"],
+    }
 
 
 def encoder_flops(config, batch, seq, pooler=True):
@@ -125,7 +153,7 @@ def matmul_roofline(dtype="float32", n=2048, iters=8):
     b = tf.cast(tf.random.stateless_normal([n, n], seed=[3, 4]), dtype)
     fn = tf.function(tf.matmul)
     seconds = time_call(lambda: fn(a, b), warmup=2, iters=iters)["min"]  # A peak: the best run.
-    return 2.0 * n ** 3 / seconds / 1e9
+    return 2.0 * n**3 / seconds / 1e9
 
 
 def random_encoder_batch(batch, seq, vocab_size, seed=0, padded=True):
@@ -147,7 +175,10 @@ def format_table(header, rows):
     """A plain-text table: `header` a list of column names, `rows` lists of cells."""
     cells = [[str(c) for c in header]] + [[_cell(c) for c in row] for row in rows]
     widths = [max(len(r[j]) for r in cells) for j in range(len(header))]
-    lines = ["  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines = [
+        "  ".join(c.rjust(w) if j else c.ljust(w) for j, (c, w) in enumerate(zip(r, widths)))
+        for r in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -170,6 +201,7 @@ def save_bar_chart(path, labels, series, xlabel, title, reference=None):
         reference: optional (label, value): a dashed vertical line (e.g. the roofline).
     """
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -35,7 +35,11 @@ __getattr__, __dir__ = attach(__name__, _NAMES)
 
 # format -> (its export function, what it writes (--help), whether it takes quantize and representative_texts).
 FORMATS = {
-    "saved_model": ("keras_bert.export.saved_model:export_saved_model", "TF Serving SavedModel", False),
+    "saved_model": (
+        "keras_bert.export.saved_model:export_saved_model",
+        "TF Serving SavedModel",
+        False,
+    ),
     "hub": ("keras_bert.export.hub:export_hub", "TF Hub-style preprocessor/ + encoder/", False),
     "tflite": ("keras_bert.export.tflite:export_tflite", "TFLite model", True),
 }
@@ -48,8 +52,15 @@ QUANTIZATIONS = {
 }
 
 
-def export(model_dir, export_dir, format="saved_model", version=None, seq_length=None, quantize="none",
-           representative_texts=None):
+def export(
+    model_dir,
+    export_dir,
+    format="saved_model",
+    version=None,
+    seq_length=None,
+    quantize="none",
+    representative_texts=None,
+):
     """Exports in one of `FORMATS`; returns the new version directory.
 
     `quantize` applies to TFLite only (one of `QUANTIZATIONS`); int8 calibrates on
@@ -66,14 +77,28 @@ def export(model_dir, export_dir, format="saved_model", version=None, seq_length
     function, _, quantizes = FORMATS[format]
     if not quantizes and quantize != "none":
         raise ValueError(f"quantize applies to format='tflite' only, got format={format!r}.")
-    paths.require_path("model_dir", model_dir, "a fine-tuned model/ directory (model.keras, task.json, vocab.txt) "
-                       "or its run directory, or a pre-trained encoder: Google checkpoint, Hugging Face directory "
-                       "or run_pretraining model_dir")
+    paths.require_path(
+        "model_dir",
+        model_dir,
+        "a fine-tuned model/ directory (model.keras, task.json, vocab.txt) "
+        "or its run directory, or a pre-trained encoder: Google checkpoint, Hugging Face directory "
+        "or run_pretraining model_dir",
+    )
     module, name = function.split(":")
     extra = dict(quantize=quantize, representative_texts=representative_texts) if quantizes else {}
-    return getattr(importlib.import_module(module), name)(model_dir, export_dir, version=version,
-                                                          seq_length=seq_length, **extra)
+    return getattr(importlib.import_module(module), name)(
+        model_dir, export_dir, version=version, seq_length=seq_length, **extra
+    )
 
 
-__all__ = ["FORMATS", "OpCheckError", "QUANTIZATIONS", "check_ops", "export", "export_hub", "export_saved_model",
-           "list_ops", "load_source"]
+__all__ = [
+    "FORMATS",
+    "OpCheckError",
+    "QUANTIZATIONS",
+    "check_ops",
+    "export",
+    "export_hub",
+    "export_saved_model",
+    "list_ops",
+    "load_source",
+]

@@ -14,19 +14,53 @@ from keras_bert import cli
 def define_flags():
     from keras_bert.export import FORMATS, QUANTIZATIONS
 
-    cli.define(flags.DEFINE_string, "model_dir", None,
-               "A fine-tuned model/ directory (model.keras, task.json, vocab.txt) or its run directory, "
-               "or a pre-trained encoder: Google checkpoint, Hugging Face directory, pre-training run directory.")
-    cli.define(flags.DEFINE_string, "export_dir", None, "Base directory; each export is a new integer version in it.")
-    cli.define(flags.DEFINE_integer, "version", None, "Version to write (default: the next one); never overwritten.")
-    cli.define(flags.DEFINE_enum, "format", "saved_model", list(FORMATS),
-               "; ".join(f"{name}: {text}" for name, (_, text, _) in FORMATS.items()) + ".")
-    cli.define(flags.DEFINE_enum, "quantize", "none", list(QUANTIZATIONS), "TFLite quantization: " + "; ".join(
-        f"{name}: {text}" for name, (_, text) in QUANTIZATIONS.items()) + ".")
-    cli.define(flags.DEFINE_integer, "seq_length", None,
-               "Longest packed sequence; longer texts are truncated (default: the training length, 128 for encoders).")
-    cli.define(flags.DEFINE_string, "representative_texts", None,
-               "For --quantize=int8: a file of calibration texts, one per line (pairs tab-separated).")
+    cli.define(
+        flags.DEFINE_string,
+        "model_dir",
+        None,
+        "A fine-tuned model/ directory (model.keras, task.json, vocab.txt) or its run directory, "
+        "or a pre-trained encoder: Google checkpoint, Hugging Face directory, pre-training run directory.",
+    )
+    cli.define(
+        flags.DEFINE_string,
+        "export_dir",
+        None,
+        "Base directory; each export is a new integer version in it.",
+    )
+    cli.define(
+        flags.DEFINE_integer,
+        "version",
+        None,
+        "Version to write (default: the next one); never overwritten.",
+    )
+    cli.define(
+        flags.DEFINE_enum,
+        "format",
+        "saved_model",
+        list(FORMATS),
+        "; ".join(f"{name}: {text}" for name, (_, text, _) in FORMATS.items()) + ".",
+    )
+    cli.define(
+        flags.DEFINE_enum,
+        "quantize",
+        "none",
+        list(QUANTIZATIONS),
+        "TFLite quantization: "
+        + "; ".join(f"{name}: {text}" for name, (_, text) in QUANTIZATIONS.items())
+        + ".",
+    )
+    cli.define(
+        flags.DEFINE_integer,
+        "seq_length",
+        None,
+        "Longest packed sequence; longer texts are truncated (default: the training length, 128 for encoders).",
+    )
+    cli.define(
+        flags.DEFINE_string,
+        "representative_texts",
+        None,
+        "For --quantize=int8: a file of calibration texts, one per line (pairs tab-separated).",
+    )
 
 
 def main(argv):
@@ -34,9 +68,17 @@ def main(argv):
     from keras_bert.export import export
 
     FLAGS = flags.FLAGS
-    print(export(FLAGS.model_dir, FLAGS.export_dir, format=FLAGS.format, version=FLAGS.version,
-                 seq_length=FLAGS.seq_length, quantize=FLAGS.quantize,
-                 representative_texts=FLAGS.representative_texts))
+    print(
+        export(
+            FLAGS.model_dir,
+            FLAGS.export_dir,
+            format=FLAGS.format,
+            version=FLAGS.version,
+            seq_length=FLAGS.seq_length,
+            quantize=FLAGS.quantize,
+            representative_texts=FLAGS.representative_texts,
+        )
+    )
 
 
 def console_main():

@@ -48,9 +48,15 @@ def word_spans(ids, starts, ends, is_suffix):
     row = row_ids(ids)  # (M,)
     piece = tf.range(tf.size(pieces)) - tf.gather(tf.cast(ids.row_splits, tf.int32), row)  # (M,)
     first = tf.where(opens)[:, 0]  # (W,)
-    starts, ends = (tf.cast(offsets.flat_values, tf.int32) for offsets in (starts, ends))  # (M,) each
-    return {"row": tf.gather(row, first), "piece": tf.gather(piece, first), "start": tf.gather(starts, first),
-            "end": tf.math.unsorted_segment_max(ends, word, num_words)}
+    starts, ends = (
+        tf.cast(offsets.flat_values, tf.int32) for offsets in (starts, ends)
+    )  # (M,) each
+    return {
+        "row": tf.gather(row, first),
+        "piece": tf.gather(piece, first),
+        "start": tf.gather(starts, first),
+        "end": tf.math.unsorted_segment_max(ends, word, num_words),
+    }
 
 
 def decode_iob2(words, tag, labels):
@@ -66,7 +72,9 @@ def decode_iob2(words, tag, labels):
         `entity_types(labels)`), `start`, `end` (int32 bytes).
     """
     types = entity_types(labels)
-    type_of = tf.constant([types.index(label[2:]) if label != "O" else -1 for label in labels])  # (C,)
+    type_of = tf.constant(
+        [types.index(label[2:]) if label != "O" else -1 for label in labels]
+    )  # (C,)
     begin_tag = tf.constant([label.startswith("B-") for label in labels])  # (C,)
     kind = tf.gather(type_of, tag)  # (W,) -1 for O
     row = words["row"]
@@ -82,9 +90,12 @@ def decode_iob2(words, tag, labels):
     def first(values):
         return tf.boolean_mask(values, opens)
 
-    return {"row": first(row), "type": first(kind),
-            "start": first(words["start"]),
-            "end": tf.math.unsorted_segment_max(tf.gather(words["end"], members), entity, count)}
+    return {
+        "row": first(row),
+        "type": first(kind),
+        "start": first(words["start"]),
+        "end": tf.math.unsorted_segment_max(tf.gather(words["end"], members), entity, count),
+    }
 
 
 def entity_types(labels):
@@ -103,7 +114,9 @@ def char_offsets(texts, row, *byte_offsets):
         list of int32 [...], one per `byte_offsets`: the characters before each offset in its text.
     """
     values = tf_text.ByteSplitter().split(texts)  # uint8 (B, (bytes))
-    starts = tf.concat([[0], tf.cumsum(_character_starts(values))], 0)  # (L + 1,) characters before each byte
+    starts = tf.concat(
+        [[0], tf.cumsum(_character_starts(values))], 0
+    )  # (L + 1,) characters before each byte
     base = tf.gather(tf.cast(values.row_splits, tf.int32), row)  # (...) the text's first byte
     return [tf.gather(starts, base + offsets) - tf.gather(starts, base) for offsets in byte_offsets]
 
@@ -127,10 +140,14 @@ def _character_starts(values):
     """
     need, low, high = (tf.constant(t) for t in _utf8_tables())
     flat = tf.cast(values.flat_values, tf.int32)  # (L,)
-    position = tf.range(tf.size(flat)) - tf.gather(tf.cast(values.row_splits, tf.int32), row_ids(values))  # (L,)
+    position = tf.range(tf.size(flat)) - tf.gather(
+        tf.cast(values.row_splits, tf.int32), row_ids(values)
+    )  # (L,)
 
     def back(d):  # (L,) the byte d before each one (0, an ASCII byte, before the text).
-        return tf.where(position >= d, tf.concat([tf.zeros([d], tf.int32), flat], 0)[:tf.size(flat)], 0)
+        return tf.where(
+            position >= d, tf.concat([tf.zeros([d], tf.int32), flat], 0)[: tf.size(flat)], 0
+        )
 
     def second(lead, byte):  # Could `byte` follow `lead` as its second byte?
         return (byte >= tf.gather(low, lead)) & (byte <= tf.gather(high, lead))
@@ -153,7 +170,9 @@ def substrings(texts, starts, ends):
     def ragged(offsets):
         return tf.RaggedTensor.from_row_splits(tf.reshape(offsets, [-1]), splits, validate=False)
 
-    pieces = tf_text.ByteSplitter().split_by_offsets(texts, ragged(starts), ragged(ends))  # (B, (N))
+    pieces = tf_text.ByteSplitter().split_by_offsets(
+        texts, ragged(starts), ragged(ends)
+    )  # (B, (N))
     return tf.reshape(pieces.flat_values, shape)
 
 
@@ -164,18 +183,28 @@ def entity_outputs(texts, entities, types):
         texts: string [B]. entities: dict from `decode_iob2`. types: list of str, `entity_types`.
     """
     row = entities["row"]  # (E,) in text order
-    size = tf.size(texts)  # (One segment more: TFLite's segment sum over no segments answers a malformed tensor.)
+    size = tf.size(
+        texts
+    )  # (One segment more: TFLite's segment sum over no segments answers a malformed tensor.)
     count = tf.math.unsorted_segment_sum(tf.ones_like(row), row, size + 1)[:size]  # (B,)
     position = tf.range(tf.reduce_max(tf.concat([count, [0]], 0)))[tf.newaxis, :]  # (1, E_max)
     inside = position < count[:, tf.newaxis]  # (B, E_max)
-    index = tf.where(inside, tf.cumsum(count, exclusive=True)[:, tf.newaxis] + position, tf.size(row))  # (B, E_max)
+    index = tf.where(
+        inside, tf.cumsum(count, exclusive=True)[:, tf.newaxis] + position, tf.size(row)
+    )  # (B, E_max)
 
     def padded(values, pad):  # (E,) -> (B, E_max): the row's entities, then `pad`.
         return tf.gather(tf.concat([values, [pad]], 0), index)
 
     start, end = padded(entities["start"], 0), padded(entities["end"], 0)  # (B, E_max) bytes
     rows = tf.broadcast_to(tf.range(tf.size(texts))[:, tf.newaxis], tf.shape(index))  # (B, E_max)
-    start_char, end_char = (tf.where(inside, c, PAD_OFFSET) for c in char_offsets(texts, rows, start, end))
-    return {"entity_text": substrings(texts, start, end),
-            "entity_type": tf.gather(tf.constant(types + [""]), padded(entities["type"], len(types))),
-            "start_char": start_char, "end_char": end_char, "entity_count": count}
+    start_char, end_char = (
+        tf.where(inside, c, PAD_OFFSET) for c in char_offsets(texts, rows, start, end)
+    )
+    return {
+        "entity_text": substrings(texts, start, end),
+        "entity_type": tf.gather(tf.constant(types + [""]), padded(entities["type"], len(types))),
+        "start_char": start_char,
+        "end_char": end_char,
+        "entity_count": count,
+    }

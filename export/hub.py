@@ -69,11 +69,16 @@ def export_hub(model_dir, export_dir, version=None, seq_length=None, mlm=None):
     encoder, encoder_signatures = encoder_module(source.encoder, source.pretrainer)
     texts = tf.constant(PROBE_TEXTS)
     with eagerly():
-        probes = dict(preprocessor_signatures["serving_default"](texts), text=texts,
-                      masked_lm_positions=tf.zeros([len(PROBE_TEXTS), 2], tf.int32))
+        probes = dict(
+            preprocessor_signatures["serving_default"](texts),
+            text=texts,
+            masked_lm_positions=tf.zeros([len(PROBE_TEXTS), 2], tf.int32),
+        )
     with versions.new_version(export_dir, version) as (tmp, final):
-        for name, module, signatures in ((PREPROCESSOR_DIR, preprocessor, preprocessor_signatures),
-                                         (ENCODER_DIR, encoder, encoder_signatures)):
+        for name, module, signatures in (
+            (PREPROCESSOR_DIR, preprocessor, preprocessor_signatures),
+            (ENCODER_DIR, encoder, encoder_signatures),
+        ):
             path = os.path.join(tmp, name)
             tf.saved_model.save(module, path, signatures=signatures)
             ops.check_ops(path)
@@ -83,11 +88,14 @@ def export_hub(model_dir, export_dir, version=None, seq_length=None, mlm=None):
 
 # === Preprocessor ===
 
+
 def preprocessor_module(tokenizer, seq_length):
     """(object, signatures): `__call__`, `tokenize` (with `get_special_tokens_dict`) and
     `bert_pack_inputs`, as TF Hub's BERT preprocessors; serving_default is `__call__`."""
     special = special_tokens(tokenizer)
-    is_suffix = tf.constant([t.startswith("##") and t != "##" for t in tokenizer.vocabulary])  # (V,)
+    is_suffix = tf.constant(
+        [t.startswith("##") and t != "##" for t in tokenizer.vocabulary]
+    )  # (V,)
 
     @tf.function(input_signature=text_specs(["text"]))
     def tokenize(text):
@@ -99,8 +107,12 @@ def preprocessor_module(tokenizer, seq_length):
 
     for ragged_rank in (1, 2):
         for num_segments in (1, 2):
-            spec = tf.RaggedTensorSpec([None] * (ragged_rank + 1), tf.int32, ragged_rank=ragged_rank)
-            bert_pack_inputs.get_concrete_function([spec] * num_segments, seq_length=tf.TensorSpec([], tf.int32))
+            spec = tf.RaggedTensorSpec(
+                [None] * (ragged_rank + 1), tf.int32, ragged_rank=ragged_rank
+            )
+            bert_pack_inputs.get_concrete_function(
+                [spec] * num_segments, seq_length=tf.TensorSpec([], tf.int32)
+            )
 
     @tf.function(input_signature=text_specs(["text"]))
     def preprocess(text):
@@ -112,7 +124,8 @@ def preprocessor_module(tokenizer, seq_length):
     root.tokenize.__call__ = tokenize
     root.tokenize.get_special_tokens_dict = _Trackable()
     root.tokenize.get_special_tokens_dict.__call__ = tf.function(
-        lambda: {k: tf.constant(v, tf.int32) for k, v in special.items()}, input_signature=[])
+        lambda: {k: tf.constant(v, tf.int32) for k, v in special.items()}, input_signature=[]
+    )
     root.bert_pack_inputs = _Trackable()
     root.bert_pack_inputs.__call__ = bert_pack_inputs
     return root, {"serving_default": preprocess}
@@ -120,9 +133,13 @@ def preprocessor_module(tokenizer, seq_length):
 
 def special_tokens(tokenizer):
     """TF Hub's special-token dict (Python ints) of a `BertTokenizer`."""
-    return {"vocab_size": tokenizer.vocab_size, "padding_id": tokenizer.pad_id,
-            "start_of_sequence_id": tokenizer.cls_id, "end_of_segment_id": tokenizer.sep_id,
-            "mask_id": tokenizer.mask_id}
+    return {
+        "vocab_size": tokenizer.vocab_size,
+        "padding_id": tokenizer.pad_id,
+        "start_of_sequence_id": tokenizer.cls_id,
+        "end_of_segment_id": tokenizer.sep_id,
+        "mask_id": tokenizer.mask_id,
+    }
 
 
 def word_pieces(ids, is_suffix):
@@ -132,7 +149,9 @@ def word_pieces(ids, is_suffix):
     starts = tf.cast(tf.logical_not(tf.gather(is_suffix, pieces)), tf.int64)  # (T_all,)
     word = tf.cumsum(starts) - 1  # (T_all,) word index of each piece
     words = tf.RaggedTensor.from_value_rowids(pieces, word, nrows=tf.reduce_sum(starts))  # (W, (P))
-    per_text = tf.math.unsorted_segment_sum(starts, row_ids(ids), ids.nrows())  # (B,); linear memory
+    per_text = tf.math.unsorted_segment_sum(
+        starts, row_ids(ids), ids.nrows()
+    )  # (B,); linear memory
     return tf.RaggedTensor.from_row_lengths(words, per_text)
 
 
@@ -156,8 +175,11 @@ def pack_segments(segments, seq_length, special):
     budget = tf.maximum(seq_length - len(segments) - 1, 0)
     # For two segments the round-robin rule keeps what the original longest-first one keeps
     # (tests/export compare it with tensorflow-text's RoundRobinTrimmer).
-    kept = [tf.minimum(lengths[0], budget)] if len(segments) == 1 else \
-        list(longest_first_lengths(lengths[0], lengths[1], budget))
+    kept = (
+        [tf.minimum(lengths[0], budget)]
+        if len(segments) == 1
+        else list(longest_first_lengths(lengths[0], lengths[1], budget))
+    )
     pos = tf.range(seq_length)[tf.newaxis, :]  # (1, S)
     ids = tf.fill([tf.size(lengths[0]), seq_length], special["padding_id"])  # (B, S)
     ids = tf.where(pos == 0, special["start_of_sequence_id"], ids)
@@ -169,7 +191,9 @@ def pack_segments(segments, seq_length, special):
         inside = (local >= 0) & (local < keep)
         values = tf.concat([tf.cast(segment.values, tf.int32), [0]], axis=0)  # never empty
         source = tf.cast(segment.row_starts(), tf.int32)[:, tf.newaxis] + local
-        ids = tf.where(inside, tf.gather(values, tf.clip_by_value(source, 0, tf.size(values) - 1)), ids)
+        ids = tf.where(
+            inside, tf.gather(values, tf.clip_by_value(source, 0, tf.size(values) - 1)), ids
+        )
         ids = tf.where(local == keep, special["end_of_segment_id"], ids)
         types = tf.where((local >= 0) & (local <= keep), index, types)
         start += keep + 1
@@ -178,6 +202,7 @@ def pack_segments(segments, seq_length, special):
 
 
 # === Encoder ===
+
 
 def encoder_module(encoder, pretrainer=None):
     """(object, signatures): `__call__(inputs, training=False)`, `mlm` with a pre-training head,
@@ -190,26 +215,44 @@ def encoder_module(encoder, pretrainer=None):
         sequence = tf.cast(outputs["sequence_output"], tf.float32)  # (B, S, H)
         pooled = tf.cast(outputs["pooled_output"], tf.float32)  # (B, H)
         layers = [tf.cast(x, tf.float32) for x in outputs["encoder_outputs"]]  # L x (B, S, H)
-        return {"sequence_output": sequence, "pooled_output": pooled, "default": pooled, "encoder_outputs": layers}
+        return {
+            "sequence_output": sequence,
+            "pooled_output": pooled,
+            "default": pooled,
+            "encoder_outputs": layers,
+        }
 
     root.__call__ = tf.function(lambda inputs, training=False: encode(inputs, training))
     _trace_training(root.__call__, specs)
-    signatures = {"serving_default": tf.function(lambda inputs: _tensors(encode(inputs, False)),
-                                                 input_signature=[specs])}
+    signatures = {
+        "serving_default": tf.function(
+            lambda inputs: _tensors(encode(inputs, False)), input_signature=[specs]
+        )
+    }
     if pretrainer is not None:
         head = pretrainer.masked_lm_head
-        root.mlm = _with_variables(_Trackable(), _unique(encoder.variables + head.variables),
-                                   _unique(encoder.trainable_variables + head.trainable_variables))
+        root.mlm = _with_variables(
+            _Trackable(),
+            _unique(encoder.variables + head.variables),
+            _unique(encoder.trainable_variables + head.trainable_variables),
+        )
 
         def mlm(inputs, training=False):
             outputs = encode({k: inputs[k] for k in specs}, training)
-            logits = head(outputs["sequence_output"], inputs["masked_lm_positions"], training=training)
+            logits = head(
+                outputs["sequence_output"], inputs["masked_lm_positions"], training=training
+            )
             return dict(outputs, mlm_logits=tf.cast(logits, tf.float32))  # (B, P, V)
 
-        mlm_specs = dict(specs, masked_lm_positions=tf.TensorSpec([None, None], tf.int32, name="masked_lm_positions"))
+        mlm_specs = dict(
+            specs,
+            masked_lm_positions=tf.TensorSpec([None, None], tf.int32, name="masked_lm_positions"),
+        )
         root.mlm.__call__ = tf.function(mlm)
         _trace_training(root.mlm.__call__, mlm_specs)
-        signatures["mlm"] = tf.function(lambda inputs: _tensors(mlm(inputs)), input_signature=[mlm_specs])
+        signatures["mlm"] = tf.function(
+            lambda inputs: _tensors(mlm(inputs)), input_signature=[mlm_specs]
+        )
     return root, signatures
 
 

@@ -33,7 +33,9 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 TF_SERVING_TEXT_VERSION = "2.12.1"
 # tensorflow-text ops that tensorflow-text 2.12.1 does not have.
-NEWER_TEXT_OPS = frozenset({"TFText>RoundRobinTrim", "TFText>RoundRobinGenerateMasks", "TFText>Utf8Binarize"})
+NEWER_TEXT_OPS = frozenset(
+    {"TFText>RoundRobinTrim", "TFText>RoundRobinGenerateMasks", "TFText>Utf8Binarize"}
+)
 PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
 LIBRARIES = ("tensorflow", "tensorflow-text", "python", "unknown")
 
@@ -78,8 +80,10 @@ def list_ops(saved_model_dir, signature=None):
         nodes += [(name, n) for name, f in functions.items() for n in f.node_def]
     else:
         if signature not in meta_graph.signature_def:
-            raise KeyError(f"{saved_model_dir} has no signature {signature!r}; it has "
-                           f"{sorted(meta_graph.signature_def)}.")
+            raise KeyError(
+                f"{saved_model_dir} has no signature {signature!r}; it has "
+                f"{sorted(meta_graph.signature_def)}."
+            )
         outputs = meta_graph.signature_def[signature].outputs.values()
         nodes = _reachable_nodes([t.name for t in outputs], graph, functions)
     found = {}
@@ -100,10 +104,14 @@ def check_ops(saved_model_dir):
         elif op.library == "unknown":
             reason = "is registered by neither TensorFlow nor tensorflow-text"
         elif op.name in NEWER_TEXT_OPS:
-            reason = f"is newer than the tensorflow-text {TF_SERVING_TEXT_VERSION} that TF Serving links"
+            reason = (
+                f"is newer than the tensorflow-text {TF_SERVING_TEXT_VERSION} that TF Serving links"
+            )
         else:
             continue
-        where = ", ".join(op.nodes[:3]) + (f" and {len(op.nodes) - 3} more" if len(op.nodes) > 3 else "")
+        where = ", ".join(op.nodes[:3]) + (
+            f" and {len(op.nodes) - 3} more" if len(op.nodes) > 3 else ""
+        )
         problems.append(f"op {op.name} {reason}; made by node {where}")
     if problems:
         raise OpCheckError(f"{saved_model_dir} cannot be served: " + "; ".join(problems) + ".")
@@ -111,7 +119,7 @@ def check_ops(saved_model_dir):
 
 
 def library_of(op_name):
-    """"tensorflow", "tensorflow-text", "python" or "unknown" for an op type."""
+    """ "tensorflow", "tensorflow-text", "python" or "unknown" for an op type."""
     if op_name in PYTHON_OPS:
         return "python"
     if op_name in text_ops():
@@ -121,7 +129,7 @@ def library_of(op_name):
     return "unknown"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def text_ops():
     """The op types the installed tensorflow-text registers: op name -> its library file."""
     from tensorflow.python.client import pywrap_tf_session
@@ -130,7 +138,9 @@ def text_ops():
     if spec is None:
         return {}
     names = {}
-    for path in sorted(glob.glob(os.path.join(spec.submodule_search_locations[0], "python", "ops", "_*.so"))):
+    for path in sorted(
+        glob.glob(os.path.join(spec.submodule_search_locations[0], "python", "ops", "_*.so"))
+    ):
         handle = pywrap_tf_session.TF_LoadLibrary(path)
         try:
             op_list = op_def_pb2.OpList.FromString(pywrap_tf_session.TF_GetOpList(handle))

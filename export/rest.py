@@ -36,8 +36,10 @@ def predict(signatures, body):
     """
     name = body.get("signature_name", "serving_default")
     if name not in signatures:
-        raise ValueError(f"Serving signature name: {name!r} not found in signature def; "
-                         f"signatures: {sorted(signatures)}.")
+        raise ValueError(
+            f"Serving signature name: {name!r} not found in signature def; "
+            f"signatures: {sorted(signatures)}."
+        )
     function = signatures[name]
     specs = function.structured_input_signature[1]  # {name: TensorSpec}
     row_format, inputs = request_tensors(body, specs)
@@ -56,7 +58,9 @@ def request_tensors(body, specs):
         ValueError: neither or both formats, missing or unknown inputs, ragged rows.
     """
     if ("instances" in body) == ("inputs" in body):
-        raise ValueError('A request needs exactly one of "instances" (row format) or "inputs" (columnar format).')
+        raise ValueError(
+            'A request needs exactly one of "instances" (row format) or "inputs" (columnar format).'
+        )
     names = sorted(specs)
     if "instances" in body:
         instances = body["instances"]
@@ -76,7 +80,9 @@ def request_tensors(body, specs):
         row_format = True
     else:
         inputs = body["inputs"]
-        columns = inputs if isinstance(inputs, dict) else {names[0]: inputs} if len(names) == 1 else None
+        columns = (
+            inputs if isinstance(inputs, dict) else {names[0]: inputs} if len(names) == 1 else None
+        )
         if columns is None or set(columns) != set(names):
             raise ValueError(f'"inputs" must hold the inputs {names}.')
         row_format = False
@@ -91,7 +97,9 @@ def response_body(outputs, row_format):
     batch = len(next(iter(values.values()))) if values else 0
     if len(values) == 1:
         return {"predictions": next(iter(values.values()))}
-    return {"predictions": [{name: value[i] for name, value in values.items()} for i in range(batch)]}
+    return {
+        "predictions": [{name: value[i] for name, value in values.items()} for i in range(batch)]
+    }
 
 
 def _to_array(value, dtype, name):
@@ -112,14 +120,22 @@ def _decode_strings(value):
         return base64.b64decode(value["b64"])
     if isinstance(value, str):
         return value.encode("utf-8")
-    raise ValueError(f"Expected a string or {{\"b64\": ...}}, got {value!r}.")
+    raise ValueError(f'Expected a string or {{"b64": ...}}, got {value!r}.')
 
 
 def _to_json(value, binary):
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "OS":
-            return [_to_json(v, binary) for v in value] if value.ndim else _to_json(value.item(), binary)
+            return (
+                [_to_json(v, binary) for v in value]
+                if value.ndim
+                else _to_json(value.item(), binary)
+            )
         return value.tolist()
     if isinstance(value, bytes):
-        return {"b64": base64.b64encode(value).decode("ascii")} if binary else value.decode("utf-8", "replace")
+        return (
+            {"b64": base64.b64encode(value).decode("ascii")}
+            if binary
+            else value.decode("utf-8", "replace")
+        )
     return value

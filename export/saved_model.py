@@ -55,7 +55,9 @@ def write_saved_model(source, export_dir, version=None):
     module = serving_module(source, signatures)
     with versions.new_version(export_dir, version) as (tmp, final):
         tf.saved_model.save(module, tmp, signatures=signatures)
-        text_ops = sorted(o.name for o in ops.check_ops(tmp).values() if o.library == "tensorflow-text")
+        text_ops = sorted(
+            o.name for o in ops.check_ops(tmp).values() if o.library == "tensorflow-text"
+        )
         verify_reload(tmp, signatures, probe_inputs(signatures))
         write_extra(tmp, source, signatures, text_ops)
     return final
@@ -64,7 +66,9 @@ def write_saved_model(source, export_dir, version=None):
 def serving_module(source, functions):
     """A tf.Module holding the model's variables and the functions (also as attributes)."""
     module = tf.Module()
-    module.model_variables = list((source.model if source.model is not None else source.encoder).variables)
+    module.model_variables = list(
+        (source.model if source.model is not None else source.encoder).variables
+    )
     for name, function in functions.items():
         setattr(module, name, function)
     return module
@@ -79,12 +83,17 @@ def probe_inputs(functions):
     for function in functions.values():
         for spec in tf.nest.flatten(function.input_signature):
             if spec.dtype == tf.string:
-                columns = [tf.roll(texts, i, 0) for i in range(spec.shape[1] if spec.shape.rank == 2 else 1)]
+                columns = [
+                    tf.roll(texts, i, 0)
+                    for i in range(spec.shape[1] if spec.shape.rank == 2 else 1)
+                ]
                 probes[spec.name] = tf.stack(columns, 1) if spec.shape.rank == 2 else texts
     if "preprocess" in functions:
         spec = functions["preprocess"].input_signature
         with eagerly():
-            probes.update(functions["preprocess"](*tf.nest.map_structure(lambda s: probes[s.name], spec)))
+            probes.update(
+                functions["preprocess"](*tf.nest.map_structure(lambda s: probes[s.name], spec))
+            )
     return probes
 
 
@@ -114,9 +123,15 @@ def verify_reload(path, functions, probes, atol=1e-5):
         got = loaded.signatures[name](**kwargs)
         for key, value in want.items():
             a, b = np.asarray(got[key]), np.asarray(value)
-            same = np.allclose(a, b, atol=atol, rtol=0) if a.dtype.kind == "f" else np.array_equal(a, b)
+            same = (
+                np.allclose(a, b, atol=atol, rtol=0)
+                if a.dtype.kind == "f"
+                else np.array_equal(a, b)
+            )
             if a.shape != b.shape or not same:
-                raise AssertionError(f"{path}: signature {name} output {key} differs after reloading.")
+                raise AssertionError(
+                    f"{path}: signature {name} output {key} differs after reloading."
+                )
 
 
 @contextlib.contextmanager
@@ -134,10 +149,17 @@ def write_extra(path, source, functions, text_ops):
     """assets.extra/task.json (task facts and the export's signatures and text ops) and vocab.txt."""
     extra = os.path.join(path, EXTRA_DIR)
     tf.io.gfile.makedirs(extra)
-    signatures = {name: [s.name for s in tf.nest.flatten(f.input_signature)] for name, f in functions.items()}
-    info = dict(source.info, seq_length=source.seq_length, kind=source.kind, signatures=signatures,
-                tensorflow_text_ops=text_ops, tensorflow_version=tf.__version__)
+    signatures = {
+        name: [s.name for s in tf.nest.flatten(f.input_signature)] for name, f in functions.items()
+    }
+    info = dict(
+        source.info,
+        seq_length=source.seq_length,
+        kind=source.kind,
+        signatures=signatures,
+        tensorflow_text_ops=text_ops,
+        tensorflow_version=tf.__version__,
+    )
     with tf.io.gfile.GFile(os.path.join(extra, "task.json"), "w") as f:
         f.write(json.dumps(info, indent=1))
     write_vocabulary(source.tokenizer.vocabulary, os.path.join(extra, "vocab.txt"))
-

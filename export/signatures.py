@@ -21,14 +21,21 @@ Dimensions: B batch, S sequence, H hidden, C classes, K choices, E entities, W w
 import tensorflow as tf
 
 from keras_bert.export import entities, spans
-from keras_bert.export.text_inputs import TextPacker, encoder_input_specs, text_specs, trim_to_longest
+from keras_bert.export.text_inputs import (
+    TextPacker,
+    encoder_input_specs,
+    text_specs,
+    trim_to_longest,
+)
 
 
 def model_outputs(source, inputs):
     """The task model's (or the encoder's) tensor outputs in inference mode, as float32."""
     model = source.model if source.model is not None else source.encoder
     outputs = model(inputs, training=False)
-    return {name: tf.cast(value, tf.float32) for name, value in outputs.items() if tf.is_tensor(value)}
+    return {
+        name: tf.cast(value, tf.float32) for name, value in outputs.items() if tf.is_tensor(value)
+    }
 
 
 def text_signatures(source, answer):
@@ -57,7 +64,11 @@ def text_signatures(source, answer):
         inputs = preprocess(*texts)  # (B, S): padded to the batch's longest row only.
         return answer(inputs, predict_ids(inputs))
 
-    return {"serving_default": serving_default, "preprocess": preprocess, "predict_ids": predict_ids}
+    return {
+        "serving_default": serving_default,
+        "preprocess": preprocess,
+        "predict_ids": predict_ids,
+    }
 
 
 def classification(source):
@@ -67,7 +78,11 @@ def classification(source):
     def answer(inputs, outputs):
         probabilities = tf.nn.softmax(outputs["logits"], axis=-1)  # (B, C)
         label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)  # (B,)
-        return {"label": tf.gather(labels, label_id), "label_id": label_id, "probabilities": probabilities}
+        return {
+            "label": tf.gather(labels, label_id),
+            "label_id": label_id,
+            "probabilities": probabilities,
+        }
 
     return text_signatures(source, answer)
 
@@ -79,9 +94,14 @@ def regression(source):
 
 def encoder(source):
     """`pooled_output` [B, H], `sequence_output` [B, S, H] and its `input_mask` [B, S]."""
-    return text_signatures(source, lambda inputs, outputs: {
-        "pooled_output": outputs["pooled_output"], "sequence_output": outputs["sequence_output"],
-        "input_mask": inputs["input_mask"]})
+    return text_signatures(
+        source,
+        lambda inputs, outputs: {
+            "pooled_output": outputs["pooled_output"],
+            "sequence_output": outputs["sequence_output"],
+            "input_mask": inputs["input_mask"],
+        },
+    )
 
 
 def token_classification(source):
@@ -112,9 +132,15 @@ def token_classification(source):
         words = {k: tf.boolean_mask(v, tagged) for k, v in words.items()}
         position = tf.stack([words["row"], words["piece"] + 1], 1)  # (W, 2): after [CLS]
         tag = tf.argmax(tf.gather_nd(logits, position), axis=-1, output_type=tf.int32)  # (W,)
-        return entities.entity_outputs(text, entities.decode_iob2(words, tag, labels), entities.entity_types(labels))
+        return entities.entity_outputs(
+            text, entities.decode_iob2(words, tag, labels), entities.entity_types(labels)
+        )
 
-    return {"serving_default": serving_default, "preprocess": preprocess, "predict_ids": predict_ids}
+    return {
+        "serving_default": serving_default,
+        "preprocess": preprocess,
+        "predict_ids": predict_ids,
+    }
 
 
 def multiple_choice(source):
@@ -123,24 +149,44 @@ def multiple_choice(source):
     [B, K]. `preprocess` gives encoder inputs [B, K, S], `predict_ids` the `logits` [B, K]."""
     packer = TextPacker(source.tokenizer, source.seq_length)
     k = int(source.info["num_choices"])
-    texts_spec = [tf.TensorSpec([None], tf.string, name="context"), tf.TensorSpec([None, k], tf.string, name="endings")]
+    texts_spec = [
+        tf.TensorSpec([None], tf.string, name="context"),
+        tf.TensorSpec([None, k], tf.string, name="endings"),
+    ]
 
-    @tf.function(input_signature=[{name: tf.TensorSpec([None, k, None], tf.int32, name=name)
-                                   for name in encoder_input_specs()}])
+    @tf.function(
+        input_signature=[
+            {
+                name: tf.TensorSpec([None, k, None], tf.int32, name=name)
+                for name in encoder_input_specs()
+            }
+        ]
+    )
     def predict_ids(inputs):
         return model_outputs(source, inputs)
 
     @tf.function(input_signature=texts_spec)
     def preprocess(context, endings):
         inputs = packer(tf.repeat(context, k), tf.reshape(endings, [-1]))  # (B*K, S)
-        return {name: tf.reshape(v, [-1, k, tf.shape(v)[1]]) for name, v in inputs.items()}  # (B, K, S)
+        return {
+            name: tf.reshape(v, [-1, k, tf.shape(v)[1]]) for name, v in inputs.items()
+        }  # (B, K, S)
 
     @tf.function(input_signature=texts_spec)
     def serving_default(context, endings):
-        probabilities = tf.nn.softmax(predict_ids(preprocess(context, endings))["logits"], axis=-1)  # (B, K)
-        return {"choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32), "probabilities": probabilities}
+        probabilities = tf.nn.softmax(
+            predict_ids(preprocess(context, endings))["logits"], axis=-1
+        )  # (B, K)
+        return {
+            "choice": tf.argmax(probabilities, axis=-1, output_type=tf.int32),
+            "probabilities": probabilities,
+        }
 
-    return {"serving_default": serving_default, "preprocess": preprocess, "predict_ids": predict_ids}
+    return {
+        "serving_default": serving_default,
+        "preprocess": preprocess,
+        "predict_ids": predict_ids,
+    }
 
 
 def span(source):
@@ -152,13 +198,24 @@ def span(source):
     (settings from task.json). `preprocess` gives the encoder inputs of every window [W, S] and
     its question's `example_index` int32 [W]; `predict_ids` the `start_logits`, `end_logits`."""
     info = source.info
-    seq_length, doc_stride, max_query = source.seq_length, int(info["doc_stride"]), int(info["max_query_length"])
+    seq_length, doc_stride, max_query = (
+        source.seq_length,
+        int(info["doc_stride"]),
+        int(info["max_query_length"]),
+    )
     least_room = seq_length - max_query - 3
     if least_room < 1:
-        raise ValueError(f"seq_length {seq_length} leaves no room for the context after {max_query} question tokens "
-                         f"(max_query_length): export with a longer seq_length.")
-    reach = -(-(seq_length - 3) // min(doc_stride, least_room))  # Windows holding one token are fewer apart.
-    version_2, threshold = info.get("squad_version") == "2.0", float(info.get("null_score_diff_threshold", 0.0))
+        raise ValueError(
+            f"seq_length {seq_length} leaves no room for the context after {max_query} question tokens "
+            f"(max_query_length): export with a longer seq_length."
+        )
+    reach = -(
+        -(seq_length - 3) // min(doc_stride, least_room)
+    )  # Windows holding one token are fewer apart.
+    version_2, threshold = (
+        info.get("squad_version") == "2.0",
+        float(info.get("null_score_diff_threshold", 0.0)),
+    )
     texts_spec = text_specs(["question", "context"])
 
     @tf.function(input_signature=[encoder_input_specs()])
@@ -167,40 +224,74 @@ def span(source):
 
     @tf.function(input_signature=texts_spec)
     def preprocess(question, context):
-        inputs, windows, _ = spans.pack_windows(source.tokenizer, question, context, seq_length, doc_stride, max_query)
+        inputs, windows, _ = spans.pack_windows(
+            source.tokenizer, question, context, seq_length, doc_stride, max_query
+        )
         return dict(inputs, example_index=windows["example"])
 
     @tf.function(input_signature=texts_spec)
     def serving_default(question, context):
         inputs, windows, (_, starts, ends) = spans.pack_windows(
-            source.tokenizer, question, context, seq_length, doc_stride, max_query)
+            source.tokenizer, question, context, seq_length, doc_stride, max_query
+        )
         logits = predict_ids(inputs)  # (W, S) each
-        best = spans.best_spans(windows, logits["start_logits"], logits["end_logits"], int(info["n_best_size"]),
-                                int(info["max_answer_length"]), reach, seq_length)  # (B,) each
+        best = spans.best_spans(
+            windows,
+            logits["start_logits"],
+            logits["end_logits"],
+            int(info["n_best_size"]),
+            int(info["max_answer_length"]),
+            reach,
+            seq_length,
+        )  # (B,) each
         answer = {}
         has_answer = best["found"]
         if version_2:
-            null = spans.null_scores(windows, logits["start_logits"], logits["end_logits"])  # (B,) pair
-            null_odds = tf.where(best["found"], (null[0] - best["score"][0]) + (null[1] - best["score"][1]), null[0])
+            null = spans.null_scores(
+                windows, logits["start_logits"], logits["end_logits"]
+            )  # (B,) pair
+            null_odds = tf.where(
+                best["found"], (null[0] - best["score"][0]) + (null[1] - best["score"][1]), null[0]
+            )
             if int(info["n_best_size"]) == 1:  # The null answer then takes the only n-best slot.
                 has_answer &= spans.at_most(null, best["score"])
             has_answer &= null_odds <= threshold
             answer["null_odds"] = null_odds
         byte_start, byte_end = spans.span_bytes(starts, ends, best, has_answer)  # (B,) each
         row = tf.range(tf.size(question))
-        char = [tf.where(has_answer, c, entities.PAD_OFFSET)
-                for c in entities.char_offsets(context, row, byte_start, byte_end)]
-        text = entities.substrings(context, byte_start[:, tf.newaxis], byte_end[:, tf.newaxis])  # (B, 1)
+        char = [
+            tf.where(has_answer, c, entities.PAD_OFFSET)
+            for c in entities.char_offsets(context, row, byte_start, byte_end)
+        ]
+        text = entities.substrings(
+            context, byte_start[:, tf.newaxis], byte_end[:, tf.newaxis]
+        )  # (B, 1)
         text = tf.reshape(text, [-1])  # (B,) (TFLite slices no strings)
-        return dict(answer, answer=text, start_char=char[0], end_char=char[1], score=best["score"][0],
-                    has_answer=has_answer)
+        return dict(
+            answer,
+            answer=text,
+            start_char=char[0],
+            end_char=char[1],
+            score=best["score"][0],
+            has_answer=has_answer,
+        )
 
-    return {"serving_default": serving_default, "preprocess": preprocess, "predict_ids": predict_ids}
+    return {
+        "serving_default": serving_default,
+        "preprocess": preprocess,
+        "predict_ids": predict_ids,
+    }
 
 
 # task.json `problem` (or "encoder") -> builder.
-BUILDERS = {"classification": classification, "regression": regression, "encoder": encoder,
-            "token_classification": token_classification, "multiple_choice": multiple_choice, "span": span}
+BUILDERS = {
+    "classification": classification,
+    "regression": regression,
+    "encoder": encoder,
+    "token_classification": token_classification,
+    "multiple_choice": multiple_choice,
+    "span": span,
+}
 
 
 def build_signatures(source):
@@ -210,6 +301,8 @@ def build_signatures(source):
         ValueError: no builder for the kind (naming the known ones).
     """
     if source.kind not in BUILDERS:
-        raise ValueError(f"No serving signatures for {source.kind!r} models ({source.path}); "
-                         f"kinds: {', '.join(BUILDERS)}.")
+        raise ValueError(
+            f"No serving signatures for {source.kind!r} models ({source.path}); "
+            f"kinds: {', '.join(BUILDERS)}."
+        )
     return BUILDERS[source.kind](source)

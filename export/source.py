@@ -78,8 +78,10 @@ def load_source(path, seq_length=None, mlm=None):
     if directory is not None:
         source = _load_task_model(directory, seq_length)
         if mlm:
-            raise ValueError(f"{directory} is a fine-tuned {source.info.get('task')} model: it has no masked-LM "
-                             f"head (export the pre-trained checkpoint for mlm).")
+            raise ValueError(
+                f"{directory} is a fine-tuned {source.info.get('task')} model: it has no masked-LM "
+                f"head (export the pre-trained checkpoint for mlm)."
+            )
         return source
     return _load_encoder(path, seq_length, mlm)
 
@@ -88,21 +90,45 @@ def _load_task_model(directory, seq_length):
     model, info, vocab_file = task_model.load_task_model(directory)
     tokenizer = BertTokenizer(vocab_file, lower_case=info["lower_case"])
     encoder = model.encoder
-    return ExportSource(kind=info["problem"], tokenizer=tokenizer, encoder=encoder, model=model, info=info,
-                        seq_length=_seq_length(seq_length or info["seq_length"], encoder), path=directory)
+    return ExportSource(
+        kind=info["problem"],
+        tokenizer=tokenizer,
+        encoder=encoder,
+        model=model,
+        info=info,
+        seq_length=_seq_length(seq_length or info["seq_length"], encoder),
+        path=directory,
+    )
 
 
 def _load_encoder(path, seq_length, mlm):
     init = checkpoints.load_init_checkpoint(path)
     pretrainer = _load_pretrainer(path, init) if mlm is not False else None
     if mlm and pretrainer is None:
-        raise ValueError(f"{path} has no masked-LM head (cls/predictions); export it with mlm=None or False.")
+        raise ValueError(
+            f"{path} has no masked-LM head (cls/predictions); export it with mlm=None or False."
+        )
     encoder = pretrainer.encoder if pretrainer is not None else init.encoder
-    seq_length = _seq_length(seq_length or min(DEFAULT_SEQ_LENGTH, encoder.config.max_position_embeddings), encoder)
-    info = {"task": None, "problem": "encoder", "seq_length": seq_length, "lower_case": init.lower_case,
-            "text_inputs": ["text"], "checkpoint_format": init.format}
-    return ExportSource(kind="encoder", tokenizer=BertTokenizer(init.vocabulary, lower_case=init.lower_case),
-                        seq_length=seq_length, encoder=encoder, pretrainer=pretrainer, info=info, path=path)
+    seq_length = _seq_length(
+        seq_length or min(DEFAULT_SEQ_LENGTH, encoder.config.max_position_embeddings), encoder
+    )
+    info = {
+        "task": None,
+        "problem": "encoder",
+        "seq_length": seq_length,
+        "lower_case": init.lower_case,
+        "text_inputs": ["text"],
+        "checkpoint_format": init.format,
+    }
+    return ExportSource(
+        kind="encoder",
+        tokenizer=BertTokenizer(init.vocabulary, lower_case=init.lower_case),
+        seq_length=seq_length,
+        encoder=encoder,
+        pretrainer=pretrainer,
+        info=info,
+        path=path,
+    )
 
 
 def _load_pretrainer(path, init):
@@ -116,6 +142,12 @@ def _load_pretrainer(path, init):
 
 def _seq_length(seq_length, encoder):
     limit = encoder.config.max_position_embeddings
-    if isinstance(seq_length, bool) or not isinstance(seq_length, int) or not 2 <= seq_length <= limit:
-        raise ValueError(f"seq_length must be an int in [2, {limit}] (max_position_embeddings), got {seq_length!r}.")
+    if (
+        isinstance(seq_length, bool)
+        or not isinstance(seq_length, int)
+        or not 2 <= seq_length <= limit
+    ):
+        raise ValueError(
+            f"seq_length must be an int in [2, {limit}] (max_position_embeddings), got {seq_length!r}."
+        )
     return seq_length

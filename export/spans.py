@@ -49,27 +49,50 @@ def pack_windows(tokenizer, question, context, seq_length, doc_stride, max_query
     query_length = tf.minimum(tf.cast(query.row_lengths(), tf.int32), max_query_length)  # (B,)
     num_tokens = tf.cast(ids.row_lengths(), tf.int32)  # (B,)
     room = seq_length - query_length - 3  # (B,) >= 1: checked when the export is built
-    step = tf.minimum(room, doc_stride)  # (B,) a window of `room` tokens ends before the next starts
-    count = (tf.maximum(num_tokens - room, 0) + step - 1) // step + 1  # (B,) one window for an empty context
+    step = tf.minimum(
+        room, doc_stride
+    )  # (B,) a window of `room` tokens ends before the next starts
+    count = (
+        tf.maximum(num_tokens - room, 0) + step - 1
+    ) // step + 1  # (B,) one window for an empty context
     first = tf.cumsum(count, exclusive=True)  # (B,) the first window of each example
     example = _segment_ids(first, tf.reduce_sum(count))  # (W,)
-    start = (tf.range(tf.size(example)) - tf.gather(first, example)) * tf.gather(step, example)  # (W,)
+    start = (tf.range(tf.size(example)) - tf.gather(first, example)) * tf.gather(
+        step, example
+    )  # (W,)
     length = tf.minimum(tf.gather(num_tokens, example) - start, tf.gather(room, example))  # (W,)
     offset = tf.gather(query_length, example) + 2  # (W,)
     total = offset + length + 1  # (W,)
     width = tf.maximum(tf.reduce_max(total), MIN_LENGTH)
     pos = tf.range(width)[tf.newaxis, :]  # (1, S)
     offset_, end_ = offset[:, tf.newaxis], (offset + length)[:, tf.newaxis]  # (W, 1)
-    query_index = tf.gather(tf.cast(query.row_splits, tf.int32), example)[:, tf.newaxis] + pos - 1  # (W, S)
-    context_index = (tf.gather(tf.cast(ids.row_splits, tf.int32), example) + start - offset)[:, tf.newaxis] + pos
+    query_index = (
+        tf.gather(tf.cast(query.row_splits, tf.int32), example)[:, tf.newaxis] + pos - 1
+    )  # (W, S)
+    context_index = (tf.gather(tf.cast(ids.row_splits, tf.int32), example) + start - offset)[
+        :, tf.newaxis
+    ] + pos
     word_ids = tf.where(pos < offset_ - 1, _take(query.values, query_index), tokenizer.sep_id)
     word_ids = tf.where((pos >= offset_) & (pos < end_), _take(ids.values, context_index), word_ids)
-    word_ids = tf.where(pos == 0, tokenizer.cls_id, tf.where(pos > end_, tokenizer.pad_id, word_ids))
+    word_ids = tf.where(
+        pos == 0, tokenizer.cls_id, tf.where(pos > end_, tokenizer.pad_id, word_ids)
+    )
     mask = pos < total[:, tf.newaxis]  # (W, S)
-    inputs = {"input_word_ids": word_ids, "input_mask": tf.cast(mask, tf.int32),
-              "input_type_ids": tf.cast((pos >= offset_) & mask, tf.int32)}
-    windows = {"example": example, "start": start, "length": length, "offset": offset, "count": count,
-               "num_tokens": num_tokens, "room": room, "step": step}
+    inputs = {
+        "input_word_ids": word_ids,
+        "input_mask": tf.cast(mask, tf.int32),
+        "input_type_ids": tf.cast((pos >= offset_) & mask, tf.int32),
+    }
+    windows = {
+        "example": example,
+        "start": start,
+        "length": length,
+        "offset": offset,
+        "count": count,
+        "num_tokens": num_tokens,
+        "room": room,
+        "step": step,
+    }
     return inputs, windows, tokens
 
 
@@ -78,7 +101,9 @@ def max_context_ranks(seq_length):
     `m + 0.01 * l` (`squad.features.max_context_masks`' score of a token with m tokens of context
     on its shorter side in a window of l tokens) among all of them; equal floats, equal ranks."""
     m, length = np.arange(seq_length // 2 + 1)[:, None], np.arange(seq_length + 1)[None, :]
-    scores = m + 0.01 * length  # float64, as in Python (m + 0.01 * length does not order as 100 * m + length)
+    scores = (
+        m + 0.01 * length
+    )  # float64, as in Python (m + 0.01 * length does not order as 100 * m + length)
     return np.unique(scores, return_inverse=True)[1].reshape(scores.shape).astype(np.int32)
 
 
@@ -97,24 +122,36 @@ def max_context(windows, position, reach, seq_length):
     rows, columns = ranks.shape
     ranks = tf.constant(ranks.reshape(-1))
     example = windows["example"]
-    k = tf.range(tf.size(example))[:, tf.newaxis] - tf.gather(tf.cumsum(windows["count"], exclusive=True),
-                                                               example)[:, tf.newaxis]  # (W, 1)
-    step, room, num_tokens, count = (tf.gather(windows[name], example)[:, tf.newaxis]
-                                     for name in ("step", "room", "num_tokens", "count"))  # (W, 1) each
+    k = (
+        tf.range(tf.size(example))[:, tf.newaxis]
+        - tf.gather(tf.cumsum(windows["count"], exclusive=True), example)[:, tf.newaxis]
+    )  # (W, 1)
+    step, room, num_tokens, count = (
+        tf.gather(windows[name], example)[:, tf.newaxis]
+        for name in ("step", "room", "num_tokens", "count")
+    )  # (W, 1) each
     scores = []
     for d in range(-reach, reach + 1):  # The windows around each one, in order.
         j = k + d
         start = j * step
         length = tf.minimum(num_tokens - start, room)
-        inside = (j >= 0) & (j < count) & (position >= start) & (position < start + length)  # (W, N)
-        context = tf.clip_by_value(tf.minimum(position - start, start + length - 1 - position), 0, rows - 1)
-        score = tf.gather(ranks, context * columns + tf.clip_by_value(length, 0, columns - 1))  # (W, N)
+        inside = (
+            (j >= 0) & (j < count) & (position >= start) & (position < start + length)
+        )  # (W, N)
+        context = tf.clip_by_value(
+            tf.minimum(position - start, start + length - 1 - position), 0, rows - 1
+        )
+        score = tf.gather(
+            ranks, context * columns + tf.clip_by_value(length, 0, columns - 1)
+        )  # (W, N)
         scores.append(tf.where(inside, score, -1))
     scores = tf.stack(scores, -1)  # (W, N, 2 * reach + 1)
     return _first_max(scores) == reach
 
 
-def best_spans(windows, start_logits, end_logits, n_best_size, max_answer_length, reach, seq_length):
+def best_spans(
+    windows, start_logits, end_logits, n_best_size, max_answer_length, reach, seq_length
+):
     """The best valid span of each question.
 
     Args:
@@ -128,7 +165,9 @@ def best_spans(windows, start_logits, end_logits, n_best_size, max_answer_length
     length, offset = windows["length"][:, tf.newaxis], windows["offset"][:, tf.newaxis]  # (W, 1)
     real = tf.range(tf.shape(start_logits)[1])[tf.newaxis, :] < offset + length + 1  # (W, S)
     k = tf.minimum(n_best_size, tf.shape(start_logits)[1])
-    start_value, start = tf.math.top_k(tf.where(real, start_logits, -float("inf")), k)  # (W, N) ties: first
+    start_value, start = tf.math.top_k(
+        tf.where(real, start_logits, -float("inf")), k
+    )  # (W, N) ties: first
     end_value, end = tf.math.top_k(tf.where(real, end_logits, -float("inf")), k)
     first, last = start - offset, end - offset  # (W, N) positions in the window's context
     # (W, N) -> (W, N, N) with expand_dims: TFLite's converter cannot lower tf.newaxis indexing of dynamic shapes.
@@ -136,31 +175,58 @@ def best_spans(windows, start_logits, end_logits, n_best_size, max_answer_length
     valid_start &= max_context(windows, first + windows["start"][:, tf.newaxis], reach, seq_length)
     valid_end = (last >= 0) & (last < length)
     span = tf.expand_dims(end, 1) - tf.expand_dims(start, 2)  # (W, N, N) start-major
-    valid = tf.expand_dims(valid_start, 2) & tf.expand_dims(valid_end, 1) & (span >= 0) & (span < max_answer_length)
-    hi, lo = _two_sum(tf.expand_dims(start_value, 2), tf.expand_dims(end_value, 1))  # (W, N, N) start-major
+    valid = (
+        tf.expand_dims(valid_start, 2)
+        & tf.expand_dims(valid_end, 1)
+        & (span >= 0)
+        & (span < max_answer_length)
+    )
+    hi, lo = _two_sum(
+        tf.expand_dims(start_value, 2), tf.expand_dims(end_value, 1)
+    )  # (W, N, N) start-major
     hi = tf.reshape(tf.where(valid, hi, -float("inf")), [tf.shape(hi)[0], -1])  # (W, N*N)
     lo = tf.reshape(tf.where(valid, lo, 0.0), tf.shape(hi))
     best = _first_max(hi, lo)  # (W,)
     window_hi = tf.reduce_max(hi, -1)  # (W,)
     window_lo = tf.reduce_max(tf.where(hi == window_hi[:, tf.newaxis], lo, -float("inf")), -1)
     example, num_questions = windows["example"], tf.size(windows["count"])
-    found = tf.math.unsorted_segment_max(tf.cast(window_hi > -float("inf"), tf.int32), example,
-                                         num_questions) > 0  # (B,)
-    question_hi = tf.where(found, tf.math.unsorted_segment_max(window_hi, example, num_questions),
-                           -float("inf"))  # (B,) (the segment max of nothing is the lowest float, not -inf)
+    found = (
+        tf.math.unsorted_segment_max(
+            tf.cast(window_hi > -float("inf"), tf.int32), example, num_questions
+        )
+        > 0
+    )  # (B,)
+    question_hi = tf.where(
+        found, tf.math.unsorted_segment_max(window_hi, example, num_questions), -float("inf")
+    )  # (B,) (the segment max of nothing is the lowest float, not -inf)
     on_top = window_hi == tf.gather(question_hi, example)  # (W,)
-    question_lo = tf.where(found, tf.math.unsorted_segment_max(tf.where(on_top, window_lo, -float("inf")), example,
-                                                               num_questions), 0.0)
+    question_lo = tf.where(
+        found,
+        tf.math.unsorted_segment_max(
+            tf.where(on_top, window_lo, -float("inf")), example, num_questions
+        ),
+        0.0,
+    )
     winner = tf.math.unsorted_segment_min(  # (B,) the first window with the question's best score
-        tf.where(on_top & (window_lo == tf.gather(question_lo, example)), tf.range(tf.size(best)), tf.int32.max),
-        example, num_questions)
+        tf.where(
+            on_top & (window_lo == tf.gather(question_lo, example)),
+            tf.range(tf.size(best)),
+            tf.int32.max,
+        ),
+        example,
+        num_questions,
+    )
     winner = tf.minimum(winner, tf.maximum(tf.size(best) - 1, 0))
     pick = tf.stack([winner, tf.gather(best, winner) // k], 1)
     pick_end = tf.stack([winner, tf.gather(best, winner) % k], 1)
     window_start = tf.gather(windows["start"], winner)
     question_hi = tf.where(found, question_hi, _minus_infinity(question_hi))  # -inf in TFLite too
-    return {"found": found, "score": (question_hi, question_lo),
-            "first": window_start + tf.gather_nd(first, pick), "last": window_start + tf.gather_nd(last, pick_end)}
+    return {
+        "found": found,
+        "score": (question_hi, question_lo),
+        "first": window_start + tf.gather_nd(first, pick),
+        "last": window_start + tf.gather_nd(last, pick_end),
+    }
 
 
 def span_bytes(starts, ends, best, has_answer):
@@ -178,8 +244,9 @@ def null_scores(windows, start_logits, end_logits):
     hi, lo = _two_sum(start_logits[:, 0], end_logits[:, 0])  # (W,) each
     example, num_questions = windows["example"], tf.size(windows["count"])
     null_hi = tf.math.unsorted_segment_min(hi, example, num_questions)  # (B,)
-    null_lo = tf.math.unsorted_segment_min(tf.where(hi == tf.gather(null_hi, example), lo, float("inf")), example,
-                                           num_questions)
+    null_lo = tf.math.unsorted_segment_min(
+        tf.where(hi == tf.gather(null_hi, example), lo, float("inf")), example, num_questions
+    )
     below = at_most((null_hi, null_lo), (tf.constant(NULL_SCORE, tf.float32), tf.constant(0.0)))
     return tf.where(below, null_hi, NULL_SCORE), tf.where(below, null_lo, 0.0)
 
@@ -205,7 +272,9 @@ def _minus_infinity(like):
 
 def _segment_ids(first, total):
     """int32 [total]: the segment of each position, segment i starting at `first[i]` (increasing)."""
-    marks = tf.math.unsorted_segment_sum(tf.ones_like(first[1:]), first[1:], total)  # (total,) 1 where one starts
+    marks = tf.math.unsorted_segment_sum(
+        tf.ones_like(first[1:]), first[1:], total
+    )  # (total,) 1 where one starts
     return tf.cumsum(marks)
 
 

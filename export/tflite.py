@@ -80,7 +80,9 @@ FLOAT_ATOL = 1e-4  # float32 TFLite against TensorFlow (different kernels, same 
 REPRESENTATIVE_LIMIT = 300  # Calibration texts used for "int8".
 # Probes beyond the SavedModel's: the final-sigma branch of the uncased tokenizer, invalid UTF-8.
 TFLITE_PROBES = PROBE_TEXTS + ("ΣΟΦΟΣ λόγος Σ.", b"bad \xff\xfe utf-8 \xc3(")
-_BUILTIN_NAMES = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
+_BUILTIN_NAMES = {
+    code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")
+}
 
 
 class TFLiteOpError(ops.OpCheckError):
@@ -108,14 +110,18 @@ def _int8(converter, representative):
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = representative
     # The calibrator runs the whole model, tokenizer included: it needs the text kernels.
-    converter.target_spec._experimental_custom_op_registerers = list(tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
+    converter.target_spec._experimental_custom_op_registerers = list(
+        tf_text.tflite_registrar.SELECT_TFTEXT_OPS
+    )
 
 
 # quantize -> converter settings, by the names of keras_bert.export.QUANTIZATIONS (the one table).
 QUANTIZERS = {name: globals()[function] for name, (function, _) in QUANTIZATIONS.items()}
 
 
-def export_tflite(model_dir, export_dir, version=None, seq_length=None, quantize="none", representative_texts=None):
+def export_tflite(
+    model_dir, export_dir, version=None, seq_length=None, quantize="none", representative_texts=None
+):
     """Exports a fine-tuned task model (or a pre-trained encoder) as a TFLite model with its tokenizer.
 
     Args:
@@ -140,11 +146,18 @@ def export_tflite(model_dir, export_dir, version=None, seq_length=None, quantize
         TFLiteOpError: an op without a builtin or tensorflow-text kernel (naming it).
     """
     source = load_source(model_dir, seq_length=seq_length, mlm=False)
-    return write_tflite(source, export_dir, version=version, quantize=quantize,
-                        representative_texts=representative_texts)
+    return write_tflite(
+        source,
+        export_dir,
+        version=version,
+        quantize=quantize,
+        representative_texts=representative_texts,
+    )
 
 
-def write_tflite(source, export_dir, version=None, quantize="none", representative_texts=None, functions=None):
+def write_tflite(
+    source, export_dir, version=None, quantize="none", representative_texts=None, functions=None
+):
     """Converts an `ExportSource` and writes it as a new checked version; returns its path.
     `functions`: its `text_functions`, when already built (several quantizations trace once)."""
     functions = functions or text_functions(source)
@@ -155,7 +168,10 @@ def write_tflite(source, export_dir, version=None, quantize="none", representati
     with versions.new_version(export_dir, version) as (tmp, final):
         with tf.io.gfile.GFile(os.path.join(tmp, MODEL_FILE), "wb") as f:
             f.write(with_metadata(flatbuffer, {METADATA_NAME: json.dumps(info, indent=1).encode()}))
-        files = {"task.json": json.dumps(info, indent=1), "vocab.txt": _lines(source.tokenizer.vocabulary)}
+        files = {
+            "task.json": json.dumps(info, indent=1),
+            "vocab.txt": _lines(source.tokenizer.vocabulary),
+        }
         if source.kind == "classification":
             files[LABELS_FILE] = _lines(str(label) for label in source.info["labels"])
         for name, text in files.items():
@@ -171,10 +187,15 @@ def text_functions(source):
         ValueError: the source's kind is not in `KINDS`.
     """
     if source.kind not in KINDS:
-        raise ValueError(f"TFLite export of {source.kind!r} models ({source.path}) is not supported yet; kinds: "
-                         f"{', '.join(KINDS)}. Export it with format='saved_model'.")
-    return {name: function for name, function in build_signatures(source).items()
-            if all(spec.dtype == tf.string for spec in tf.nest.flatten(function.input_signature))}
+        raise ValueError(
+            f"TFLite export of {source.kind!r} models ({source.path}) is not supported yet; kinds: "
+            f"{', '.join(KINDS)}. Export it with format='saved_model'."
+        )
+    return {
+        name: function
+        for name, function in build_signatures(source).items()
+        if all(spec.dtype == tf.string for spec in tf.nest.flatten(function.input_signature))
+    }
 
 
 def convert(source, functions, quantize="none", representative_texts=None):
@@ -190,49 +211,68 @@ def convert(source, functions, quantize="none", representative_texts=None):
     if quantize == "int8":
         representative = representative_dataset(functions, representative_texts)
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
-        [_frozen(name, function) for name, function in functions.items()], tf.Module())
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # No Flex (SELECT_TF_OPS).
+        [_frozen(name, function) for name, function in functions.items()], tf.Module()
+    )
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.TFLITE_BUILTINS
+    ]  # No Flex (SELECT_TF_OPS).
     converter.allow_custom_ops = True  # The tokenizer's tensorflow-text ops.
     QUANTIZERS[quantize](converter, representative)
     if quantize == "int8":
-        logging.warning("quantize='int8' loses accuracy on BERT models (see keras_bert.export.tflite); "
-                        "'dynamic_range' keeps it at the same size.")
+        logging.warning(
+            "quantize='int8' loses accuracy on BERT models (see keras_bert.export.tflite); "
+            "'dynamic_range' keeps it at the same size."
+        )
     return converter.convert()
 
 
 def _frozen(name, function):
     """A concrete function named `name` computing `function` with its variables as constants."""
     concrete = function.get_concrete_function()
-    frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)  # TFLite takes tf.cond as IF.
+    frozen = convert_variables_to_constants_v2(
+        concrete, lower_control_flow=False
+    )  # TFLite takes tf.cond as IF.
     structure = concrete.structured_outputs
 
     def call(*args):
         return tf.nest.pack_sequence_as(structure, frozen(*tf.nest.flatten(args)))
 
     call.__name__ = name  # The converter names each signature after its function's graph.
-    return tf.function(call, input_signature=function.input_signature, autograph=False).get_concrete_function()
+    return tf.function(
+        call, input_signature=function.input_signature, autograph=False
+    ).get_concrete_function()
 
 
 def representative_dataset(functions, texts):
     """The int8 calibration data: a callable yielding ("serving_default", {input: strings [1] or [1, K]})."""
     if texts is None:
-        raise ValueError("quantize='int8' calibrates the activations on representative_texts (e.g. the training or "
-                         "dev texts): pass a list of texts or a file with one text per line (columns tab-separated).")
+        raise ValueError(
+            "quantize='int8' calibrates the activations on representative_texts (e.g. the training or "
+            "dev texts): pass a list of texts or a file with one text per line (columns tab-separated)."
+        )
     if isinstance(texts, (str, os.PathLike)):
         with tf.io.gfile.GFile(os.fspath(texts)) as f:
             texts = [line.rstrip("\n").split("\t") for line in f if line.strip()]
-    rows = [tuple(row) if isinstance(row, (tuple, list)) else (row,) for row in list(texts)[:REPRESENTATIVE_LIMIT]]
+    rows = [
+        tuple(row) if isinstance(row, (tuple, list)) else (row,)
+        for row in list(texts)[:REPRESENTATIVE_LIMIT]
+    ]
     widths = text_widths(functions)
     if not rows or any(len(row) < sum(widths.values()) for row in rows):
-        raise ValueError(f"representative_texts must hold rows of {sum(widths.values())} text(s): " +
-                         ", ".join(f"{name} ({k} texts)" if k > 1 else name for name, k in widths.items()) + ".")
+        raise ValueError(
+            f"representative_texts must hold rows of {sum(widths.values())} text(s): "
+            + ", ".join(f"{name} ({k} texts)" if k > 1 else name for name, k in widths.items())
+            + "."
+        )
 
     def generate():
         for row in rows:
             inputs, start = {}, 0
             for spec in functions["serving_default"].input_signature:
                 k = widths[spec.name]
-                inputs[spec.name] = as_strings([row[start] if spec.shape.rank == 1 else row[start:start + k]])
+                inputs[spec.name] = as_strings(
+                    [row[start] if spec.shape.rank == 1 else row[start : start + k]]
+                )
                 start += k
             yield "serving_default", inputs
 
@@ -241,8 +281,10 @@ def representative_dataset(functions, texts):
 
 def text_widths(functions):
     """Texts per row of each input of serving_default: 1 for strings [B], K for [B, K] (SWAG's endings)."""
-    return {spec.name: 1 if spec.shape.rank == 1 else int(spec.shape[1])
-            for spec in functions["serving_default"].input_signature}
+    return {
+        spec.name: 1 if spec.shape.rank == 1 else int(spec.shape[1])
+        for spec in functions["serving_default"].input_signature
+    }
 
 
 def probe_texts(functions):
@@ -250,8 +292,10 @@ def probe_texts(functions):
     column of an input [B, K]), so that each pairs the probes with others."""
     probes, texts, offset = list(TFLITE_PROBES), {}, 0
     for name, k in text_widths(functions).items():
-        columns = [probes[offset + j:] + probes[:offset + j] for j in range(k)]  # (K, N)
-        texts[name] = columns[0] if k == 1 else [list(row) for row in zip(*columns)]  # (N,) or (N, K)
+        columns = [probes[offset + j :] + probes[: offset + j] for j in range(k)]  # (K, N)
+        texts[name] = (
+            columns[0] if k == 1 else [list(row) for row in zip(*columns)]
+        )  # (N,) or (N, K)
         offset += k
     return texts
 
@@ -268,18 +312,23 @@ def verify(flatbuffer, functions, probes, exact=True):
         inputs = [probes[spec.name] for spec in function.input_signature]
         want = function(*[tf.constant(as_strings(x)) for x in inputs])
         got = interpreter.get_signature_runner(name)(
-            **{spec.name: as_strings(x) for spec, x in zip(function.input_signature, inputs)})
+            **{spec.name: as_strings(x) for spec, x in zip(function.input_signature, inputs)}
+        )
         for key, value in want.items():
             a, b = got[key], np.asarray(value)
             if not same_values:
-                same = a.shape[:1] == b.shape[:1] and not (a.dtype.kind == "f" and np.isnan(a).any())
+                same = a.shape[:1] == b.shape[:1] and not (
+                    a.dtype.kind == "f" and np.isnan(a).any()
+                )
             elif a.dtype.kind == "f":
                 same = a.shape == b.shape and np.allclose(a, b, atol=FLOAT_ATOL, rtol=0)
             else:
                 same = a.shape == b.shape and np.array_equal(a, b)
             if not same:
-                raise AssertionError(f"TFLite signature {name} output {key} differs from TensorFlow's on the probe "
-                                     f"texts (shape {a.shape} vs {b.shape}).")
+                raise AssertionError(
+                    f"TFLite signature {name} output {key} differs from TensorFlow's on the probe "
+                    f"texts (shape {a.shape} vs {b.shape})."
+                )
 
 
 def load_interpreter(model_path=None, model_content=None, num_threads=None):
@@ -296,8 +345,12 @@ def load_interpreter(model_path=None, model_content=None, num_threads=None):
     import tensorflow_text as tf_text
     from ai_edge_litert.interpreter import InterpreterWithCustomOps
 
-    return InterpreterWithCustomOps(custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS,
-                                    model_path=model_path, model_content=model_content, num_threads=num_threads)
+    return InterpreterWithCustomOps(
+        custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS,
+        model_path=model_path,
+        model_content=model_content,
+        num_threads=num_threads,
+    )
 
 
 def as_strings(texts):
@@ -305,7 +358,9 @@ def as_strings(texts):
     string input takes."""
     texts = np.asarray(texts, dtype=object)
     flat = [t.encode("utf-8") if isinstance(t, str) else bytes(t) for t in texts.flat]
-    return np.array(flat + [None], dtype=object)[:-1].reshape(texts.shape)  # (None: never a nested array)
+    return np.array(flat + [None], dtype=object)[:-1].reshape(
+        texts.shape
+    )  # (None: never a nested array)
 
 
 def list_tflite_ops(flatbuffer):
@@ -320,7 +375,9 @@ def list_tflite_ops(flatbuffer):
     found = {}
     for i in range(model.OperatorCodesLength()):
         code = model.OperatorCodes(i)
-        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())  # Codes over 127 live in the first.
+        builtin = max(
+            code.BuiltinCode(), code.DeprecatedBuiltinCode()
+        )  # Codes over 127 live in the first.
         if builtin != schema.BuiltinOperator.CUSTOM:
             found[_BUILTIN_NAMES[builtin]] = "builtin"
             continue
@@ -328,7 +385,9 @@ def list_tflite_ops(flatbuffer):
         if name.startswith("Flex"):
             found[name] = "flex"
         else:
-            found[name] = "tensorflow-text" if ops.library_of(name) == "tensorflow-text" else "unknown"
+            found[name] = (
+                "tensorflow-text" if ops.library_of(name) == "tensorflow-text" else "unknown"
+            )
     return dict(sorted(found.items()))
 
 
@@ -336,25 +395,43 @@ def check_tflite_ops(flatbuffer):
     """Raises `TFLiteOpError` unless every op is a builtin or a tensorflow-text custom op;
     returns `list_tflite_ops(flatbuffer)` otherwise."""
     found = list_tflite_ops(flatbuffer)
-    bad = {name: library for name, library in found.items() if library not in ("builtin", "tensorflow-text")}
+    bad = {
+        name: library
+        for name, library in found.items()
+        if library not in ("builtin", "tensorflow-text")
+    }
     if bad:
-        raise TFLiteOpError("The TFLite model needs ops that neither TFLite's builtins nor tensorflow-text's kernels "
-                            "run: " + ", ".join(f"{name} ({library})" for name, library in bad.items()) +
-                            ". A TensorFlow op's name (e.g. StridedSlice) means the converter could not lower it "
-                            "to a builtin for its shapes; write the model with ops that have TFLite builtins.")
+        raise TFLiteOpError(
+            "The TFLite model needs ops that neither TFLite's builtins nor tensorflow-text's kernels "
+            "run: "
+            + ", ".join(f"{name} ({library})" for name, library in bad.items())
+            + ". A TensorFlow op's name (e.g. StridedSlice) means the converter could not lower it "
+            "to a builtin for its shapes; write the model with ops that have TFLite builtins."
+        )
     return found
 
 
 def task_info(source, functions, quantize, found):
     """task.json of the export: the task's facts, the quantization, signatures and ops."""
-    signatures = {name: {"inputs": [s.name for s in f.input_signature],
-                         "outputs": sorted(f.get_concrete_function().structured_outputs)}
-                  for name, f in functions.items()}
-    return dict(source.info, seq_length=source.seq_length, kind=source.kind, format="tflite", model_file=MODEL_FILE,
-                quantize=quantize, signatures=signatures,
-                tflite_builtin_ops=[n for n, library in found.items() if library == "builtin"],
-                tflite_custom_ops=[n for n, library in found.items() if library != "builtin"],
-                tensorflow_version=tf.__version__)
+    signatures = {
+        name: {
+            "inputs": [s.name for s in f.input_signature],
+            "outputs": sorted(f.get_concrete_function().structured_outputs),
+        }
+        for name, f in functions.items()
+    }
+    return dict(
+        source.info,
+        seq_length=source.seq_length,
+        kind=source.kind,
+        format="tflite",
+        model_file=MODEL_FILE,
+        quantize=quantize,
+        signatures=signatures,
+        tflite_builtin_ops=[n for n, library in found.items() if library == "builtin"],
+        tflite_custom_ops=[n for n, library in found.items() if library != "builtin"],
+        tensorflow_version=tf.__version__,
+    )
 
 
 def with_metadata(flatbuffer, entries):

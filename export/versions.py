@@ -22,7 +22,11 @@ def versions(export_dir):
     """The integer versions present in `export_dir`, sorted ([] if it does not exist)."""
     if not tf.io.gfile.isdir(export_dir):
         return []
-    return sorted(int(n.rstrip("/")) for n in tf.io.gfile.listdir(export_dir) if _VERSION_RE.match(n.rstrip("/")))
+    return sorted(
+        int(n.rstrip("/"))
+        for n in tf.io.gfile.listdir(export_dir)
+        if _VERSION_RE.match(n.rstrip("/"))
+    )
 
 
 def next_version(export_dir):
@@ -50,12 +54,16 @@ def new_version(export_dir, version=None):
     if version is None:
         version = next_version(export_dir)
     if isinstance(version, bool) or not str(version).isdigit():
-        raise ValueError(f"version must be a non-negative integer (TF Serving's version directories), "
-                         f"got {version!r}.")
+        raise ValueError(
+            f"version must be a non-negative integer (TF Serving's version directories), "
+            f"got {version!r}."
+        )
     final = os.path.join(export_dir, str(int(version)))
     if tf.io.gfile.exists(final):
-        raise FileExistsError(f"{final} exists; versions are never overwritten. Pick another --version or "
-                              f"leave it out to write version {next_version(export_dir)}.")
+        raise FileExistsError(
+            f"{final} exists; versions are never overwritten. Pick another --version or "
+            f"leave it out to write version {next_version(export_dir)}."
+        )
     # A hidden name: TF Serving only loads all-digit ones.
     with atomic_directory(final, tmp_name=f".tmp-{int(version)}-{uuid.uuid4().hex[:8]}") as tmp:
         yield tmp, final

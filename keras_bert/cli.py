@@ -14,8 +14,15 @@ import tempfile
 
 from absl import flags
 
-_HELP = {"-h": True, "-?": True, "-help": True, "--help": True, "--helpshort": True,
-         "-helpfull": False, "--helpfull": False}  # Argument -> short help (main flags only)?
+_HELP = {
+    "-h": True,
+    "-?": True,
+    "-help": True,
+    "--help": True,
+    "--helpshort": True,
+    "-helpfull": False,
+    "--helpfull": False,
+}  # Argument -> short help (main flags only)?
 _DEFINED = []  # The flags defined by the running command line (their help is --help's).
 # Errors about a path: the message names it (always one line).
 _PATH_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError)
@@ -84,7 +91,10 @@ def has_nvidia_driver():
     """True if an NVIDIA driver is loaded or its library (libcuda) can be found."""
     import ctypes.util
 
-    return os.path.exists("/proc/driver/nvidia/version") or ctypes.util.find_library("cuda") is not None
+    return (
+        os.path.exists("/proc/driver/nvidia/version")
+        or ctypes.util.find_library("cuda") is not None
+    )
 
 
 @contextlib.contextmanager
@@ -126,7 +136,7 @@ def _parse_flags(argv):
     line with status 2, as the other usage errors."""
     from absl import app
 
-    arguments = argv[1:argv.index("--")] if "--" in argv else argv[1:]
+    arguments = argv[1 : argv.index("--")] if "--" in argv else argv[1:]
     for argument in arguments:
         if argument in _HELP:
             app.usage(shorthelp=_HELP[argument], writeto_stdout=True)

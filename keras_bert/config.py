@@ -29,6 +29,7 @@ COMPACT_LAYERS = (2, 4, 6, 8, 10, 12)
 COMPACT_HIDDEN = (128, 256, 512, 768)
 _COMPACT_RE = re.compile(r"^L-(\d+)_H-(\d+)(?:_A-(\d+))?$")
 
+
 @dataclasses.dataclass(frozen=True)
 class BertConfig:
     """Architecture of a BERT encoder.
@@ -66,15 +67,23 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
 
     def __post_init__(self):
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"BertConfig.{name} must be a positive integer, got {value!r}.")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
-                f"num_attention_heads ({self.num_attention_heads}).")
+                f"num_attention_heads ({self.num_attention_heads})."
+            )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
@@ -82,7 +91,9 @@ class BertConfig:
         if self.initializer_range <= 0 or self.layer_norm_eps <= 0:
             raise ValueError("BertConfig.initializer_range and layer_norm_eps must be positive.")
         if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"BertConfig.hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}.")
+            raise ValueError(
+                f"BertConfig.hidden_act {self.hidden_act!r} is not one of {ACTIVATIONS}."
+            )
 
     @property
     def head_size(self):
@@ -107,14 +118,26 @@ class BertConfig:
         else:
             match = _COMPACT_RE.match(name.strip().upper())
             if not match:
-                raise ValueError(f"Unknown BERT preset {name!r}; known: {', '.join(cls.preset_names())}.")
+                raise ValueError(
+                    f"Unknown BERT preset {name!r}; known: {', '.join(cls.preset_names())}."
+                )
             layers, hidden = int(match.group(1)), int(match.group(2))
             heads = int(match.group(3)) if match.group(3) else hidden // 64
-            if layers not in COMPACT_LAYERS or hidden not in COMPACT_HIDDEN or heads != hidden // 64:
-                raise ValueError(f"Unknown BERT preset {name!r}; compact sizes are L in {COMPACT_LAYERS}, "
-                                 f"H in {COMPACT_HIDDEN}, A = H/64.")
-        fields = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                      intermediate_size=4 * hidden)
+            if (
+                layers not in COMPACT_LAYERS
+                or hidden not in COMPACT_HIDDEN
+                or heads != hidden // 64
+            ):
+                raise ValueError(
+                    f"Unknown BERT preset {name!r}; compact sizes are L in {COMPACT_LAYERS}, "
+                    f"H in {COMPACT_HIDDEN}, A = H/64."
+                )
+        fields = dict(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=4 * hidden,
+        )
         fields.update(overrides)
         return cls(**fields)
 
@@ -157,7 +180,9 @@ class BertConfig:
         """From a Hugging Face BERT `config.json` dict."""
         model_type = data.get("model_type", "bert")
         if model_type != "bert":
-            raise ValueError(f"Hugging Face config has model_type {model_type!r}; only 'bert' is supported.")
+            raise ValueError(
+                f"Hugging Face config has model_type {model_type!r}; only 'bert' is supported."
+            )
         if data.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError("Only absolute position embeddings are supported.")
         known = {f.name for f in dataclasses.fields(cls)}
@@ -171,8 +196,14 @@ class BertConfig:
     def to_hf_dict(self):
         """A Hugging Face `config.json` dict for BertModel / BertForPreTraining."""
         data = self.to_dict()
-        data.update(model_type="bert", architectures=["BertForPreTraining"], pad_token_id=0,
-                    position_embedding_type="absolute", torch_dtype="float32", use_cache=True)
+        data.update(
+            model_type="bert",
+            architectures=["BertForPreTraining"],
+            pad_token_id=0,
+            position_embedding_type="absolute",
+            torch_dtype="float32",
+            use_cache=True,
+        )
         return data
 
 

@@ -83,7 +83,9 @@ def atomic_files(path, names, overwrite=False):
     if exists and not overwrite:
         clashes = sorted(n for n in names if tf.io.gfile.exists(os.path.join(path, n)))
         if clashes:
-            raise FileExistsError(f"{path} already holds {clashes}; pass overwrite=True to replace them.")
+            raise FileExistsError(
+                f"{path} already holds {clashes}; pass overwrite=True to replace them."
+            )
     parent = path if exists else os.path.dirname(path)
     tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:8]}")
     tf.io.gfile.makedirs(tmp)

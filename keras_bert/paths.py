@@ -4,8 +4,10 @@ with the setting's name, the path and what belongs there, not minutes later deep
 import os
 
 # What an init_checkpoint setting may name (for the message of a missing one).
-INIT_CHECKPOINT_KINDS = ("a Google checkpoint (bert_config.json + bert_model.ckpt.*), a Hugging Face directory "
-                         "(config.json + model.safetensors) or a run_pretraining model_dir (ckpt-<step>.*)")
+INIT_CHECKPOINT_KINDS = (
+    "a Google checkpoint (bert_config.json + bert_model.ckpt.*), a Hugging Face directory "
+    "(config.json + model.safetensors) or a run_pretraining model_dir (ckpt-<step>.*)"
+)
 
 
 def is_remote(path):

@@ -71,17 +71,23 @@ class FinetuneConfig(TrainingSettings):
     def __post_init__(self):
         self.task_object = registry.get_task(self.task, self.task_options)
         if not self.model_dir:
-            raise ValueError("model_dir is required (checkpoints, results, predictions and the model go there).")
+            raise ValueError(
+                "model_dir is required (checkpoints, results, predictions and the model go there)."
+            )
         if not (self.do_train or self.do_eval or self.do_predict):
             raise ValueError("Nothing to do: pass at least one of do_train, do_eval, do_predict.")
         if not self.init_checkpoint and not (self.model and self.vocab_file):
-            raise ValueError("Pass init_checkpoint (a Google, Hugging Face or pre-training run checkpoint), "
-                             "or model (a BertConfig preset) with vocab_file to start from random weights.")
+            raise ValueError(
+                "Pass init_checkpoint (a Google, Hugging Face or pre-training run checkpoint), "
+                "or model (a BertConfig preset) with vocab_file to start from random weights."
+            )
         for name, value in RECIPE.items():
             if getattr(self, name) is None:
                 setattr(self, name, self.task_object.recipe.get(name, value))
         self.eval_batch_size = self.eval_batch_size or self.batch_size
-        self.check_training_settings(at_least_one=("seq_length", "batch_size", "eval_batch_size", "num_train_epochs"))
+        self.check_training_settings(
+            at_least_one=("seq_length", "batch_size", "eval_batch_size", "num_train_epochs")
+        )
         if not 0 <= self.warmup_proportion < 1:
             raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}.")
 
@@ -115,5 +121,10 @@ def check_input_paths(init_checkpoint=None, vocab_file=None, data_dir=None, tfds
     paths.require_path("init_checkpoint", init_checkpoint, paths.INIT_CHECKPOINT_KINDS)
     paths.require_path("vocab_file", vocab_file, "a vocab.txt, or a directory holding one")
     if not tfds:
-        paths.require_path("data_dir", data_dir, "the task's data folder in its benchmark's own layout "
-                           "(e.g. glue/MRPC with train.tsv and dev.tsv), or pass tfds", directory=True)
+        paths.require_path(
+            "data_dir",
+            data_dir,
+            "the task's data folder in its benchmark's own layout "
+            "(e.g. glue/MRPC with train.tsv and dev.tsv), or pass tfds",
+            directory=True,
+        )

@@ -51,12 +51,19 @@ FLAGS = flags.FLAGS
 
 # === Library ===
 
-def extract_features(texts, encoder, preprocessor, layers=LAST_4, pooling="none", seq_length=None, batch_size=32):
+
+def extract_features(
+    texts, encoder, preprocessor, layers=LAST_4, pooling="none", seq_length=None, batch_size=32
+):
     """The encoder's hidden states of each text (see `iter_features`), as a list."""
-    return list(iter_features(texts, encoder, preprocessor, layers, pooling, seq_length, batch_size))
+    return list(
+        iter_features(texts, encoder, preprocessor, layers, pooling, seq_length, batch_size)
+    )
 
 
-def iter_features(texts, encoder, preprocessor, layers=LAST_4, pooling="none", seq_length=None, batch_size=32):
+def iter_features(
+    texts, encoder, preprocessor, layers=LAST_4, pooling="none", seq_length=None, batch_size=32
+):
     """Yields the features of each text, computed `batch_size` texts at a time.
 
     Args:
@@ -89,7 +96,7 @@ def iter_features(texts, encoder, preprocessor, layers=LAST_4, pooling="none", s
         raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
     tokenizer = preprocessor.tokenizer
     for start in range(0, len(texts), batch_size):
-        inputs = preprocessor(_segments(texts[start:start + batch_size]))
+        inputs = preprocessor(_segments(texts[start : start + batch_size]))
         # Keras' predict function: traced once per encoder, dropout off.
         outputs = encoder.predict_on_batch(inputs)["encoder_outputs"]
         states = np.stack([outputs[p] for p in positions]).astype(np.float32)  # (K, B, S, H)
@@ -114,8 +121,10 @@ def layer_positions(layers, num_layers, pooling="none"):
         raise ValueError("No layers requested.")
     bad = [i for i in layers if not -num_layers <= i < num_layers]
     if bad:
-        raise ValueError(f"Layer indices {bad} are out of range: the encoder has {num_layers} layers, valid "
-                         f"indices are -{num_layers} ... {num_layers - 1} (-1 is the last).")
+        raise ValueError(
+            f"Layer indices {bad} are out of range: the encoder has {num_layers} layers, valid "
+            f"indices are -{num_layers} ... {num_layers - 1} (-1 is the last)."
+        )
     positions = [i % num_layers for i in layers]
     if len(set(positions)) != len(positions):
         raise ValueError(f"Layers {layers} name the same layer twice (of {num_layers}).")
@@ -123,7 +132,9 @@ def layer_positions(layers, num_layers, pooling="none"):
         if num_layers < 4:
             raise ValueError(f"pooling {pooling} needs 4 layers; the encoder has {num_layers}.")
         if set(positions) != {num_layers - 4, num_layers - 3, num_layers - 2, num_layers - 1}:
-            raise ValueError(f"pooling {pooling} uses the last four layers {list(LAST_4)}; got layers {layers}.")
+            raise ValueError(
+                f"pooling {pooling} uses the last four layers {list(LAST_4)}; got layers {layers}."
+            )
     return positions
 
 
@@ -135,7 +146,9 @@ def _pool(states, layers, positions, pooling):
         return {"pooled": dict(zip(layers, states[:, 0]))}
     if pooling == "mean":
         return {"pooled": dict(zip(layers, states.mean(axis=1)))}
-    last_4 = states[np.argsort(positions)[::-1]]  # (4, T, H): layers -1, -2, -3, -4 however they were given
+    last_4 = states[
+        np.argsort(positions)[::-1]
+    ]  # (4, T, H): layers -1, -2, -3, -4 however they were given
     if pooling == "concat_last_4":
         return {"pooled": np.concatenate(last_4, axis=-1)}  # (T, 4H)
     return {"pooled": last_4.sum(axis=0)}  # (T, H)
@@ -148,10 +161,14 @@ def _as_preprocessor(preprocessor, seq_length):
     if isinstance(preprocessor, BertTokenizer):
         return BertPreprocessor(preprocessor, seq_length=seq_length or DEFAULT_SEQ_LENGTH)
     if not isinstance(preprocessor, BertPreprocessor):
-        raise TypeError(f"preprocessor must be a BertPreprocessor or BertTokenizer, got "
-                        f"{type(preprocessor).__name__}.")
+        raise TypeError(
+            f"preprocessor must be a BertPreprocessor or BertTokenizer, got "
+            f"{type(preprocessor).__name__}."
+        )
     if seq_length is not None and seq_length != preprocessor.seq_length:
-        raise ValueError(f"seq_length {seq_length} differs from the preprocessor's {preprocessor.seq_length}.")
+        raise ValueError(
+            f"seq_length {seq_length} differs from the preprocessor's {preprocessor.seq_length}."
+        )
     return preprocessor
 
 
@@ -162,13 +179,18 @@ def _segments(texts):
 
     pairs = [tuple(t) if isinstance(t, (tuple, list)) else (t, "") for t in texts]
     if any(len(p) != 2 for p in pairs):
-        raise ValueError(f"A pair must be (text_a, text_b), got {next(p for p in pairs if len(p) != 2)!r}.")
+        raise ValueError(
+            f"A pair must be (text_a, text_b), got {next(p for p in pairs if len(p) != 2)!r}."
+        )
     if any(isinstance(t, (tuple, list)) for t in texts):
-        return tf.constant([a for a, _ in pairs], tf.string), tf.constant([b for _, b in pairs], tf.string)
+        return tf.constant([a for a, _ in pairs], tf.string), tf.constant(
+            [b for _, b in pairs], tf.string
+        )
     return tf.constant(list(texts), tf.string)
 
 
 # === Files ===
+
 
 def read_examples(path):
     """The examples of an input file: str, or (text_a, text_b) for "a ||| b" lines.
@@ -190,15 +212,19 @@ def read_examples(path):
         try:
             line = raw.decode("utf-8").strip()
         except UnicodeDecodeError as e:
-            raise ValueError(f"{path}: line {number} is not valid UTF-8 ({e.reason} at byte {e.start} of the "
-                             f"line).") from None
+            raise ValueError(
+                f"{path}: line {number} is not valid UTF-8 ({e.reason} at byte {e.start} of the "
+                f"line)."
+            ) from None
         parts = _SEPARATOR.split(line)
         if len(parts) == 1:
             examples.append(line)
             continue
         if len(parts) > 2 or not parts[0].strip() or not parts[1].strip():
-            raise ValueError(f"{path}: line {number} has a '|||' with an empty side or more than one '|||'; "
-                             f"write 'text_a ||| text_b' or a single text.")
+            raise ValueError(
+                f"{path}: line {number} has a '|||' with an empty side or more than one '|||'; "
+                f"write 'text_a ||| text_b' or a single text."
+            )
         examples.append((parts[0].strip(), parts[1].strip()))
     return examples
 
@@ -206,9 +232,19 @@ def read_examples(path):
 def to_json_record(index, features, pooling="none"):
     """One output line's object (see the module docstring) from `iter_features`' dict."""
     if pooling == "none":
-        return {"linex_index": index, "features": [
-            {"token": token, "layers": [{"index": i, "values": _rounded(v[t])} for i, v in features["layers"].items()]}
-            for t, token in enumerate(features["tokens"])]}
+        return {
+            "linex_index": index,
+            "features": [
+                {
+                    "token": token,
+                    "layers": [
+                        {"index": i, "values": _rounded(v[t])}
+                        for i, v in features["layers"].items()
+                    ],
+                }
+                for t, token in enumerate(features["tokens"])
+            ],
+        }
     pooled = features["pooled"]
     if isinstance(pooled, dict):
         pooled = [{"index": i, "values": _rounded(v)} for i, v in pooled.items()]
@@ -221,8 +257,16 @@ def _rounded(vector):
     return [round(float(x), 6) for x in vector]
 
 
-def write_features(examples, output_file, encoder, preprocessor, layers=LAST_4, pooling="none", batch_size=32,
-                   log_every_seconds=10.0):
+def write_features(
+    examples,
+    output_file,
+    encoder,
+    preprocessor,
+    layers=LAST_4,
+    pooling="none",
+    batch_size=32,
+    log_every_seconds=10.0,
+):
     """Writes one JSON line per example to `output_file` (local or gs://), atomically.
 
     The lines go to a temporary file renamed at the end, so a reader never sees a partial
@@ -236,12 +280,20 @@ def write_features(examples, output_file, encoder, preprocessor, layers=LAST_4, 
     try:
         with tf.io.gfile.GFile(tmp, "w") as f:
             for count, features in enumerate(
-                    iter_features(examples, encoder, preprocessor, layers, pooling, batch_size=batch_size), start=1):
+                iter_features(
+                    examples, encoder, preprocessor, layers, pooling, batch_size=batch_size
+                ),
+                start=1,
+            ):
                 f.write(json.dumps(to_json_record(count - 1, features, pooling)) + "\n")
                 if time.monotonic() - last_log >= log_every_seconds:
                     last_log = time.monotonic()
-                    logging.info("%d / %d lines (%.1f lines/s)", count, len(examples),
-                                 count / (last_log - started))
+                    logging.info(
+                        "%d / %d lines (%.1f lines/s)",
+                        count,
+                        len(examples),
+                        count / (last_log - started),
+                    )
         tf.io.gfile.rename(tmp, output_file, overwrite=True)
     finally:
         if tf.io.gfile.exists(tmp):
@@ -252,18 +304,53 @@ def write_features(examples, output_file, encoder, preprocessor, layers=LAST_4, 
 
 # === Command line ===
 
+
 def define_flags():
     """Define the flags (again on each call: another command line may have defined the same names)."""
-    cli.define(flags.DEFINE_string, "input_file", None, "Text, one example per line; 'text_a ||| text_b' pairs.")
+    cli.define(
+        flags.DEFINE_string,
+        "input_file",
+        None,
+        "Text, one example per line; 'text_a ||| text_b' pairs.",
+    )
     cli.define(flags.DEFINE_string, "output_file", None, "JSON lines, one per input line.")
-    cli.define(flags.DEFINE_string, "init_checkpoint", None,
-               "Google checkpoint, Hugging Face directory or pre-training run directory.")
-    cli.define(flags.DEFINE_string, "vocab_file", None, "vocab.txt (default: the one beside the checkpoint).")
-    cli.define(flags.DEFINE_bool, "lower_case", None, "Uncased tokenization (default: from the checkpoint).")
-    cli.define(flags.DEFINE_list, "layers", [str(i) for i in LAST_4], "Layer indices; -1 is the last layer.")
-    cli.define(flags.DEFINE_enum, "pooling", "none", POOLINGS, "none (every token), cls, mean, concat_last_4, "
-               "sum_last_4.")
-    cli.define(flags.DEFINE_integer, "max_seq_length", DEFAULT_SEQ_LENGTH, "Tokens per input, longer ones truncated.")
+    cli.define(
+        flags.DEFINE_string,
+        "init_checkpoint",
+        None,
+        "Google checkpoint, Hugging Face directory or pre-training run directory.",
+    )
+    cli.define(
+        flags.DEFINE_string,
+        "vocab_file",
+        None,
+        "vocab.txt (default: the one beside the checkpoint).",
+    )
+    cli.define(
+        flags.DEFINE_bool,
+        "lower_case",
+        None,
+        "Uncased tokenization (default: from the checkpoint).",
+    )
+    cli.define(
+        flags.DEFINE_list,
+        "layers",
+        [str(i) for i in LAST_4],
+        "Layer indices; -1 is the last layer.",
+    )
+    cli.define(
+        flags.DEFINE_enum,
+        "pooling",
+        "none",
+        POOLINGS,
+        "none (every token), cls, mean, concat_last_4, sum_last_4.",
+    )
+    cli.define(
+        flags.DEFINE_integer,
+        "max_seq_length",
+        DEFAULT_SEQ_LENGTH,
+        "Tokens per input, longer ones truncated.",
+    )
     cli.define(flags.DEFINE_integer, "batch_size", 32, "Inputs per encoder call.")
 
 
@@ -272,7 +359,9 @@ def main(argv):
     try:
         layers = [int(i) for i in FLAGS.layers]
     except ValueError:
-        raise cli.UsageError(f"--layers must be comma-separated integers, got {','.join(FLAGS.layers)}.") from None
+        raise cli.UsageError(
+            f"--layers must be comma-separated integers, got {','.join(FLAGS.layers)}."
+        ) from None
     paths.require_path("input_file", FLAGS.input_file, "a text file, one example per line")
     paths.require_path("init_checkpoint", FLAGS.init_checkpoint, paths.INIT_CHECKPOINT_KINDS)
     paths.require_path("vocab_file", FLAGS.vocab_file, "a vocab.txt, or a directory holding one")
@@ -283,18 +372,36 @@ def main(argv):
     examples = read_examples(FLAGS.input_file)
     empty = sum(1 for e in examples if e == "")
     if empty:
-        logging.warning("%d empty lines in %s: their lines hold the features of [CLS] [SEP].", empty,
-                        FLAGS.input_file)
-    init = load_init_checkpoint(FLAGS.init_checkpoint, vocab_file=FLAGS.vocab_file, lower_case=FLAGS.lower_case)
+        logging.warning(
+            "%d empty lines in %s: their lines hold the features of [CLS] [SEP].",
+            empty,
+            FLAGS.input_file,
+        )
+    init = load_init_checkpoint(
+        FLAGS.init_checkpoint, vocab_file=FLAGS.vocab_file, lower_case=FLAGS.lower_case
+    )
     limit = init.encoder.config.max_position_embeddings
     if not 2 <= FLAGS.max_seq_length <= limit:
-        raise cli.UsageError(f"--max_seq_length {FLAGS.max_seq_length} must be in [2, {limit}] "
-                             f"(max_position_embeddings of {FLAGS.init_checkpoint}).")
-    layer_positions(layers, init.encoder.config.num_hidden_layers, FLAGS.pooling)  # Errors before any work.
-    preprocessor = BertPreprocessor(BertTokenizer(init.vocabulary, lower_case=init.lower_case),
-                                    seq_length=FLAGS.max_seq_length)
+        raise cli.UsageError(
+            f"--max_seq_length {FLAGS.max_seq_length} must be in [2, {limit}] "
+            f"(max_position_embeddings of {FLAGS.init_checkpoint})."
+        )
+    layer_positions(
+        layers, init.encoder.config.num_hidden_layers, FLAGS.pooling
+    )  # Errors before any work.
+    preprocessor = BertPreprocessor(
+        BertTokenizer(init.vocabulary, lower_case=init.lower_case), seq_length=FLAGS.max_seq_length
+    )
     logging.info("Extracting features of %d lines of %s.", len(examples), FLAGS.input_file)
-    write_features(examples, FLAGS.output_file, init.encoder, preprocessor, layers, FLAGS.pooling, FLAGS.batch_size)
+    write_features(
+        examples,
+        FLAGS.output_file,
+        init.encoder,
+        preprocessor,
+        layers,
+        FLAGS.pooling,
+        FLAGS.batch_size,
+    )
 
 
 def console_main():

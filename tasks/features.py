@@ -82,7 +82,9 @@ def padded_length(max_length, buckets=None):
     return int(fitting[0] if fitting else max(buckets))
 
 
-def batch_plan(lengths, batch_size, *, shuffle=False, seed=0, epoch=0, drop_remainder=False, buckets=None):
+def batch_plan(
+    lengths, batch_size, *, shuffle=False, seed=0, epoch=0, drop_remainder=False, buckets=None
+):
     """Groups features into batches of similar length.
 
     Training (`shuffle=True`): a permutation seeded by (seed, epoch), sorted by length within
@@ -107,11 +109,19 @@ def batch_plan(lengths, batch_size, *, shuffle=False, seed=0, epoch=0, drop_rema
         rng = np.random.default_rng([seed, epoch])
         order = rng.permutation(n)
         window = batch_size * SORT_WINDOW_BATCHES
-        order = np.concatenate([chunk[np.argsort(lengths[chunk], kind="stable")]
-                                for chunk in np.split(order, range(window, n, window))]) if n else order
+        order = (
+            np.concatenate(
+                [
+                    chunk[np.argsort(lengths[chunk], kind="stable")]
+                    for chunk in np.split(order, range(window, n, window))
+                ]
+            )
+            if n
+            else order
+        )
     else:
         order = np.argsort(lengths, kind="stable")
-    batches = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+    batches = [order[i : i + batch_size] for i in range(0, n, batch_size)]
     if drop_remainder and batches and len(batches[-1]) < batch_size:
         batches = batches[:-1]
     if shuffle:
@@ -120,8 +130,16 @@ def batch_plan(lengths, batch_size, *, shuffle=False, seed=0, epoch=0, drop_rema
     return batches, padded
 
 
-def make_dataset(features, batches, padded, *, num_replicas=1, replica_range=None, pad_batch_to=None,
-                 label_keys=None):
+def make_dataset(
+    features,
+    batches,
+    padded,
+    *,
+    num_replicas=1,
+    replica_range=None,
+    pad_batch_to=None,
+    label_keys=None,
+):
     """A `tf.data.Dataset` of the planned batches: (inputs, labels) dicts of dense tensors.
 
     Args:
@@ -151,10 +169,13 @@ def make_dataset(features, batches, padded, *, num_replicas=1, replica_range=Non
     inputs = {k: _append_empty(v) for k, v in features.inputs.items()}
     labels = {k: _append_empty(features.labels[k]) for k in label_keys}
     if pad_batch_to:
-        index_rows = [np.concatenate([i, np.full(pad_batch_to - len(i), n, i.dtype)]) for i in index_rows]
+        index_rows = [
+            np.concatenate([i, np.full(pad_batch_to - len(i), n, i.dtype)]) for i in index_rows
+        ]
     index = tf.RaggedTensor.from_row_lengths(
         np.concatenate(index_rows).astype(np.int64) if index_rows else np.zeros([0], np.int64),
-        np.array([len(i) for i in index_rows], dtype=np.int64))
+        np.array([len(i) for i in index_rows], dtype=np.int64),
+    )
     data = tf.data.Dataset.from_tensor_slices((index, np.array(lengths, dtype=np.int64)))
 
     def gather(idx, length):
@@ -167,10 +188,14 @@ def make_dataset(features, batches, padded, *, num_replicas=1, replica_range=Non
         y = {}
         for name, value in labels.items():
             rows = tf.gather(value, idx)
-            y[name] = _to_dense(rows, length, IGNORE_LABEL) if isinstance(rows, tf.RaggedTensor) else rows
+            y[name] = (
+                _to_dense(rows, length, IGNORE_LABEL) if isinstance(rows, tf.RaggedTensor) else rows
+            )
         return x, y
 
-    return data.map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(tf.data.AUTOTUNE)
+    return data.map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(
+        tf.data.AUTOTUNE
+    )
 
 
 def _append_empty(value):
@@ -180,7 +205,11 @@ def _append_empty(value):
         if value.ragged_rank == 2:  # (N, K, (L)): K empty choices.
             k = int(value.bounding_shape()[1]) if value.nrows() > 0 else 1
             empty = tf.RaggedTensor.from_row_lengths(
-                tf.RaggedTensor.from_row_lengths(tf.zeros([0], value.dtype), tf.zeros([k], tf.int64)), [k])
+                tf.RaggedTensor.from_row_lengths(
+                    tf.zeros([0], value.dtype), tf.zeros([k], tf.int64)
+                ),
+                [k],
+            )
         return tf.concat([value, empty], axis=0)
     value = np.asarray(value)
     return np.concatenate([value, np.zeros((1,) + value.shape[1:], value.dtype)])
@@ -188,7 +217,9 @@ def _append_empty(value):
 
 def _to_dense(rows, length, pad):
     """Ragged rows [B, (L)] or [B, K, (L)] -> dense [B, S] or [B, K, S], cut or padded to `length`."""
-    shape = tf.stack([tf.constant(-1, tf.int64)] * (rows.shape.rank - 1) + [tf.cast(length, tf.int64)])
+    shape = tf.stack(
+        [tf.constant(-1, tf.int64)] * (rows.shape.rank - 1) + [tf.cast(length, tf.int64)]
+    )
     dense = rows.to_tensor(default_value=tf.cast(pad, rows.dtype), shape=shape)
     return tf.ensure_shape(dense, [None] * rows.shape.rank)
 
@@ -211,10 +242,15 @@ def encode_texts(tokenizer, seq_length, text_a, text_b=None, batch_size=512):
         empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
         return {"input_word_ids": empty, "input_type_ids": empty}
     pack = _pack_function(tokenizer, seq_length, len(columns))
-    data = tf.data.Dataset.from_tensor_slices(columns).batch(batch_size).map(
-        pack, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    data = (
+        tf.data.Dataset.from_tensor_slices(columns)
+        .batch(batch_size)
+        .map(pack, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    )
     parts = list(data)
-    return {k: tf.concat([p[k] for p in parts], axis=0) for k in ("input_word_ids", "input_type_ids")}
+    return {
+        k: tf.concat([p[k] for p in parts], axis=0) for k in ("input_word_ids", "input_type_ids")
+    }
 
 
 _PACK_FUNCTIONS = weakref.WeakKeyDictionary()  # tokenizer -> {(seq_length, segments): tf.function}
@@ -227,14 +263,20 @@ def _pack_function(tokenizer, seq_length, segments):
 
     cache = _PACK_FUNCTIONS.setdefault(tokenizer, {})
     if (seq_length, segments) not in cache:
-        packer = BertPacker(seq_length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+        packer = BertPacker(
+            seq_length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id
+        )
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * segments)
         def pack(*texts):
             packed = packer([tokenizer(t) for t in texts])
             lengths = tf.reduce_sum(packed["input_mask"], axis=1)
-            return {k: tf.RaggedTensor.from_tensor(packed[k], lengths=lengths).with_row_splits_dtype(tf.int64)
-                    for k in ("input_word_ids", "input_type_ids")}
+            return {
+                k: tf.RaggedTensor.from_tensor(packed[k], lengths=lengths).with_row_splits_dtype(
+                    tf.int64
+                )
+                for k in ("input_word_ids", "input_type_ids")
+            }
 
         cache[(seq_length, segments)] = pack
     return cache[(seq_length, segments)]

@@ -32,11 +32,20 @@ from keras_bert.training import settings
 
 # The runner's names, importable from here as before (loaded on first use: --help stays light).
 _TRAINER_NAMES = ("TaskTrainer", "predict", "run_finetuning")
-__all__ = ["FinetuneConfig", "RECIPE", *_TRAINER_NAMES, "config_from_flags", "console_main",
-           "define_flags", "main"]
+__all__ = [
+    "FinetuneConfig",
+    "RECIPE",
+    *_TRAINER_NAMES,
+    "config_from_flags",
+    "console_main",
+    "define_flags",
+    "main",
+]
 
 
-__getattr__, __dir__ = _lazy.attach(__name__, {name: f"keras_bert.tasks.runner:{name}" for name in _TRAINER_NAMES})
+__getattr__, __dir__ = _lazy.attach(
+    __name__, {name: f"keras_bert.tasks.runner:{name}" for name in _TRAINER_NAMES}
+)
 
 
 _FLAG_HELP = {
@@ -45,7 +54,10 @@ _FLAG_HELP = {
     "init_checkpoint": "Google TF1 checkpoint, Hugging Face directory or run_pretraining model_dir.",
     "model_dir": "Run directory: checkpoints, eval_results.json, predictions/, model/, logs.",
     "model": "BertConfig preset to start from random weights (with --vocab_file) instead.",
-    **{name: f"FinetuneConfig.{name} (default: the task's recipe; GLUE {value})." for name, value in RECIPE.items()},
+    **{
+        name: f"FinetuneConfig.{name} (default: the task's recipe; GLUE {value})."
+        for name, value in RECIPE.items()
+    },
     "buckets": "Comma-separated fixed padded lengths (default: per-batch padding; fixed under XLA/TPU).",
 }
 
@@ -56,14 +68,22 @@ def define_flags():
     settings.define_flags(FinetuneConfig, _FLAG_HELP)
     for name, (field, text, takers) in registry.option_fields().items():
         define = settings.flag_definer(field)
-        cli.define(define, name, None, f"{text} (task option of {', '.join(takers)}; default {field.default}).")
+        cli.define(
+            define,
+            name,
+            None,
+            f"{text} (task option of {', '.join(takers)}; default {field.default}).",
+        )
 
 
 def config_from_flags():
     """A `FinetuneConfig` from the parsed flags (flag name = field name); the task option flags
     given go into `task_options`."""
-    given = {name: flags.FLAGS[name].value for name in registry.option_fields()
-             if flags.FLAGS[name].value is not None}
+    given = {
+        name: flags.FLAGS[name].value
+        for name in registry.option_fields()
+        if flags.FLAGS[name].value is not None
+    }
     return FinetuneConfig(**settings.flag_values(FinetuneConfig), task_options=given)
 
 

@@ -66,10 +66,15 @@ def _load_encoder(config, dtype):
     from keras_bert.text.vocab import load_vocabulary
 
     if config.init_checkpoint:
-        init = load_init_checkpoint(config.init_checkpoint, vocab_file=config.vocab_file,
-                                    lower_case=config.lower_case, dtype=dtype)
+        init = load_init_checkpoint(
+            config.init_checkpoint,
+            vocab_file=config.vocab_file,
+            lower_case=config.lower_case,
+            dtype=dtype,
+        )
         return init.encoder, init.vocabulary, init.lower_case
     from keras_bert import BertConfig, BertEncoder
+
     vocabulary = load_vocabulary(config.vocab_file)
     bert_config = BertConfig.preset(config.model, vocab_size=len(vocabulary))
     lower_case = True if config.lower_case is None else config.lower_case
@@ -78,7 +83,13 @@ def _load_encoder(config, dtype):
 
 def _read(config, split, limit):
     task = config.task_object
-    file = config.train_file if split == task.train_split else config.eval_file if split in task.eval_splits else None
+    file = (
+        config.train_file
+        if split == task.train_split
+        else config.eval_file
+        if split in task.eval_splits
+        else None
+    )
     examples = task.read(config.data_dir, split, use_tfds=config.tfds, file=file)
     return examples[:limit] if limit else examples
 
@@ -86,8 +97,10 @@ def _read(config, split, limit):
 def _steps_per_loop(config, steps_per_epoch):
     if config.steps_per_loop:
         if steps_per_epoch % config.steps_per_loop:
-            raise ValueError(f"steps_per_loop {config.steps_per_loop} must divide the {steps_per_epoch} steps "
-                             f"of an epoch.")
+            raise ValueError(
+                f"steps_per_loop {config.steps_per_loop} must divide the {steps_per_epoch} steps "
+                f"of an epoch."
+            )
         return config.steps_per_loop
     return max(d for d in range(1, min(100, steps_per_epoch) + 1) if steps_per_epoch % d == 0)
 
@@ -101,8 +114,9 @@ def predict(model, task, features, batch_size, buckets=None, strategy=None, jit_
     """
     fixed = bool(buckets) and (jit_compile or isinstance(strategy, tf.distribute.TPUStrategy))
     batches, padded = feature_lib.batch_plan(features.lengths, batch_size, buckets=buckets)
-    data = feature_lib.make_dataset(features, batches, padded, pad_batch_to=batch_size if fixed else None,
-                                    label_keys=())
+    data = feature_lib.make_dataset(
+        features, batches, padded, pad_batch_to=batch_size if fixed else None, label_keys=()
+    )
     call = _predict_function(model, strategy, jit_compile)
     token_outputs = set(getattr(task, "token_outputs", ()))
     lengths = features.lengths
@@ -112,14 +126,16 @@ def predict(model, task, features, batch_size, buckets=None, strategy=None, jit_
         if isinstance(strategy, tf.distribute.TPUStrategy):  # Every replica ran the whole batch.
             out = {k: strategy.experimental_local_results(v)[0] for k, v in out.items()}
         for name, value in out.items():
-            value = value.numpy()[:len(index)]
+            value = value.numpy()[: len(index)]
             rows = collected.setdefault(name, [None] * features.num_features)
             for row, i in enumerate(index):
-                rows[i] = value[row, :lengths[i]] if name in token_outputs else value[row]
+                rows[i] = value[row, : lengths[i]] if name in token_outputs else value[row]
     return {k: v if k in token_outputs else np.stack(v) for k, v in collected.items()}
 
 
-_PREDICT_FUNCTIONS = weakref.WeakKeyDictionary()  # model -> {(strategy id, jit_compile): tf.function}
+_PREDICT_FUNCTIONS = (
+    weakref.WeakKeyDictionary()
+)  # model -> {(strategy id, jit_compile): tf.function}
 
 
 def _predict_function(model, strategy, jit_compile):
@@ -128,11 +144,13 @@ def _predict_function(model, strategy, jit_compile):
     cache = _PREDICT_FUNCTIONS.setdefault(model, {})
     key = (id(strategy), jit_compile)
     if key not in cache:
+
         def infer(x):
             return model(x, training=False)
 
         call = tf.function(infer, jit_compile=jit_compile, reduce_retracing=not jit_compile)
         if isinstance(strategy, tf.distribute.TPUStrategy):
+
             def replicated(x, inner=call):
                 return strategy.run(inner, args=(x,))
 
@@ -145,8 +163,10 @@ def _save_best(model, model_dir, step, epoch, metrics):
     """Writes the weights as `best-<step>/` and points `best.json` at them (atomically)."""
     path = os.path.join(model_dir, f"best-{step}", "weights")
     write_weights(model, path)
-    write_atomic(os.path.join(model_dir, "best.json"),
-                 json.dumps({"step": step, "epoch": epoch, "path": path, "metrics": metrics}, indent=1))
+    write_atomic(
+        os.path.join(model_dir, "best.json"),
+        json.dumps({"step": step, "epoch": epoch, "path": path, "metrics": metrics}, indent=1),
+    )
     for name in tf.io.gfile.listdir(model_dir):
         name = name.rstrip("/")
         if name.startswith("best-") and name != f"best-{step}":
@@ -173,10 +193,18 @@ def _evaluate(config, model, strategy, eval_sets):
 
 def _predict_or_explain(config, model, feats, strategy):
     """`predict` with the run's settings; out of memory names eval_batch_size."""
-    with out_of_memory_hint("evaluation", config.eval_batch_size, config.seq_length,
-                            "use a smaller eval_batch_size"):
-        return predict(model, config.task_object, feats, config.eval_batch_size, config.bucket_lengths(), strategy,
-                       config.jit_compile)
+    with out_of_memory_hint(
+        "evaluation", config.eval_batch_size, config.seq_length, "use a smaller eval_batch_size"
+    ):
+        return predict(
+            model,
+            config.task_object,
+            feats,
+            config.eval_batch_size,
+            config.bucket_lengths(),
+            strategy,
+            config.jit_compile,
+        )
 
 
 def run_finetuning(config=None, **overrides):
@@ -200,9 +228,16 @@ def run_finetuning(config=None, **overrides):
     config, task = run.config, run.config.task_object
     encoder, tokenizer = _encoder_and_tokenizer(run)
     # Training first: a task may learn its label set there (text_classification) and check dev against it.
-    train = _load(config, tokenizer, task.train_split, config.max_train_examples) if config.do_train else None
-    eval_sets = {s: _load(config, tokenizer, s, config.max_eval_examples) for s in task.eval_splits} \
-        if (config.do_eval or config.do_train) else {}
+    train = (
+        _load(config, tokenizer, task.train_split, config.max_train_examples)
+        if config.do_train
+        else None
+    )
+    eval_sets = (
+        {s: _load(config, tokenizer, s, config.max_eval_examples) for s in task.eval_splits}
+        if (config.do_eval or config.do_train)
+        else {}
+    )
     steps_per_epoch, num_train_steps, loop = _plan(config, train)
     model, trainer = _build_and_compile(run, encoder, num_train_steps)
     every = config.checkpoint_every or steps_per_epoch
@@ -211,16 +246,34 @@ def run_finetuning(config=None, **overrides):
     if train and run.start_step < num_train_steps:
         _train_epochs(run, model, trainer, train[1], eval_sets, eval_history, steps_per_epoch, loop)
     best = _restore_best(run, model)
-    results = _final_evaluation(run, model, eval_sets, best) if config.do_eval and eval_sets and run.chief else {}
+    results = (
+        _final_evaluation(run, model, eval_sets, best)
+        if config.do_eval and eval_sets and run.chief
+        else {}
+    )
     written = _write_predictions(run, model, tokenizer) if config.do_predict and run.chief else []
     model_path = None
     if run.chief:
-        model_path = save_task_model(model, run.path("model"), task, config.seq_length, tokenizer.vocabulary,
-                                     tokenizer.lower_case)
+        model_path = save_task_model(
+            model,
+            run.path("model"),
+            task,
+            config.seq_length,
+            tokenizer.vocabulary,
+            tokenizer.lower_case,
+        )
     summary = training_run.summarize(
-        run, {"task": task.name, "eval": results, "best": best, "eval_history": eval_history,
-              "predictions": written, "model_path": model_path},
-        plot=lambda history, path: _plot(history, eval_history, task.name, path))
+        run,
+        {
+            "task": task.name,
+            "eval": results,
+            "best": best,
+            "eval_history": eval_history,
+            "predictions": written,
+            "model_path": model_path,
+        },
+        plot=lambda history, path: _plot(history, eval_history, task.name, path),
+    )
     summary["model"] = model
     summary["replicas"] = run.strategy.num_replicas_in_sync
     return summary
@@ -237,8 +290,10 @@ def _encoder_and_tokenizer(run):
     tokenizer = BertTokenizer(vocabulary, lower_case=lower_case)
     config.task_object.check_vocabulary(tokenizer)
     if config.seq_length > encoder.config.max_position_embeddings:
-        raise ValueError(f"seq_length {config.seq_length} exceeds the model's max_position_embeddings "
-                         f"{encoder.config.max_position_embeddings}.")
+        raise ValueError(
+            f"seq_length {config.seq_length} exceeds the model's max_position_embeddings "
+            f"{encoder.config.max_position_embeddings}."
+        )
     return encoder, tokenizer
 
 
@@ -248,8 +303,14 @@ def _load(config, tokenizer, split, limit):
     started = time.perf_counter()
     examples = _read(config, split, limit)
     feats = task.encode(examples, tokenizer, config.seq_length, training=split == task.train_split)
-    logging.info("%s %s: %d examples -> %d features in %.1f s", task.name, split, len(examples),
-                 feats.num_features, time.perf_counter() - started)
+    logging.info(
+        "%s %s: %d examples -> %d features in %.1f s",
+        task.name,
+        split,
+        len(examples),
+        feats.num_features,
+        time.perf_counter() - started,
+    )
     return examples, feats
 
 
@@ -258,10 +319,18 @@ def _plan(config, train):
     steps_per_epoch = 1
     if train:
         n = train[1].num_features
-        steps_per_epoch = n // config.batch_size if config.fixed_shapes else math.ceil(n / config.batch_size)
+        steps_per_epoch = (
+            n // config.batch_size if config.fixed_shapes else math.ceil(n / config.batch_size)
+        )
         if steps_per_epoch < 1:
-            raise ValueError(f"{n} training features are fewer than one batch of {config.batch_size}.")
-    return steps_per_epoch, steps_per_epoch * config.num_train_epochs, _steps_per_loop(config, steps_per_epoch)
+            raise ValueError(
+                f"{n} training features are fewer than one batch of {config.batch_size}."
+            )
+    return (
+        steps_per_epoch,
+        steps_per_epoch * config.num_train_epochs,
+        _steps_per_loop(config, steps_per_epoch),
+    )
 
 
 def _build_and_compile(run, encoder, num_train_steps):
@@ -270,8 +339,14 @@ def _build_and_compile(run, encoder, num_train_steps):
     with run.strategy.scope():
         model = task.build_model(encoder, config.dropout)
         trainer = TaskTrainer(task, model)
-    training_run.compile_and_restore(run, model, num_train_steps, int(num_train_steps * config.warmup_proportion),
-                                     run.path("checkpoints"), keras_model=trainer)
+    training_run.compile_and_restore(
+        run,
+        model,
+        num_train_steps,
+        int(num_train_steps * config.warmup_proportion),
+        run.path("checkpoints"),
+        keras_model=trainer,
+    )
     return model, trainer
 
 
@@ -296,15 +371,32 @@ def _train_epoch(run, trainer, train, epoch, steps_per_epoch, loop):
     config, task = run.config, run.config.task_object
     done = run.step - epoch * steps_per_epoch
     batches, padded = feature_lib.batch_plan(
-        train.lengths, config.batch_size, shuffle=True, seed=config.seed, epoch=epoch,
-        drop_remainder=config.fixed_shapes, buckets=config.bucket_lengths())
+        train.lengths,
+        config.batch_size,
+        shuffle=True,
+        seed=config.seed,
+        epoch=epoch,
+        drop_remainder=config.fixed_shapes,
+        buckets=config.bucket_lengths(),
+    )
     batches, padded = batches[done:steps_per_epoch], padded[done:steps_per_epoch]
     data = _distribute(run.strategy, train, batches, padded, task.label_keys)
     first_loop = epoch * steps_per_epoch // loop
-    with out_of_memory_hint("training", config.batch_size, config.seq_length,
-                            "use a smaller batch_size (e.g. 16) or seq_length"):
-        trainer.fit(data, epochs=(epoch + 1) * steps_per_epoch // loop, initial_epoch=first_loop + done // loop,
-                    steps_per_epoch=loop, callbacks=run.callbacks, verbose=0, shuffle=False)
+    with out_of_memory_hint(
+        "training",
+        config.batch_size,
+        config.seq_length,
+        "use a smaller batch_size (e.g. 16) or seq_length",
+    ):
+        trainer.fit(
+            data,
+            epochs=(epoch + 1) * steps_per_epoch // loop,
+            initial_epoch=first_loop + done // loop,
+            steps_per_epoch=loop,
+            callbacks=run.callbacks,
+            verbose=0,
+            shuffle=False,
+        )
 
 
 def _evaluate_epoch(run, model, eval_sets, eval_history, epoch):
@@ -315,7 +407,12 @@ def _evaluate_epoch(run, model, eval_sets, eval_history, epoch):
     metrics = _evaluate(config, model, run.strategy, eval_sets)
     eval_history.append({"epoch": epoch + 1, "step": step, **metrics})
     run.log.write_eval(step, metrics)
-    logging.info("epoch %d (step %d): %s", epoch + 1, step, ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+    logging.info(
+        "epoch %d (step %d): %s",
+        epoch + 1,
+        step,
+        ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()),
+    )
     best = _read_json(os.path.join(config.model_dir, "best.json"), None)
     if best is None or metrics[task.main_metric] > best["metrics"][task.main_metric]:
         _save_best(model, config.model_dir, step, epoch + 1, metrics)
@@ -328,18 +425,31 @@ def _restore_best(run, model):
     best = _read_json(os.path.join(config.model_dir, "best.json"), None) if run.chief else None
     if best is not None:
         read_weights(model, best["path"])
-        logging.info("Kept the model of epoch %d (step %d): %s %.4f", best["epoch"], best["step"],
-                     task.main_metric, best["metrics"][task.main_metric])
+        logging.info(
+            "Kept the model of epoch %d (step %d): %s %.4f",
+            best["epoch"],
+            best["step"],
+            task.main_metric,
+            best["metrics"][task.main_metric],
+        )
     return best
 
 
 def _final_evaluation(run, model, eval_sets, best):
     """The metrics of the kept model (the best epoch's, or evaluated now), in eval_results.json."""
     config, task = run.config, run.config.task_object
-    results = best["metrics"] if best is not None and config.do_train else \
-        _evaluate(config, model, run.strategy, eval_sets)
-    record = {"task": task.name, "split": ",".join(eval_sets), "step": best["step"] if best else run.step,
-              "epoch": best["epoch"] if best else None, **results}
+    results = (
+        best["metrics"]
+        if best is not None and config.do_train
+        else _evaluate(config, model, run.strategy, eval_sets)
+    )
+    record = {
+        "task": task.name,
+        "split": ",".join(eval_sets),
+        "step": best["step"] if best else run.step,
+        "epoch": best["epoch"] if best else None,
+        **results,
+    }
     write_atomic(run.path("eval_results.json"), json.dumps(record, indent=1))
     return results
 
@@ -359,17 +469,26 @@ def _write_predictions(run, model, tokenizer):
 
 def _plot(history, eval_history, task_name, path):
     """Training loss, the dev metrics of each epoch and the learning rate against the step."""
-    metric_names = [k for k in (eval_history[-1] if eval_history else {}) if k not in ("step", "epoch")]
-    points = history + [{"step": e["step"], **{f"dev {k}": e[k] for k in metric_names}} for e in eval_history]
-    panels = (("loss", ("loss",)), ("dev metrics", tuple(f"dev {k}" for k in metric_names)),
-              ("learning rate", ("learning_rate",)))
+    metric_names = [
+        k for k in (eval_history[-1] if eval_history else {}) if k not in ("step", "epoch")
+    ]
+    points = history + [
+        {"step": e["step"], **{f"dev {k}": e[k] for k in metric_names}} for e in eval_history
+    ]
+    panels = (
+        ("loss", ("loss",)),
+        ("dev metrics", tuple(f"dev {k}" for k in metric_names)),
+        ("learning rate", ("learning_rate",)),
+    )
     return plots.plot_history(points, path, title=f"BERT fine-tuning: {task_name}", panels=panels)
 
 
 def _check_resume(start_step, loop):
     if start_step % loop:
-        raise ValueError(f"The checkpoint is at step {start_step}, not a multiple of the {loop} steps of a "
-                         f"logging loop; resume with the settings it was made with.")
+        raise ValueError(
+            f"The checkpoint is at step {start_step}, not a multiple of the {loop} steps of a "
+            f"logging loop; resume with the settings it was made with."
+        )
 
 
 def _distribute(strategy, feats, batches, padded, label_keys):
@@ -382,7 +501,13 @@ def _distribute(strategy, feats, batches, padded, label_keys):
     def dataset_fn(context):
         per_pipeline = replicas // context.num_input_pipelines
         first = context.input_pipeline_id * per_pipeline
-        return feature_lib.make_dataset(feats, batches, padded, num_replicas=replicas,
-                                        replica_range=(first, first + per_pipeline), label_keys=label_keys)
+        return feature_lib.make_dataset(
+            feats,
+            batches,
+            padded,
+            num_replicas=replicas,
+            replica_range=(first, first + per_pipeline),
+            label_keys=label_keys,
+        )
 
     return strategy.distribute_datasets_from_function(dataset_fn)

@@ -71,6 +71,7 @@ def sparse_xent_sums(labels, logits, weights=None):
     if weights is None:
         weights = tf.cast(labels >= 0, tf.float32)
     weights = tf.cast(weights, tf.float32)
-    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.maximum(labels, 0),
-                                                          logits=tf.cast(logits, tf.float32))
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.maximum(labels, 0), logits=tf.cast(logits, tf.float32)
+    )
     return tf.reduce_sum(xent * weights), tf.reduce_sum(weights)

@@ -7,12 +7,38 @@ import numpy as np
 import keras_bert
 from keras_bert import checkpoints
 
-WORDS = ["the", "movie", "film", "plot", "actor", "was", "is", "really", "quite", "very", "a", "an", "story",
-         "and", "but", "with", "scenes", "music", "it", "this"]
+WORDS = [
+    "the",
+    "movie",
+    "film",
+    "plot",
+    "actor",
+    "was",
+    "is",
+    "really",
+    "quite",
+    "very",
+    "a",
+    "an",
+    "story",
+    "and",
+    "but",
+    "with",
+    "scenes",
+    "music",
+    "it",
+    "this",
+]
 POSITIVE, NEGATIVE = ["good", "great", "fine", "lovely"], ["bad", "awful", "poor", "boring"]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ","] + WORDS + POSITIVE + NEGATIVE
-TINY = dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=64)
+TINY = dict(
+    vocab_size=len(VOCAB),
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+)
 
 
 def sentiment_rows(n, seed):
@@ -22,7 +48,9 @@ def sentiment_rows(n, seed):
     for i in range(n):
         label = int(rng.integers(2))
         words = list(rng.choice(WORDS, size=int(rng.integers(2, 24))))
-        words.insert(int(rng.integers(len(words) + 1)), str(rng.choice(POSITIVE if label else NEGATIVE)))
+        words.insert(
+            int(rng.integers(len(words) + 1)), str(rng.choice(POSITIVE if label else NEGATIVE))
+        )
         rows.append((" ".join(words) + " .", label))
     return rows
 
@@ -44,14 +72,25 @@ def write_checkpoint(directory, seed=0, **config):
     """A tiny random BERT as a Google checkpoint directory with its vocab.txt."""
     keras_bert_config = keras_bert.BertConfig(**dict(TINY, **config))
     import keras
+
     keras.utils.set_random_seed(seed)
     encoder = keras_bert.BertEncoder(keras_bert_config)
     checkpoints.save(encoder, directory, format="google", vocab=VOCAB)
     return directory
 
 
-MNLI_FRONT = ("index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
-              "sentence1_parse", "sentence2_parse", "sentence1", "sentence2")
+MNLI_FRONT = (
+    "index",
+    "promptID",
+    "pairID",
+    "genre",
+    "sentence1_binary_parse",
+    "sentence2_binary_parse",
+    "sentence1_parse",
+    "sentence2_parse",
+    "sentence1",
+    "sentence2",
+)
 MNLI_LABELS = ("contradiction", "entailment", "neutral")
 
 
@@ -69,19 +108,39 @@ def write_mnli(directory, n=24, seed=0):
     labels = [MNLI_LABELS[i] for i in rng.integers(3, size=n)]
 
     def front(i, a, b):
-        return (i, 1000 + i, f"{1000 + i}e", "fiction", "( x )", "( y )", "(ROOT x)", "(ROOT y)", a, b)
+        return (
+            i,
+            1000 + i,
+            f"{1000 + i}e",
+            "fiction",
+            "( x )",
+            "( y )",
+            "(ROOT x)",
+            "(ROOT y)",
+            a,
+            b,
+        )
 
-    _tsv(os.path.join(directory, "train.tsv"), [MNLI_FRONT + ("label1", "gold_label")] +
-         [front(i, a, b) + (l, l) for i, ((a, b), l) in enumerate(zip(pairs, labels))])
+    _tsv(
+        os.path.join(directory, "train.tsv"),
+        [MNLI_FRONT + ("label1", "gold_label")]
+        + [front(i, a, b) + (l, l) for i, ((a, b), l) in enumerate(zip(pairs, labels))],
+    )
     for split in ("dev_matched", "dev_mismatched"):
-        _tsv(os.path.join(directory, f"{split}.tsv"),
-             [MNLI_FRONT + tuple(f"label{k}" for k in range(1, 6)) + ("gold_label",)] +
-             [front(i, a, b) + (l,) * 6 for i, ((a, b), l) in enumerate(zip(pairs, labels))])
+        _tsv(
+            os.path.join(directory, f"{split}.tsv"),
+            [MNLI_FRONT + tuple(f"label{k}" for k in range(1, 6)) + ("gold_label",)]
+            + [front(i, a, b) + (l,) * 6 for i, ((a, b), l) in enumerate(zip(pairs, labels))],
+        )
     for split, count in (("test_matched", 7), ("test_mismatched", 5)):
-        _tsv(os.path.join(directory, f"{split}.tsv"), [MNLI_FRONT] + [front(i, a, b) for i, (a, b) in
-                                                                      enumerate(pairs[:count])])
-    _tsv(os.path.join(directory, "diagnostic.tsv"), [("index", "sentence1", "sentence2")] +
-         [(i, a, b) for i, (a, b) in enumerate(pairs[:3])])
+        _tsv(
+            os.path.join(directory, f"{split}.tsv"),
+            [MNLI_FRONT] + [front(i, a, b) for i, (a, b) in enumerate(pairs[:count])],
+        )
+    _tsv(
+        os.path.join(directory, "diagnostic.tsv"),
+        [("index", "sentence1", "sentence2")] + [(i, a, b) for i, (a, b) in enumerate(pairs[:3])],
+    )
     return directory
 
 
@@ -89,15 +148,38 @@ def write_stsb(directory, n_train=96, n_dev=32, seed=0):
     """STS-B's files (train/dev with score, test without): two sentences of the same sentiment,
     scored 5 when positive and 1 when negative (learnable)."""
     os.makedirs(directory, exist_ok=True)
-    header = ("index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2")
+    header = (
+        "index",
+        "genre",
+        "filename",
+        "year",
+        "old_index",
+        "source1",
+        "source2",
+        "sentence1",
+        "sentence2",
+    )
     for name, n, offset in (("train", n_train, 0), ("dev", n_dev, 10)):
         rows = sentiment_rows(2 * n, seed + offset)
         positive = [s for s, label in rows if label]
         negative = [s for s, label in rows if not label]
-        pairs = [(a, b, 5.0) for a, b in zip(positive[0::2], positive[1::2])] + \
-                [(a, b, 1.0) for a, b in zip(negative[0::2], negative[1::2])]
-        _tsv(os.path.join(directory, f"{name}.tsv"), [header + ("score",)] + [
-            (i, "main-news", "x", "2012", i, "none", "none", a, b, score) for i, (a, b, score) in enumerate(pairs)])
-    _tsv(os.path.join(directory, "test.tsv"), [header] + [
-        (i, "main-news", "x", "2012", i, "none", "none", a, a) for i, (a, _) in enumerate(sentiment_rows(6, 99))])
+        pairs = [(a, b, 5.0) for a, b in zip(positive[0::2], positive[1::2])] + [
+            (a, b, 1.0) for a, b in zip(negative[0::2], negative[1::2])
+        ]
+        _tsv(
+            os.path.join(directory, f"{name}.tsv"),
+            [header + ("score",)]
+            + [
+                (i, "main-news", "x", "2012", i, "none", "none", a, b, score)
+                for i, (a, b, score) in enumerate(pairs)
+            ],
+        )
+    _tsv(
+        os.path.join(directory, "test.tsv"),
+        [header]
+        + [
+            (i, "main-news", "x", "2012", i, "none", "none", a, a)
+            for i, (a, _) in enumerate(sentiment_rows(6, 99))
+        ],
+    )
     return directory

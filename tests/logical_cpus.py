@@ -14,7 +14,9 @@ def split_cpu(count):
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * count
+    )
 
 
 def report(result):
@@ -27,10 +29,16 @@ def run_on_logical_cpus(code, count=2, timeout=120):
 
     `code` may use `report` (already imported). Returns the reported result.
     """
-    script = (f"import sys\nsys.path.insert(0, {HERE!r})\nfrom logical_cpus import report, split_cpu\n"
-              f"split_cpu({count})\n{code}")
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)
+    script = (
+        f"import sys\nsys.path.insert(0, {HERE!r})\nfrom logical_cpus import report, split_cpu\n"
+        f"split_cpu({count})\n{code}"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout
+    )
     assert run.returncode == 0, run.stderr[-3000:]
-    results = [line.split(" ", 1)[1] for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    results = [
+        line.split(" ", 1)[1] for line in run.stdout.splitlines() if line.startswith("RESULT ")
+    ]
     assert len(results) == 1, run.stdout[-3000:]
     return json.loads(results[0])

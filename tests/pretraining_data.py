@@ -24,8 +24,11 @@ def toy_example(rng, vocab_size, seq_length, max_predictions_per_seq):
     start, stride = int(rng.integers(words)), int(rng.integers(1, 4))
     is_random = rng.random() < 0.5
     a = run(start, stride, len_a)
-    b = run(int(rng.integers(words)), int(rng.integers(1, 4)), len_b) if is_random \
+    b = (
+        run(int(rng.integers(words)), int(rng.integers(1, 4)), len_b)
+        if is_random
         else run(start + stride * len_a, stride, len_b)
+    )
     tokens = [CLS] + a + [SEP] + b + [SEP]
     segments = [0] * (len_a + 2) + [1] * (len_b + 1)
     candidates = [i for i, t in enumerate(tokens) if t not in (CLS, SEP)]
@@ -41,9 +44,11 @@ def toy_example(rng, vocab_size, seq_length, max_predictions_per_seq):
     pad = seq_length - len(tokens)
     extra = max_predictions_per_seq - num
     return {
-        "input_ids": np.array(tokens + [PAD] * pad), "input_mask": np.array([1] * len(tokens) + [0] * pad),
+        "input_ids": np.array(tokens + [PAD] * pad),
+        "input_mask": np.array([1] * len(tokens) + [0] * pad),
         "segment_ids": np.array(segments + [0] * pad),
-        "masked_lm_positions": np.array(positions + [0] * extra), "masked_lm_ids": np.array(ids + [0] * extra),
+        "masked_lm_positions": np.array(positions + [0] * extra),
+        "masked_lm_ids": np.array(ids + [0] * extra),
         "masked_lm_weights": np.array([1.0] * num + [0.0] * extra, dtype=np.float32),
         "next_sentence_labels": np.array([int(is_random)]),
     }
@@ -60,11 +65,23 @@ def serialize(example):
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def write_records(directory, num_examples, *, vocab_size=64, seq_length=32, max_predictions_per_seq=5,
-                  num_shards=1, seed=0, prefix="train"):
+def write_records(
+    directory,
+    num_examples,
+    *,
+    vocab_size=64,
+    seq_length=32,
+    max_predictions_per_seq=5,
+    num_shards=1,
+    seed=0,
+    prefix="train",
+):
     """Write `num_shards` files `<prefix>-0000i.tfrecord`; returns (glob pattern, examples list)."""
     rng = np.random.default_rng(seed)
-    examples = [toy_example(rng, vocab_size, seq_length, max_predictions_per_seq) for _ in range(num_examples)]
+    examples = [
+        toy_example(rng, vocab_size, seq_length, max_predictions_per_seq)
+        for _ in range(num_examples)
+    ]
     for shard in range(num_shards):
         with tf.io.TFRecordWriter(f"{directory}/{prefix}-{shard:05d}.tfrecord") as writer:
             for example in examples[shard::num_shards]:

@@ -4,7 +4,8 @@ tests that read them skip when the folder is absent, so the default suite runs w
 import os
 
 REAL_DATA = os.environ.get("KERAS_BERT_REAL_DATA") or os.path.normpath(
-    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+)
 
 
 def real_file(*parts):

@@ -33,8 +33,11 @@ def encoder_forward(w, config, word_ids, mask, type_ids, prefix=""):
     p = prefix
     eps = config.layer_norm_eps
     B, S = word_ids.shape
-    x = (w[f"{p}embeddings/word_embeddings"][word_ids] + w[f"{p}embeddings/token_type_embeddings"][type_ids]
-         + w[f"{p}embeddings/position_embeddings"][:S][None])
+    x = (
+        w[f"{p}embeddings/word_embeddings"][word_ids]
+        + w[f"{p}embeddings/token_type_embeddings"][type_ids]
+        + w[f"{p}embeddings/position_embeddings"][:S][None]
+    )
     x = layer_norm(x, w[f"{p}embeddings/LayerNorm/gamma"], w[f"{p}embeddings/LayerNorm/beta"], eps)
     N = config.num_attention_heads
     D = config.hidden_size // N
@@ -52,11 +55,19 @@ def encoder_forward(w, config, word_ids, mask, type_ids, prefix=""):
         q, k, v = heads(dense(x, "query")), heads(dense(x, "key")), heads(dense(x, "value"))
         probs = softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(D) + bias)  # (B, N, S, S)
         context = (probs @ v).transpose(0, 2, 1, 3).reshape(B, S, N * D)  # (B, S, H)
-        x = layer_norm(x + dense(context, "attention_output_dense"),
-                       w[f"{l}attention_output_LayerNorm/gamma"], w[f"{l}attention_output_LayerNorm/beta"], eps)
+        x = layer_norm(
+            x + dense(context, "attention_output_dense"),
+            w[f"{l}attention_output_LayerNorm/gamma"],
+            w[f"{l}attention_output_LayerNorm/beta"],
+            eps,
+        )
         inner = gelu(dense(x, "intermediate_dense"))
-        x = layer_norm(x + dense(inner, "output_dense"),
-                       w[f"{l}output_LayerNorm/gamma"], w[f"{l}output_LayerNorm/beta"], eps)
+        x = layer_norm(
+            x + dense(inner, "output_dense"),
+            w[f"{l}output_LayerNorm/gamma"],
+            w[f"{l}output_LayerNorm/beta"],
+            eps,
+        )
         outputs.append(x)
     pooled = np.tanh(x[:, 0] @ w[f"{p}pooler_dense/kernel"] + w[f"{p}pooler_dense/bias"])
     return x, pooled, outputs
@@ -66,9 +77,16 @@ def pretrainer_forward(w, config, word_ids, mask, type_ids, positions):
     """Returns (mlm_logits [B,P,V], nsp_logits [B,2])."""
     seq, pooled, _ = encoder_forward(w, config, word_ids, mask, type_ids)
     picked = np.take_along_axis(seq, positions[:, :, None], axis=1)  # (B, P, H)
-    h = gelu(picked @ w["cls_predictions/transform_dense/kernel"] + w["cls_predictions/transform_dense/bias"])
-    h = layer_norm(h, w["cls_predictions/transform_LayerNorm/gamma"], w["cls_predictions/transform_LayerNorm/beta"],
-                   config.layer_norm_eps)
+    h = gelu(
+        picked @ w["cls_predictions/transform_dense/kernel"]
+        + w["cls_predictions/transform_dense/bias"]
+    )
+    h = layer_norm(
+        h,
+        w["cls_predictions/transform_LayerNorm/gamma"],
+        w["cls_predictions/transform_LayerNorm/beta"],
+        config.layer_norm_eps,
+    )
     mlm = h @ w["embeddings/word_embeddings"].T + w["cls_predictions/output_bias"]  # (B, P, V)
     nsp = pooled @ w["cls_seq_relationship/kernel"] + w["cls_seq_relationship/bias"]  # (B, 2)
     return mlm, nsp

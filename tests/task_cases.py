@@ -6,13 +6,25 @@ import json
 import os
 
 import numpy as np
-
 from finetune_cases import WORDS, sentiment_rows
+
 from keras_bert.tasks import registry
 from keras_bert.tasks.glue import data as glue
 
-SWAG_HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1",
-               "ending2", "ending3", "label"]
+SWAG_HEADER = [
+    "",
+    "video-id",
+    "fold-ind",
+    "startphrase",
+    "sent1",
+    "sent2",
+    "gold-source",
+    "ending0",
+    "ending1",
+    "ending2",
+    "ending3",
+    "label",
+]
 
 
 def _write(path, text):
@@ -28,14 +40,20 @@ def _glue(root, name, n):
     columns = [c[0] if isinstance(c, tuple) else c for c in spec.text_columns if c is not None]
     for split, count in [("train", n), *((s, n // 2) for s in spec.eval_splits)]:
         rows = sentiment_rows(count, seed=len(split))
-        labels = [str(round(float(y) * 5, 1)) if spec.is_regression else spec.labels[i % len(spec.labels)]
-                  for i, (_, y) in enumerate(rows)]
+        labels = [
+            str(round(float(y) * 5, 1)) if spec.is_regression else spec.labels[i % len(spec.labels)]
+            for i, (_, y) in enumerate(rows)
+        ]
         texts = [[s] * len(columns) for s, _ in rows]
         if spec.headerless_columns:  # CoLA: source, label, original label, sentence; no header.
             lines = [["src", label, "", t[0]] for t, label in zip(texts, labels)]
         else:
-            lines = [columns + [spec.label_column]] + [t + [label] for t, label in zip(texts, labels)]
-        _write(os.path.join(folder, f"{split}.tsv"), "".join("\t".join(line) + "\n" for line in lines))
+            lines = [columns + [spec.label_column]] + [
+                t + [label] for t, label in zip(texts, labels)
+            ]
+        _write(
+            os.path.join(folder, f"{split}.tsv"), "".join("\t".join(line) + "\n" for line in lines)
+        )
     return folder
 
 
@@ -48,8 +66,11 @@ def _squad(root, version, n):
             context = " ".join(words)
             answer = words[5]
             start = len(" ".join(words[:5])) + 1
-            qa = {"id": f"{split}-{i}", "question": f"{words[0]} {words[1]} ?",
-                  "answers": [{"text": answer, "answer_start": start}]}
+            qa = {
+                "id": f"{split}-{i}",
+                "question": f"{words[0]} {words[1]} ?",
+                "answers": [{"text": answer, "answer_start": start}],
+            }
             if version == "2.0":
                 qa["is_impossible"] = False
             paragraphs.append({"context": context, "qas": [qa]})
@@ -76,8 +97,19 @@ def _swag(root, n):
         rows = []
         for i in range(count):
             words = [str(w) for w in rng.choice(WORDS, size=7)]
-            rows.append([str(i), "v", str(i), " ".join(words[:2]), words[0], words[1], "gold", *words[2:6],
-                         str(i % 4)])
+            rows.append(
+                [
+                    str(i),
+                    "v",
+                    str(i),
+                    " ".join(words[:2]),
+                    words[0],
+                    words[1],
+                    "gold",
+                    *words[2:6],
+                    str(i % 4),
+                ]
+            )
         os.makedirs(root, exist_ok=True)
         with open(os.path.join(root, file), "w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
@@ -89,8 +121,10 @@ def _swag(root, n):
 def _text_classification(root, n):
     for split, count in (("train", n), ("dev", n // 2)):
         rows = sentiment_rows(count, seed=len(split))
-        _write(os.path.join(root, f"{split}.tsv"),
-               "".join(f"{'pos' if int(y) else 'neg'}\t{s}\n" for s, y in rows))
+        _write(
+            os.path.join(root, f"{split}.tsv"),
+            "".join(f"{'pos' if int(y) else 'neg'}\t{s}\n" for s, y in rows),
+        )
     return root
 
 

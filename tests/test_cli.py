@@ -38,9 +38,20 @@ def test_every_command_line_has_a_console_entry_point():
 
     parser = configparser.ConfigParser()
     parser.read(os.path.join(os.path.dirname(__file__), "..", "setup.cfg"))
-    scripts = dict(line.split(" = ") for line in parser["options.entry_points"]["console_scripts"].split("\n") if line)
-    assert {"keras-bert-pretrain", "keras-bert-finetune", "keras-bert-export", "keras-bert-extract-features",
-            "keras-bert-create-pretraining-data", "keras-bert-build-vocab", "keras-bert-demo"} <= set(scripts)
+    scripts = dict(
+        line.split(" = ")
+        for line in parser["options.entry_points"]["console_scripts"].split("\n")
+        if line
+    )
+    assert {
+        "keras-bert-pretrain",
+        "keras-bert-finetune",
+        "keras-bert-export",
+        "keras-bert-extract-features",
+        "keras-bert-create-pretraining-data",
+        "keras-bert-build-vocab",
+        "keras-bert-demo",
+    } <= set(scripts)
     for target in scripts.values():
         module, function = target.split(":")
         assert callable(getattr(importlib.import_module(module), function)), target
@@ -49,7 +60,9 @@ def test_every_command_line_has_a_console_entry_point():
 # === Start-up: `import keras_bert` and every --help run without TensorFlow ===
 
 ROOT = os.path.join(os.path.dirname(__file__), "..")
-_HEAVY = re.compile(r"\|\s+(tensorflow|keras)$", re.MULTILINE)  # -X importtime lines of those imports.
+_HEAVY = re.compile(
+    r"\|\s+(tensorflow|keras)$", re.MULTILINE
+)  # -X importtime lines of those imports.
 
 
 def _console_scripts():
@@ -60,13 +73,22 @@ def _console_scripts():
 
 
 def _python(*args, env=None):
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=120, cwd=ROOT,
-                          env=dict(os.environ, **(env or {})))
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=dict(os.environ, **(env or {})),
+    )
 
 
 def test_import_keras_bert_does_not_import_tensorflow():
-    done = _python("-c", "import keras_bert, sys; assert not {'tensorflow', 'keras'} & set(sys.modules), "
-                         "sorted(m for m in sys.modules if m.startswith(('tensorflow', 'keras')))[:5]")
+    done = _python(
+        "-c",
+        "import keras_bert, sys; assert not {'tensorflow', 'keras'} & set(sys.modules), "
+        "sorted(m for m in sys.modules if m.startswith(('tensorflow', 'keras')))[:5]",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
 
 
@@ -75,13 +97,20 @@ def test_top_level_names_resolve_to_their_objects():
     from keras_bert.models import task_models
     from keras_bert.text import preprocessor, tokenizer
 
-    expected = {"BertTokenizer": tokenizer.BertTokenizer, "BertPreprocessor": preprocessor.BertPreprocessor,
-                "BertClassifier": task_models.BertClassifier, "BertSpanLabeler": task_models.BertSpanLabeler,
-                "BertTokenClassifier": task_models.BertTokenClassifier,
-                "BertMultipleChoice": task_models.BertMultipleChoice}
+    expected = {
+        "BertTokenizer": tokenizer.BertTokenizer,
+        "BertPreprocessor": preprocessor.BertPreprocessor,
+        "BertClassifier": task_models.BertClassifier,
+        "BertSpanLabeler": task_models.BertSpanLabeler,
+        "BertTokenClassifier": task_models.BertTokenClassifier,
+        "BertMultipleChoice": task_models.BertMultipleChoice,
+    }
     for name, value in expected.items():
         assert getattr(keras_bert, name) is value
-    assert keras_bert.BertEncoder.__name__ == "BertEncoder" and keras_bert.BertConfig.__name__ == "BertConfig"
+    assert (
+        keras_bert.BertEncoder.__name__ == "BertEncoder"
+        and keras_bert.BertConfig.__name__ == "BertConfig"
+    )
     assert keras_bert.tasks.__name__ == "keras_bert.tasks" and callable(keras_bert.export.export)
     assert keras_bert.checkpoints.load_encoder
     assert set(keras_bert.__all__) <= set(dir(keras_bert)) and "BertTokenizer" in keras_bert.__all__
@@ -114,6 +143,7 @@ def test_help_exits_0_prints_the_description_and_skips_tensorflow(script, target
 
 
 # === One-line errors ===
+
 
 def test_user_errors_are_one_line_with_status_2(capsys):
     from keras_bert import cli
@@ -172,7 +202,9 @@ def test_start_tensorflow_drops_only_the_cuinit_line():
     from keras_bert import cli
 
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    result = subprocess.run([sys.executable, "-c", _QUIET_START], capture_output=True, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", _QUIET_START], capture_output=True, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr.decode()
     lines = result.stderr.decode().splitlines()
     assert lines[:3] == ["before", "kept 1", "kept 2"], lines
@@ -180,8 +212,11 @@ def test_start_tensorflow_drops_only_the_cuinit_line():
     if not cli.has_nvidia_driver():
         assert not any("cuInit" in line for line in lines), lines
     # Without the filter TensorFlow does print it here (else this test would prove nothing).
-    bare = subprocess.run([sys.executable, "-c", "import tensorflow as tf; tf.constant(1)"], capture_output=True,
-                          env=env, timeout=120)
+    bare = subprocess.run(
+        [sys.executable, "-c", "import tensorflow as tf; tf.constant(1)"],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
     if not cli.has_nvidia_driver():
         assert b"cuInit" in bare.stderr
-

@@ -19,6 +19,7 @@ import re
 import sys
 import zipfile
 
+import finetune_cases
 import nbformat
 import numpy as np
 import pytest
@@ -26,18 +27,26 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
-import finetune_cases
 from keras_bert import BertConfig, BertEncoder, checkpoints
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLAB = os.path.join(ROOT, "colab")
 NOTEBOOKS = sorted(os.path.basename(p) for p in glob.glob(os.path.join(COLAB, "*.ipynb")))
-EXECUTED = {"01_pretraining_tpu.ipynb", "02_finetune_glue.ipynb", "03_squad.ipynb",
-            "04_export_serving_tflite.ipynb"}  # Notebooks run by the tests below.
+EXECUTED = {
+    "01_pretraining_tpu.ipynb",
+    "02_finetune_glue.ipynb",
+    "03_squad.ipynb",
+    "04_export_serving_tflite.ipynb",
+}  # Notebooks run by the tests below.
 KERNEL = "keras-bert-test"
 REPORT = "NOTEBOOK_REPORT "
-TINY_BERT = dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,
-                 max_position_embeddings=64)
+TINY_BERT = dict(
+    num_hidden_layers=1,
+    hidden_size=32,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+)
 
 
 def read_notebook(name):
@@ -53,11 +62,14 @@ def tagged(nb, tag):
 def parameter_names(nb):
     """The names the parameters cell assigns (it holds nothing but assignments)."""
     tree = ast.parse(tagged(nb, "parameters").source)
-    assert all(isinstance(node, ast.Assign) for node in tree.body), "the parameters cell may only assign"
+    assert all(isinstance(node, ast.Assign) for node in tree.body), (
+        "the parameters cell may only assign"
+    )
     return {target.id for node in tree.body for target in node.targets}
 
 
 # === The notebooks as stored ===
+
 
 def test_every_notebook_is_executed_and_listed():
     assert set(NOTEBOOKS) == EXECUTED
@@ -73,9 +85,13 @@ def test_stored_notebooks_are_clean(name):
     nbformat.validate(nb)
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
     for cell in code:
-        assert cell.outputs == [] and cell.execution_count is None, f"{name}: outputs left in cell {cell.id}"
+        assert cell.outputs == [] and cell.execution_count is None, (
+            f"{name}: outputs left in cell {cell.id}"
+        )
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
-    assert "install" in code[0].metadata.get("tags", []) and "parameters" in code[1].metadata.get("tags", [])
+    assert "install" in code[0].metadata.get("tags", []) and "parameters" in code[1].metadata.get(
+        "tags", []
+    )
     parameter_names(nb)
 
 
@@ -85,12 +101,16 @@ def test_install_cell_pins_the_release_and_the_dependency_set(name):
     config = configparser.ConfigParser()
     config.read(os.path.join(ROOT, "setup.cfg"))
     dist = config["metadata"]["name"]
-    extra = "[tfds]" if "tfds" in tagged(read_notebook(name), "parameters").source else ""  # A tfds data source.
+    extra = (
+        "[tfds]" if "tfds" in tagged(read_notebook(name), "parameters").source else ""
+    )  # A tfds data source.
     assert f'"{dist}{extra} @ git+https://github.com/keras-bert/keras-bert@v0.1.0"' in install
     requires = config["options"]["install_requires"].split()
     for package in ("tensorflow", "tensorflow-text"):
         pin = next(r for r in requires if re.fullmatch(rf"{package}==[\d.*]+", r))
-        assert f'"{pin}"' in install, f"{name}: the install cell does not pin {pin} as setup.cfg does"
+        assert f'"{pin}"' in install, (
+            f"{name}: the install cell does not pin {pin} as setup.cfg does"
+        )
     if name.startswith("01_"):
         tf_pin = next(r for r in requires if r.startswith("tensorflow==")).split("==")[1]
         assert f'"tensorflow-tpu=={tf_pin}"' in install
@@ -98,6 +118,7 @@ def test_install_cell_pins_the_release_and_the_dependency_set(name):
 
 
 # === Executing them ===
+
 
 @pytest.fixture(scope="module")
 def kernel_specs(tmp_path_factory):
@@ -108,8 +129,15 @@ def kernel_specs(tmp_path_factory):
         env.update(TF_NUM_INTRAOP_THREADS="1", OMP_NUM_THREADS="1")
     os.makedirs(root / KERNEL)
     with open(root / KERNEL / "kernel.json", "w") as f:
-        json.dump({"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                   "display_name": "keras-bert tests", "language": "python", "env": env}, f)
+        json.dump(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "keras-bert tests",
+                "language": "python",
+                "env": env,
+            },
+            f,
+        )
     return str(root)
 
 
@@ -122,18 +150,33 @@ def execute(name, overrides, report, workdir, kernel_specs):
     nb.cells = [cell for cell in nb.cells if "install" not in cell.metadata.get("tags", [])]
     at = nb.cells.index(tagged(nb, "parameters")) + 1
     injected = "\n".join(f"{key} = {value!r}" for key, value in overrides.items())
-    nb.cells.insert(at, nbformat.v4.new_code_cell(injected, metadata={"tags": ["injected-parameters"]}))
-    nb.cells.append(nbformat.v4.new_code_cell(f"import json\nprint({REPORT!r} + json.dumps({report}, default=str))"))
-    manager = KernelManager(kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernel_specs]))
+    nb.cells.insert(
+        at, nbformat.v4.new_code_cell(injected, metadata={"tags": ["injected-parameters"]})
+    )
+    nb.cells.append(
+        nbformat.v4.new_code_cell(
+            f"import json\nprint({REPORT!r} + json.dumps({report}, default=str))"
+        )
+    )
+    manager = KernelManager(
+        kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernel_specs])
+    )
     try:
-        NotebookClient(nb, km=manager, timeout=600, resources={"metadata": {"path": str(workdir)}}).execute()
+        NotebookClient(
+            nb, km=manager, timeout=600, resources={"metadata": {"path": str(workdir)}}
+        ).execute()
     finally:  # nbclient shuts down only kernels it made itself: each left running holds 1 GB or more.
         if manager.has_kernel:
             manager.shutdown_kernel(now=True)
-    lines = [line for output in nb.cells[-1].outputs if output.get("name") == "stdout"
-             for line in output.text.splitlines() if line.startswith(REPORT)]
+    lines = [
+        line
+        for output in nb.cells[-1].outputs
+        if output.get("name") == "stdout"
+        for line in output.text.splitlines()
+        if line.startswith(REPORT)
+    ]
     assert len(lines) == 1, nb.cells[-1].outputs
-    return json.loads(lines[0][len(REPORT):])
+    return json.loads(lines[0][len(REPORT) :])
 
 
 def zip_dir(directory, path):
@@ -149,14 +192,26 @@ def glue_run(tmp_path_factory, kernel_specs):
     root = tmp_path_factory.mktemp("glue")
     data = finetune_cases.write_sst2(str(root / "SST-2"), n_train=256, n_dev=96, n_test=8)
     checkpoint = finetune_cases.write_checkpoint(str(root / "uncased_L-1_H-32_A-2"))
-    overrides = dict(TASK="sst2", DATA_SOURCE="files", DATA_DIR=data,
-                     INIT_CHECKPOINT=zip_dir(checkpoint, root / "uncased_L-1_H-32_A-2.zip"),
-                     DOWNLOAD_DIR=str(root / "downloads"), MODEL_DIR=str(root / "run"), SEQ_LENGTH=64,
-                     BATCH_SIZE=16, LEARNING_RATE=3e-3, NUM_TRAIN_EPOCHS=5)
-    report = execute("02_finetune_glue.ipynb", overrides,
-                     '{"summary": {k: summary[k] for k in ("eval", "best", "predictions", "model_path", "steps")}, '
-                     '"strategy": STRATEGY, "precision": MIXED_PRECISION, "init": INIT_CHECKPOINT}',
-                     root, kernel_specs)
+    overrides = dict(
+        TASK="sst2",
+        DATA_SOURCE="files",
+        DATA_DIR=data,
+        INIT_CHECKPOINT=zip_dir(checkpoint, root / "uncased_L-1_H-32_A-2.zip"),
+        DOWNLOAD_DIR=str(root / "downloads"),
+        MODEL_DIR=str(root / "run"),
+        SEQ_LENGTH=64,
+        BATCH_SIZE=16,
+        LEARNING_RATE=3e-3,
+        NUM_TRAIN_EPOCHS=5,
+    )
+    report = execute(
+        "02_finetune_glue.ipynb",
+        overrides,
+        '{"summary": {k: summary[k] for k in ("eval", "best", "predictions", "model_path", "steps")}, '
+        '"strategy": STRATEGY, "precision": MIXED_PRECISION, "init": INIT_CHECKPOINT}',
+        root,
+        kernel_specs,
+    )
     return root, report
 
 
@@ -164,35 +219,74 @@ def write_corpus(path, num_documents, seed):
     """The original format: one sentence per line, a blank line between documents."""
     rng = np.random.default_rng(seed)
     words = [f"w{a}{b}" for a in "abcdefgh" for b in "abcdefgh"] + ["the", "a", "is", "of", "and"]
-    documents = ["\n".join(" ".join(rng.choice(words, size=int(rng.integers(3, 15)))) + " ."
-                           for _ in range(int(rng.integers(2, 10)))) for _ in range(num_documents)]
+    documents = [
+        "\n".join(
+            " ".join(rng.choice(words, size=int(rng.integers(3, 15)))) + " ."
+            for _ in range(int(rng.integers(2, 10)))
+        )
+        for _ in range(num_documents)
+    ]
     path.write_text("\n\n".join(documents) + "\n")
     return str(path)
 
 
 def test_01_pretraining_from_scratch(tmp_path, kernel_specs):
-    train, held_out = write_corpus(tmp_path / "train.txt", 32, seed=1), write_corpus(tmp_path / "eval.txt", 8, seed=2)
+    train, held_out = (
+        write_corpus(tmp_path / "train.txt", 32, seed=1),
+        write_corpus(tmp_path / "eval.txt", 8, seed=2),
+    )
     model_dir = tmp_path / "model"
-    overrides = dict(WORK_DIR=str(tmp_path / "work"), MODEL_DIR=str(model_dir), CORPUS="files", CORPUS_FILES=train,
-                     EVAL_CORPUS_FILES=held_out, MODEL="tiny", MODEL_OVERRIDES=TINY_BERT, VOCAB_SIZE=120,
-                     SEQ_LENGTH=32, MAX_PREDICTIONS_PER_SEQ=5, DUPE_FACTOR=1, NUM_SHARDS=2, NUM_WORKERS=1,
-                     BATCH_SIZE=8, NUM_TRAIN_STEPS=4, NUM_WARMUP_STEPS=1, CHECKPOINT_EVERY=4, STEPS_PER_EXECUTION=2)
-    report = execute("01_pretraining_tpu.ipynb", overrides,
-                     '{"steps": summary["steps"], "eval": summary["eval"], "plot": summary["plot"], '
-                     '"strategy": STRATEGY, "precision": MIXED_PRECISION, "vocab": len(vocabulary), '
-                     '"init": [init.format, init.lower_case, init.encoder.config.hidden_size]}',
-                     tmp_path, kernel_specs)
+    overrides = dict(
+        WORK_DIR=str(tmp_path / "work"),
+        MODEL_DIR=str(model_dir),
+        CORPUS="files",
+        CORPUS_FILES=train,
+        EVAL_CORPUS_FILES=held_out,
+        MODEL="tiny",
+        MODEL_OVERRIDES=TINY_BERT,
+        VOCAB_SIZE=120,
+        SEQ_LENGTH=32,
+        MAX_PREDICTIONS_PER_SEQ=5,
+        DUPE_FACTOR=1,
+        NUM_SHARDS=2,
+        NUM_WORKERS=1,
+        BATCH_SIZE=8,
+        NUM_TRAIN_STEPS=4,
+        NUM_WARMUP_STEPS=1,
+        CHECKPOINT_EVERY=4,
+        STEPS_PER_EXECUTION=2,
+    )
+    report = execute(
+        "01_pretraining_tpu.ipynb",
+        overrides,
+        '{"steps": summary["steps"], "eval": summary["eval"], "plot": summary["plot"], '
+        '"strategy": STRATEGY, "precision": MIXED_PRECISION, "vocab": len(vocabulary), '
+        '"init": [init.format, init.lower_case, init.encoder.config.hidden_size]}',
+        tmp_path,
+        kernel_specs,
+    )
     # No TPU here: the fallback chose the CPU in float32.
     assert (report["strategy"], report["precision"]) == ("default", "none")
     assert report["steps"] == 4 and 100 <= report["vocab"] <= 120
     assert set(report["eval"]) >= {"mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss"}
     assert all(0.0 <= report["eval"][k] <= 1.0 for k in ("mlm_accuracy", "nsp_accuracy"))
-    for name in ("ckpt-4.index", "summary.json", "history.json", "training_curve.png", "bert_config.json", "vocab.txt"):
+    for name in (
+        "ckpt-4.index",
+        "summary.json",
+        "history.json",
+        "training_curve.png",
+        "bert_config.json",
+        "vocab.txt",
+    ):
         assert (model_dir / name).exists(), name
     assert glob.glob(str(model_dir / "tensorboard" / "train" / "events.out.tfevents.*"))
     assert report["plot"] == str(model_dir / "training_curve.png")
     assert len(glob.glob(str(tmp_path / "work" / "data" / "train" / "*.tfrecord"))) == 2
-    assert report["init"] == ["pretraining_run", True, 32]  # What notebooks 02 and 03 can start from.
+    assert report["init"] == [
+        "pretraining_run",
+        True,
+        32,
+    ]  # What notebooks 02 and 03 can start from.
 
 
 @pytest.mark.slow
@@ -201,19 +295,41 @@ def test_01_pretraining_from_a_released_checkpoint(tmp_path, kernel_specs):
     checkpoint = finetune_cases.write_checkpoint(str(tmp_path / "uncased_L-1_H-32_A-2"))
     sentences = [s for s, _ in finetune_cases.sentiment_rows(120, seed=5)]
     for name, part in (("train.txt", sentences[:96]), ("eval.txt", sentences[96:])):
-        (tmp_path / name).write_text("\n\n".join("\n".join(part[i:i + 4]) for i in range(0, len(part), 4)) + "\n")
+        (tmp_path / name).write_text(
+            "\n\n".join("\n".join(part[i : i + 4]) for i in range(0, len(part), 4)) + "\n"
+        )
     model_dir = tmp_path / "model"
-    overrides = dict(WORK_DIR=str(tmp_path / "work"), MODEL_DIR=str(model_dir), DOWNLOAD_DIR=str(tmp_path / "dl"),
-                     CORPUS="files", CORPUS_FILES=str(tmp_path / "train.txt"),
-                     EVAL_CORPUS_FILES=str(tmp_path / "eval.txt"),
-                     INIT_CHECKPOINT=zip_dir(checkpoint, tmp_path / "uncased_L-1_H-32_A-2.zip"), SEQ_LENGTH=32,
-                     MAX_PREDICTIONS_PER_SEQ=5, DUPE_FACTOR=1, NUM_SHARDS=1, NUM_WORKERS=1, BATCH_SIZE=8,
-                     NUM_TRAIN_STEPS=4, NUM_WARMUP_STEPS=1, CHECKPOINT_EVERY=4, STEPS_PER_EXECUTION=1)
-    report = execute("01_pretraining_tpu.ipynb", overrides,
-                     '{"steps": summary["steps"], "eval": summary["eval"], "vocab": vocabulary, '
-                     '"init": [init.format, init.encoder.config.hidden_size]}', tmp_path, kernel_specs)
+    overrides = dict(
+        WORK_DIR=str(tmp_path / "work"),
+        MODEL_DIR=str(model_dir),
+        DOWNLOAD_DIR=str(tmp_path / "dl"),
+        CORPUS="files",
+        CORPUS_FILES=str(tmp_path / "train.txt"),
+        EVAL_CORPUS_FILES=str(tmp_path / "eval.txt"),
+        INIT_CHECKPOINT=zip_dir(checkpoint, tmp_path / "uncased_L-1_H-32_A-2.zip"),
+        SEQ_LENGTH=32,
+        MAX_PREDICTIONS_PER_SEQ=5,
+        DUPE_FACTOR=1,
+        NUM_SHARDS=1,
+        NUM_WORKERS=1,
+        BATCH_SIZE=8,
+        NUM_TRAIN_STEPS=4,
+        NUM_WARMUP_STEPS=1,
+        CHECKPOINT_EVERY=4,
+        STEPS_PER_EXECUTION=1,
+    )
+    report = execute(
+        "01_pretraining_tpu.ipynb",
+        overrides,
+        '{"steps": summary["steps"], "eval": summary["eval"], "vocab": vocabulary, '
+        '"init": [init.format, init.encoder.config.hidden_size]}',
+        tmp_path,
+        kernel_specs,
+    )
     assert report["steps"] == 4 and "mlm_accuracy" in report["eval"]
-    assert report["vocab"] == finetune_cases.VOCAB  # The checkpoint's vocabulary, not a learned one.
+    assert (
+        report["vocab"] == finetune_cases.VOCAB
+    )  # The checkpoint's vocabulary, not a learned one.
     assert not (tmp_path / "work" / "data" / "vocab.txt").exists()
     assert report["init"] == ["pretraining_run", finetune_cases.TINY["hidden_size"]]
 
@@ -241,43 +357,97 @@ def squad_files(directory, n_train=48, n_dev=8, seed=0):
     """Official-format SQuAD v1.1 files: "<Name> visited the town in <season>." among filler sentences."""
     rng = np.random.default_rng(seed)
     names, seasons = ["anna", "boris", "clara", "felix"], ["spring", "summer", "autumn", "winter"]
-    filler = ["the", "river", "flows", "past", "old", "mill", "and", "a", "quiet", "road", "bridge", "is", "near"]
+    filler = [
+        "the",
+        "river",
+        "flows",
+        "past",
+        "old",
+        "mill",
+        "and",
+        "a",
+        "quiet",
+        "road",
+        "bridge",
+        "is",
+        "near",
+    ]
 
     def article(i):
         name, season = str(rng.choice(names)).capitalize(), str(rng.choice(seasons))
-        sentences = [" ".join(rng.choice(filler, size=5)).capitalize() + "." for _ in range(int(rng.integers(1, 4)))]
-        sentences.insert(int(rng.integers(len(sentences) + 1)), f"{name} visited the town in {season}.")
+        sentences = [
+            " ".join(rng.choice(filler, size=5)).capitalize() + "."
+            for _ in range(int(rng.integers(1, 4)))
+        ]
+        sentences.insert(
+            int(rng.integers(len(sentences) + 1)), f"{name} visited the town in {season}."
+        )
         context = " ".join(sentences)
         at = context.index(name + " visited")
-        qas = [{"id": f"q{i}-who", "question": "Who visited the town?",
-                "answers": [{"text": name, "answer_start": at}]},
-               {"id": f"q{i}-when", "question": f"When did {name} visit the town?",
-                "answers": [{"text": season, "answer_start": context.index(season, at)}]}]
+        qas = [
+            {
+                "id": f"q{i}-who",
+                "question": "Who visited the town?",
+                "answers": [{"text": name, "answer_start": at}],
+            },
+            {
+                "id": f"q{i}-when",
+                "question": f"When did {name} visit the town?",
+                "answers": [{"text": season, "answer_start": context.index(season, at)}],
+            },
+        ]
         return {"title": f"Article {i}", "paragraphs": [{"context": context, "qas": qas}]}
 
     os.makedirs(directory, exist_ok=True)
     for split, n in (("train", n_train), ("dev", n_dev)):
         with open(os.path.join(directory, f"{split}-v1.1.json"), "w") as f:
             json.dump({"version": "1.1", "data": [article(i) for i in range(n)]}, f)
-    vocab = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?"] + filler + names + seasons
-             + ["who", "when", "did", "visit", "visited", "town", "in", "where"])
+    vocab = (
+        ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", "?"]
+        + filler
+        + names
+        + seasons
+        + ["who", "when", "did", "visit", "visited", "town", "in", "where"]
+    )
     return directory, vocab
 
 
 def test_03_squad_finetuning_export_and_questions(tmp_path, kernel_specs):
     source, vocab = squad_files(str(tmp_path / "source"))
     checkpoint = str(tmp_path / "uncased_L-1_H-32_A-2")
-    checkpoints.save(BertEncoder(BertConfig(vocab_size=len(vocab), **TINY_BERT)), checkpoint, vocab=vocab)
+    checkpoints.save(
+        BertEncoder(BertConfig(vocab_size=len(vocab), **TINY_BERT)), checkpoint, vocab=vocab
+    )
     context = "The old mill is near the river. Clara visited the town in winter."
     questions = [("Who visited the town?", context), ("When did Clara visit the town?", context)]
-    overrides = dict(DATA_SOURCE="url", SQUAD_URL=f"file://{source}/", DATA_DIR=str(tmp_path / "data"),
-                     INIT_CHECKPOINT=checkpoint, MODEL_DIR=str(tmp_path / "run"), EXPORT_DIR=str(tmp_path / "serving"),
-                     SEQ_LENGTH=48, DOC_STRIDE=16, MAX_QUERY_LENGTH=12, BATCH_SIZE=16, LEARNING_RATE=1e-3,
-                     NUM_TRAIN_EPOCHS=1, SHOW_PREDICTIONS=3, QUESTIONS=questions)
-    report = execute("03_squad.ipynb", overrides,
-                     '{"eval": summary["eval"], "version_dir": version_dir, "answers": answers, '
-                     '"predicted": len(predictions)}', tmp_path, kernel_specs)
-    assert sorted(os.listdir(tmp_path / "data")) == ["dev-v1.1.json", "train-v1.1.json"]  # Fetched from the URL.
+    overrides = dict(
+        DATA_SOURCE="url",
+        SQUAD_URL=f"file://{source}/",
+        DATA_DIR=str(tmp_path / "data"),
+        INIT_CHECKPOINT=checkpoint,
+        MODEL_DIR=str(tmp_path / "run"),
+        EXPORT_DIR=str(tmp_path / "serving"),
+        SEQ_LENGTH=48,
+        DOC_STRIDE=16,
+        MAX_QUERY_LENGTH=12,
+        BATCH_SIZE=16,
+        LEARNING_RATE=1e-3,
+        NUM_TRAIN_EPOCHS=1,
+        SHOW_PREDICTIONS=3,
+        QUESTIONS=questions,
+    )
+    report = execute(
+        "03_squad.ipynb",
+        overrides,
+        '{"eval": summary["eval"], "version_dir": version_dir, "answers": answers, '
+        '"predicted": len(predictions)}',
+        tmp_path,
+        kernel_specs,
+    )
+    assert sorted(os.listdir(tmp_path / "data")) == [
+        "dev-v1.1.json",
+        "train-v1.1.json",
+    ]  # Fetched from the URL.
     assert 0.0 <= report["eval"]["exact_match"] <= report["eval"]["f1"] <= 100.0
     with open(tmp_path / "run" / "predictions" / "predictions.json") as f:
         assert len(json.load(f)) == report["predicted"] == 2 * 8
@@ -291,15 +461,28 @@ def test_03_squad_finetuning_export_and_questions(tmp_path, kernel_specs):
 def test_04_export_serving_and_tflite(glue_run, tmp_path, kernel_specs):
     root, glue = glue_run
     texts = ["the movie was really good .", "an awful , boring plot", "it was fine", ""]
-    overrides = dict(MODEL_DIR=glue["summary"]["model_path"], EXPORT_DIR=str(tmp_path / "serving"),
-                     TFLITE_DIR=str(tmp_path / "mobile"), QUANTIZE="none", INPUTS={"text": texts})
-    report = execute("04_export_serving_tflite.ipynb", overrides,
-                     '{"saved_model": [v.decode() for v in saved_model_answers["label"].numpy()], '
-                     '"tflite": [v.decode() for v in tflite_answers["label"]], "rest": response, '
-                     '"version_dir": version_dir, "tflite_dir": tflite_dir}', tmp_path, kernel_specs)
+    overrides = dict(
+        MODEL_DIR=glue["summary"]["model_path"],
+        EXPORT_DIR=str(tmp_path / "serving"),
+        TFLITE_DIR=str(tmp_path / "mobile"),
+        QUANTIZE="none",
+        INPUTS={"text": texts},
+    )
+    report = execute(
+        "04_export_serving_tflite.ipynb",
+        overrides,
+        '{"saved_model": [v.decode() for v in saved_model_answers["label"].numpy()], '
+        '"tflite": [v.decode() for v in tflite_answers["label"]], "rest": response, '
+        '"version_dir": version_dir, "tflite_dir": tflite_dir}',
+        tmp_path,
+        kernel_specs,
+    )
     assert (tmp_path / "serving" / "1" / "saved_model.pb").exists()
     assert (tmp_path / "mobile" / "1" / "model.tflite").exists()
-    assert report["saved_model"][:2] == ["1", "0"]  # The fine-tuned model's answers, through the export.
+    assert report["saved_model"][:2] == [
+        "1",
+        "0",
+    ]  # The fine-tuned model's answers, through the export.
     # The TFLite model (tokenizer inside) answers as the SavedModel; REST bodies get the same labels.
     assert report["tflite"] == report["saved_model"]
     assert [p["label"] for p in report["rest"]["predictions"]] == report["saved_model"]

@@ -9,11 +9,21 @@ from keras_bert import BertConfig
 
 
 def test_named_presets_follow_the_papers():
-    expected = {"tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8), "medium": (8, 512, 8),
-                "base": (12, 768, 12), "large": (24, 1024, 16)}
+    expected = {
+        "tiny": (2, 128, 2),
+        "mini": (4, 256, 4),
+        "small": (4, 512, 8),
+        "medium": (8, 512, 8),
+        "base": (12, 768, 12),
+        "large": (24, 1024, 16),
+    }
     for name, (layers, hidden, heads) in expected.items():
         config = BertConfig.preset(name)
-        assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (layers, hidden, heads)
+        assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads) == (
+            layers,
+            hidden,
+            heads,
+        )
         assert config.intermediate_size == 4 * hidden and config.vocab_size == 30522
 
 
@@ -34,14 +44,17 @@ def test_unknown_preset_is_a_clear_error(name):
         BertConfig.preset(name)
 
 
-@pytest.mark.parametrize("fields,match", [
-    (dict(hidden_size=100, num_attention_heads=12), "divisible"),
-    (dict(num_hidden_layers=0), "num_hidden_layers"),
-    (dict(vocab_size=-5), "vocab_size"),
-    (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob"),
-    (dict(hidden_act="sigmoid"), "hidden_act"),
-    (dict(intermediate_size=3.5), "intermediate_size"),
-])
+@pytest.mark.parametrize(
+    "fields,match",
+    [
+        (dict(hidden_size=100, num_attention_heads=12), "divisible"),
+        (dict(num_hidden_layers=0), "num_hidden_layers"),
+        (dict(vocab_size=-5), "vocab_size"),
+        (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob"),
+        (dict(hidden_act="sigmoid"), "hidden_act"),
+        (dict(intermediate_size=3.5), "intermediate_size"),
+    ],
+)
 def test_invalid_configs_are_clear_errors(fields, match):
     with pytest.raises(ValueError, match=match):
         BertConfig(**fields)
@@ -49,10 +62,19 @@ def test_invalid_configs_are_clear_errors(fields, match):
 
 def test_original_json_round_trip(tmp_path):
     # The released uncased_L-12_H-768_A-12/bert_config.json, field for field.
-    original = {"attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-                "hidden_size": 768, "initializer_range": 0.02, "intermediate_size": 3072,
-                "max_position_embeddings": 512, "num_attention_heads": 12, "num_hidden_layers": 12,
-                "type_vocab_size": 2, "vocab_size": 30522}
+    original = {
+        "attention_probs_dropout_prob": 0.1,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "hidden_size": 768,
+        "initializer_range": 0.02,
+        "intermediate_size": 3072,
+        "max_position_embeddings": 512,
+        "num_attention_heads": 12,
+        "num_hidden_layers": 12,
+        "type_vocab_size": 2,
+        "vocab_size": 30522,
+    }
     path = tmp_path / "bert_config.json"
     path.write_text(json.dumps(original))
     config = BertConfig.from_json_file(path)

@@ -11,13 +11,13 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from finetune_cases import write_checkpoint
+from task_cases import task_options, write_task_data
+
 from keras_bert.export import tflite
 from keras_bert.export.saved_model import export_saved_model
 from keras_bert.tasks import registry
 from keras_bert.tasks.runner import run_finetuning
-from task_cases import task_options, write_task_data
 
 SEQ_LENGTH = 32
 # One task per kind for the default run; the others share its kind.
@@ -41,8 +41,13 @@ def _inputs(specs):
 
 def _check_answer(kind, outputs):
     """The answer has the form of the task's kind: one per text, of the kind's own keys."""
-    keys = {"classification": "label", "regression": "score", "token_classification": "entity_",
-            "multiple_choice": "choice", "span": "answer"}
+    keys = {
+        "classification": "label",
+        "regression": "score",
+        "token_classification": "entity_",
+        "multiple_choice": "choice",
+        "span": "answer",
+    }
     assert outputs, kind
     assert any(key.startswith(keys[kind]) for key in outputs), (kind, sorted(outputs))
     for name, value in outputs.items():
@@ -51,10 +56,21 @@ def _check_answer(kind, outputs):
 
 def _trains_exports_and_answers(task, checkpoint, tmp_path):
     data_dir = write_task_data(str(tmp_path / "data"), task)
-    summary = run_finetuning(task=task, data_dir=data_dir, init_checkpoint=checkpoint,
-                             model_dir=str(tmp_path / "run"), do_train=True, do_eval=True, num_train_epochs=1,
-                             batch_size=8, seq_length=SEQ_LENGTH, learning_rate=1e-3, verbose=False, plot=False,
-                             task_options=task_options(task))
+    summary = run_finetuning(
+        task=task,
+        data_dir=data_dir,
+        init_checkpoint=checkpoint,
+        model_dir=str(tmp_path / "run"),
+        do_train=True,
+        do_eval=True,
+        num_train_epochs=1,
+        batch_size=8,
+        seq_length=SEQ_LENGTH,
+        learning_rate=1e-3,
+        verbose=False,
+        plot=False,
+        task_options=task_options(task),
+    )
     assert summary["steps"] >= 1 and summary["eval"], summary["eval"]
     model_dir = summary["model_path"]
     kind = registry.get_task(task).info()["problem"]
@@ -62,10 +78,18 @@ def _trains_exports_and_answers(task, checkpoint, tmp_path):
     serving = tf.saved_model.load(export_saved_model(model_dir, str(tmp_path / "serving")))
     function = serving.signatures["serving_default"]
     texts = _inputs(function.structured_input_signature[1])
-    _check_answer(kind, {k: v.numpy() for k, v in function(**{k: tf.constant(v) for k, v in texts.items()}).items()})
+    _check_answer(
+        kind,
+        {
+            k: v.numpy()
+            for k, v in function(**{k: tf.constant(v) for k, v in texts.items()}).items()
+        },
+    )
 
     path = tflite.export_tflite(model_dir, str(tmp_path / "tflite"))
-    runner = tflite.load_interpreter(os.path.join(path, tflite.MODEL_FILE)).get_signature_runner("serving_default")
+    runner = tflite.load_interpreter(os.path.join(path, tflite.MODEL_FILE)).get_signature_runner(
+        "serving_default"
+    )
     _check_answer(kind, runner(**{k: tflite.as_strings(v) for k, v in texts.items()}))
 
 
@@ -82,4 +106,8 @@ def test_every_task_trains_exports_and_answers(task, checkpoint, tmp_path):
 
 def test_the_default_run_covers_every_kind():
     kinds = {registry.get_task(t).info()["problem"] for t in registry.task_names()}
-    assert {registry.get_task(t).info()["problem"] for t in ONE_PER_KIND} == kinds == set(tflite.KINDS) - {"encoder"}
+    assert (
+        {registry.get_task(t).info()["problem"] for t in ONE_PER_KIND}
+        == kinds
+        == set(tflite.KINDS) - {"encoder"}
+    )

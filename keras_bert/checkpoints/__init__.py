@@ -21,8 +21,19 @@ from keras_bert.checkpoints.formats import FORMATS, detect_format, format_module
 from keras_bert.checkpoints.init_checkpoint import InitCheckpoint, load_init_checkpoint
 from keras_bert.errors import CheckpointError
 
-__all__ = ["CheckpointError", "FORMATS", "InitCheckpoint", "casing", "detect_format", "download",
-           "load_encoder", "load_init_checkpoint", "load_pretrainer", "save", "vocab_path"]
+__all__ = [
+    "CheckpointError",
+    "FORMATS",
+    "InitCheckpoint",
+    "casing",
+    "detect_format",
+    "download",
+    "load_encoder",
+    "load_init_checkpoint",
+    "load_pretrainer",
+    "save",
+    "vocab_path",
+]
 
 
 def download(path, cache_dir="downloads"):
@@ -53,13 +64,19 @@ def download(path, cache_dir="downloads"):
     if "://" not in path:
         path = "file://" + os.path.abspath(path)
     cache_dir = os.path.abspath(cache_dir)
-    os.makedirs(cache_dir, exist_ok=True)  # Keras falls back to /tmp/.keras for a missing cache_dir.
+    os.makedirs(
+        cache_dir, exist_ok=True
+    )  # Keras falls back to /tmp/.keras for a missing cache_dir.
     unpacked = keras.utils.get_file(origin=path, extract=True, cache_dir=cache_dir, cache_subdir="")
-    configs = sorted(glob.glob(os.path.join(unpacked, "**", google.CONFIG_NAME), recursive=True) +
-                     glob.glob(os.path.join(unpacked, "**", huggingface.CONFIG_NAME), recursive=True))
+    configs = sorted(
+        glob.glob(os.path.join(unpacked, "**", google.CONFIG_NAME), recursive=True)
+        + glob.glob(os.path.join(unpacked, "**", huggingface.CONFIG_NAME), recursive=True)
+    )
     if not configs:
-        raise FileNotFoundError(f"{path} unpacked to {unpacked} holds no {google.CONFIG_NAME} or "
-                                f"{huggingface.CONFIG_NAME}: not a BERT checkpoint archive.")
+        raise FileNotFoundError(
+            f"{path} unpacked to {unpacked} holds no {google.CONFIG_NAME} or "
+            f"{huggingface.CONFIG_NAME}: not a BERT checkpoint archive."
+        )
     return os.path.dirname(min(configs, key=len))  # The shallowest one.
 
 
@@ -81,7 +98,9 @@ def load_encoder(path, format=None, config=None, dtype=None, allow_pickle=False)
     return _load(path, format, heads=False, config=config, dtype=dtype, allow_pickle=allow_pickle)
 
 
-def load_pretrainer(path, format=None, next_sentence=None, config=None, dtype=None, allow_pickle=False):
+def load_pretrainer(
+    path, format=None, next_sentence=None, config=None, dtype=None, allow_pickle=False
+):
     """A `BertPretrainer` with encoder and pre-training head weights.
 
     Args:
@@ -92,8 +111,15 @@ def load_pretrainer(path, format=None, next_sentence=None, config=None, dtype=No
     Returns:
         `BertPretrainer`.
     """
-    return _load(path, format, heads=True, next_sentence=next_sentence, config=config, dtype=dtype,
-                 allow_pickle=allow_pickle)
+    return _load(
+        path,
+        format,
+        heads=True,
+        next_sentence=next_sentence,
+        config=config,
+        dtype=dtype,
+        allow_pickle=allow_pickle,
+    )
 
 
 def save(model, path, format="google", vocab=None, overwrite=False):
@@ -122,7 +148,9 @@ def vocab_path(path, format=None):
     """
     if format is None:
         format = next((name for name, module in FORMATS.items() if module.detect(path)), None)
-    directory = files.directory_of(path) if format is None else format_module(format).directory_of(path)
+    directory = (
+        files.directory_of(path) if format is None else format_module(format).directory_of(path)
+    )
     return files.vocab_in(directory)
 
 
@@ -133,4 +161,10 @@ def casing(path, format=None):
 
 def _load(path, format, heads, config, dtype, allow_pickle, next_sentence=None):
     return format_module(format or detect_format(path)).load(
-        path, heads=heads, next_sentence=next_sentence, config=config, dtype=dtype, allow_pickle=allow_pickle)
+        path,
+        heads=heads,
+        next_sentence=next_sentence,
+        config=config,
+        dtype=dtype,
+        allow_pickle=allow_pickle,
+    )

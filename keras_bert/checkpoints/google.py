@@ -35,13 +35,17 @@ GOOGLE_NAMES = (
     *weights.rows("layer_{i}/key", _LAYER + "attention/self/key/", _DENSE),
     *weights.rows("layer_{i}/value", _LAYER + "attention/self/value/", _DENSE),
     *weights.rows("layer_{i}/attention_output_dense", _LAYER + "attention/output/dense/", _DENSE),
-    *weights.rows("layer_{i}/attention_output_LayerNorm", _LAYER + "attention/output/LayerNorm/", _NORM),
+    *weights.rows(
+        "layer_{i}/attention_output_LayerNorm", _LAYER + "attention/output/LayerNorm/", _NORM
+    ),
     *weights.rows("layer_{i}/intermediate_dense", _LAYER + "intermediate/dense/", _DENSE),
     *weights.rows("layer_{i}/output_dense", _LAYER + "output/dense/", _DENSE),
     *weights.rows("layer_{i}/output_LayerNorm", _LAYER + "output/LayerNorm/", _NORM),
     *weights.rows("pooler_dense", "bert/pooler/dense/", _DENSE),
     *weights.rows("cls_predictions/transform_dense", "cls/predictions/transform/dense/", _DENSE),
-    *weights.rows("cls_predictions/transform_LayerNorm", "cls/predictions/transform/LayerNorm/", _NORM),
+    *weights.rows(
+        "cls_predictions/transform_LayerNorm", "cls/predictions/transform/LayerNorm/", _NORM
+    ),
     ("cls_predictions/output_bias", "cls/predictions/output_bias", False),
     # Stored as [2, H]: the transpose of a Dense kernel.
     ("cls_seq_relationship/kernel", "cls/seq_relationship/output_weights", True),
@@ -50,15 +54,25 @@ GOOGLE_NAMES = (
 NSP_NAME = "cls/seq_relationship/output_weights"
 
 # The released names (google-research/bert tokenization.validate_case_matches_checkpoint).
-_RELEASED_NAME_RE = re.compile(r"^(?:wwm_)?(uncased|cased|multi_cased|multilingual|chinese)_L-\d+_H-\d+_A-\d+")
-_RELEASED_LOWER = {"uncased": True, "multilingual": True, "chinese": True, "cased": False, "multi_cased": False}
+_RELEASED_NAME_RE = re.compile(
+    r"^(?:wwm_)?(uncased|cased|multi_cased|multilingual|chinese)_L-\d+_H-\d+_A-\d+"
+)
+_RELEASED_LOWER = {
+    "uncased": True,
+    "multilingual": True,
+    "chinese": True,
+    "cased": False,
+    "multi_cased": False,
+}
 
 
 def detect(path):
     """True for a directory holding a TF checkpoint or bert_config.json, or a checkpoint prefix."""
     path = os.fspath(path)
     if os.path.isdir(path):
-        return os.path.isfile(os.path.join(path, CONFIG_NAME)) or bool(glob.glob(os.path.join(path, "*.index")))
+        return os.path.isfile(os.path.join(path, CONFIG_NAME)) or bool(
+            glob.glob(os.path.join(path, "*.index"))
+        )
     return os.path.isfile(_strip_suffix(path) + ".index")
 
 
@@ -113,14 +127,23 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
     if next_sentence is None:
         next_sentence = NSP_NAME in shapes
     model = weights.build_model(config, heads=heads, next_sentence=next_sentence, dtype=dtype)
-    hint = "" if any(n.startswith("bert/") for n in shapes) else (
-        " (the file has no bert/... variables: not an original TF1 BERT checkpoint?)")
+    hint = (
+        ""
+        if any(n.startswith("bert/") for n in shapes)
+        else (" (the file has no bert/... variables: not an original TF1 BERT checkpoint?)")
+    )
     if heads and not any(n.startswith("cls/") for n in shapes):
         hint += " (the file has no pre-training heads; load it with load_encoder)"
     used = weights.assign_arrays(
-        GOOGLE_NAMES, model, lambda name: reader.get_tensor(name) if name in shapes else None,
-        source=prefix, hint=hint)
-    weights.warn_unused(shapes, used, ignored=lambda n: not heads and n.startswith("cls/"), source=prefix)
+        GOOGLE_NAMES,
+        model,
+        lambda name: reader.get_tensor(name) if name in shapes else None,
+        source=prefix,
+        hint=hint,
+    )
+    weights.warn_unused(
+        shapes, used, ignored=lambda n: not heads and n.startswith("cls/"), source=prefix
+    )
     return model
 
 
@@ -139,9 +162,15 @@ def save(model, path, vocab=None, overwrite=False):
     with atomic_files(path, names + ([VOCAB_NAME] if vocab is not None else []), overwrite) as tmp:
         if vocab is not None:
             tokens, what = files.vocab_tokens(vocab)
-            write_vocabulary(tokens, os.path.join(tmp, VOCAB_NAME), encoder.config.vocab_size, origin=what)
-        tf.raw_ops.SaveV2(prefix=os.path.join(tmp, CHECKPOINT_NAME), tensor_names=list(arrays),
-                          shape_and_slices=[""] * len(arrays), tensors=list(arrays.values()))
+            write_vocabulary(
+                tokens, os.path.join(tmp, VOCAB_NAME), encoder.config.vocab_size, origin=what
+            )
+        tf.raw_ops.SaveV2(
+            prefix=os.path.join(tmp, CHECKPOINT_NAME),
+            tensor_names=list(arrays),
+            shape_and_slices=[""] * len(arrays),
+            tensors=list(arrays.values()),
+        )
         encoder.config.to_json_file(os.path.join(tmp, CONFIG_NAME))
 
 

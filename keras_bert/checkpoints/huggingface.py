@@ -49,13 +49,17 @@ HF_NAMES = (
     *weights.rows("layer_{i}/key", _LAYER + "attention.self.key.", _DENSE),
     *weights.rows("layer_{i}/value", _LAYER + "attention.self.value.", _DENSE),
     *weights.rows("layer_{i}/attention_output_dense", _LAYER + "attention.output.dense.", _DENSE),
-    *weights.rows("layer_{i}/attention_output_LayerNorm", _LAYER + "attention.output.LayerNorm.", _NORM),
+    *weights.rows(
+        "layer_{i}/attention_output_LayerNorm", _LAYER + "attention.output.LayerNorm.", _NORM
+    ),
     *weights.rows("layer_{i}/intermediate_dense", _LAYER + "intermediate.dense.", _DENSE),
     *weights.rows("layer_{i}/output_dense", _LAYER + "output.dense.", _DENSE),
     *weights.rows("layer_{i}/output_LayerNorm", _LAYER + "output.LayerNorm.", _NORM),
     *weights.rows("pooler_dense", "pooler.dense.", _DENSE),
     *weights.rows("cls_predictions/transform_dense", "cls.predictions.transform.dense.", _DENSE),
-    *weights.rows("cls_predictions/transform_LayerNorm", "cls.predictions.transform.LayerNorm.", _NORM),
+    *weights.rows(
+        "cls_predictions/transform_LayerNorm", "cls.predictions.transform.LayerNorm.", _NORM
+    ),
     ("cls_predictions/output_bias", "cls.predictions.bias", False),
     *weights.rows("cls_seq_relationship", "cls.seq_relationship.", _DENSE),
 )
@@ -72,8 +76,10 @@ def detect(path):
     path = os.fspath(path)
     if os.path.isfile(path):
         return path.endswith(".safetensors")
-    return any(os.path.isfile(os.path.join(path, n))
-               for n in (CONFIG_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME, PICKLE_NAME, PICKLE_INDEX_NAME))
+    return any(
+        os.path.isfile(os.path.join(path, n))
+        for n in (CONFIG_NAME, WEIGHTS_NAME, WEIGHTS_INDEX_NAME, PICKLE_NAME, PICKLE_INDEX_NAME)
+    )
 
 
 def read_tensors(directory, allow_pickle=False):
@@ -90,8 +96,12 @@ def read_tensors(directory, allow_pickle=False):
         if not allow_pickle:
             raise ValueError(
                 f"{directory} has only {os.path.basename(source)}, a pickle, which can run arbitrary code "
-                f"when loaded. Convert it to {WEIGHTS_NAME}, or pass allow_pickle=True if you trust it.")
-        paths, loader = ([single] if os.path.isfile(single) else _shards(pickle_index)), _load_pickle
+                f"when loaded. Convert it to {WEIGHTS_NAME}, or pass allow_pickle=True if you trust it."
+            )
+        paths, loader = (
+            ([single] if os.path.isfile(single) else _shards(pickle_index)),
+            _load_pickle,
+        )
     else:
         raise FileNotFoundError(f"No {WEIGHTS_NAME} (or {WEIGHTS_INDEX_NAME}) in {directory}.")
     tensors = {}
@@ -123,7 +133,9 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
         directory = os.path.dirname(directory)
     elif not os.path.isdir(directory):
         raise FileNotFoundError(f"No Hugging Face model directory at {directory}.")
-    config = config or files.read_config(os.path.join(directory, CONFIG_NAME), BertConfig.from_hf_json_file)
+    config = config or files.read_config(
+        os.path.join(directory, CONFIG_NAME), BertConfig.from_hf_json_file
+    )
     tensors, source = read_tensors(directory, allow_pickle=allow_pickle)
     prefix = PREFIX if any(k.startswith(PREFIX) for k in tensors) else ""
     if next_sentence is None:
@@ -135,15 +147,31 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
 
     if heads:
         _check_tied(tensors, key)
-    hint = " (the file has no cls.* pre-training heads; load it with load_encoder)" \
-        if heads and not any(k.startswith("cls.") for k in tensors) else ""
+    hint = (
+        " (the file has no cls.* pre-training heads; load it with load_encoder)"
+        if heads and not any(k.startswith("cls.") for k in tensors)
+        else ""
+    )
     # BertForMaskedLM files have no pooler (add_pooling_layer=False): warn, keep it random.
-    used = weights.assign_arrays(HF_NAMES, model, lambda name: tensors.get(key(name)), source=source, hint=hint,
-                                 optional=POOLER_KEYS)
+    used = weights.assign_arrays(
+        HF_NAMES,
+        model,
+        lambda name: tensors.get(key(name)),
+        source=source,
+        hint=hint,
+        optional=POOLER_KEYS,
+    )
     used = {key(name) for name in used}
-    weights.warn_unused(tensors, used, source=source, ignored=lambda n: (
-        n in (key(b) for b in _BUFFERS) or n in (DECODER_WEIGHT_KEY, DECODER_BIAS_KEY)
-        or (not heads and n.startswith("cls."))))
+    weights.warn_unused(
+        tensors,
+        used,
+        source=source,
+        ignored=lambda n: (
+            n in (key(b) for b in _BUFFERS)
+            or n in (DECODER_WEIGHT_KEY, DECODER_BIAS_KEY)
+            or (not heads and n.startswith("cls."))
+        ),
+    )
     return model
 
 
@@ -167,8 +195,12 @@ def save(model, path, vocab=None, overwrite=False):
     with atomic_files(path, names, overwrite) as tmp:
         if vocab is not None:
             tokens, what = files.vocab_tokens(vocab)
-            write_vocabulary(tokens, os.path.join(tmp, VOCAB_NAME), encoder.config.vocab_size, origin=what)
-        safetensors.numpy.save_file(arrays, os.path.join(tmp, WEIGHTS_NAME), metadata={"format": "pt"})
+            write_vocabulary(
+                tokens, os.path.join(tmp, VOCAB_NAME), encoder.config.vocab_size, origin=what
+            )
+        safetensors.numpy.save_file(
+            arrays, os.path.join(tmp, WEIGHTS_NAME), metadata={"format": "pt"}
+        )
         with open(os.path.join(tmp, CONFIG_NAME), "w", encoding="utf-8") as f:
             json.dump(hf_config, f, indent=2, sort_keys=True)
             f.write("\n")
@@ -196,12 +228,15 @@ def _check_tied(tensors, key):
     if decoder is not None and embeddings is not None and not np.array_equal(decoder, embeddings):
         raise CheckpointError(
             f"{DECODER_WEIGHT_KEY} differs from {key(WORD_EMBEDDINGS_KEY)}: an untied MLM output "
-            "projection is not supported (BERT ties it to the word embeddings).")
+            "projection is not supported (BERT ties it to the word embeddings)."
+        )
     bias, decoder_bias = tensors.get("cls.predictions.bias"), tensors.get(DECODER_BIAS_KEY)
     if bias is None and decoder_bias is not None:
         tensors["cls.predictions.bias"] = decoder_bias
     elif bias is not None and decoder_bias is not None and not np.array_equal(bias, decoder_bias):
-        raise CheckpointError(f"{DECODER_BIAS_KEY} differs from cls.predictions.bias (they are tied).")
+        raise CheckpointError(
+            f"{DECODER_BIAS_KEY} differs from cls.predictions.bias (they are tied)."
+        )
 
 
 def _normalize(key):
@@ -235,6 +270,8 @@ def _load_pickle(path):
     try:
         import torch
     except ImportError as e:
-        raise ImportError(f"Reading {path} needs PyTorch (`pip install torch`); it is not installed.") from e
+        raise ImportError(
+            f"Reading {path} needs PyTorch (`pip install torch`); it is not installed."
+        ) from e
     state = torch.load(path, map_location="cpu", weights_only=True)
     return {k: v.float().numpy() for k, v in state.items()}

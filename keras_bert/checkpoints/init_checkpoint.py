@@ -79,22 +79,39 @@ def load_init_checkpoint(path, vocab_file=None, lower_case=None, dtype=None):
     vocab_dir = module.directory_of(path)
     vocab_source = vocab_file or files.vocab_in(vocab_dir)
     if vocab_source is None:
-        raise FileNotFoundError(f"No vocabulary for {path}: looked for {os.path.join(vocab_dir, files.VOCAB_NAME)}. "
-                                f"Pass vocab_file (--vocab_file) to give one.")
+        raise FileNotFoundError(
+            f"No vocabulary for {path}: looked for {os.path.join(vocab_dir, files.VOCAB_NAME)}. "
+            f"Pass vocab_file (--vocab_file) to give one."
+        )
     vocabulary = load_vocabulary(vocab_source)
     rows = encoder.config.vocab_size
     if len(vocabulary) != rows:
-        raise ValueError(f"The vocabulary {vocab_source} has {len(vocabulary)} tokens but the encoder of {path} "
-                         f"has {rows} word-embedding rows (vocab_size); they must be equal: use the vocab.txt "
-                         f"the checkpoint was trained with.")
+        raise ValueError(
+            f"The vocabulary {vocab_source} has {len(vocabulary)} tokens but the encoder of {path} "
+            f"has {rows} word-embedding rows (vocab_size); they must be equal: use the vocab.txt "
+            f"the checkpoint was trained with."
+        )
     recorded = module.casing(path)
     if vocab_file:  # Another vocabulary than the checkpoint's own: its casing must fit too.
         check_vocabulary_casing(vocabulary, vocab_source, path, *recorded)
     lower_case, rule = _casing(recorded, vocabulary, lower_case)
-    logging.info("%s: %s checkpoint, %d tokens from %s, lower_case=%s (%s).", path, format, len(vocabulary),
-                 vocab_source, lower_case, rule)
-    return InitCheckpoint(encoder=encoder, vocabulary=vocabulary, lower_case=lower_case, format=format,
-                          path=path, casing_rule=rule)
+    logging.info(
+        "%s: %s checkpoint, %d tokens from %s, lower_case=%s (%s).",
+        path,
+        format,
+        len(vocabulary),
+        vocab_source,
+        lower_case,
+        rule,
+    )
+    return InitCheckpoint(
+        encoder=encoder,
+        vocabulary=vocabulary,
+        lower_case=lower_case,
+        format=format,
+        path=path,
+        casing_rule=rule,
+    )
 
 
 def _casing(recorded_casing, vocabulary, lower_case):
@@ -102,8 +119,13 @@ def _casing(recorded_casing, vocabulary, lower_case):
     recorded, rule = recorded_casing
     if lower_case is not None:
         if recorded is not None and recorded != bool(lower_case):
-            logging.warning("lower_case=%s was passed but %s says lower_case=%s; using lower_case=%s.",
-                            bool(lower_case), rule, recorded, bool(lower_case))
+            logging.warning(
+                "lower_case=%s was passed but %s says lower_case=%s; using lower_case=%s.",
+                bool(lower_case),
+                rule,
+                recorded,
+                bool(lower_case),
+            )
         return bool(lower_case), "lower_case argument"
     if recorded is not None:
         return recorded, rule
@@ -122,6 +144,8 @@ def check_vocabulary_casing(vocabulary, vocab_source, path, recorded, rule):
     """
     cased = cased_pieces(vocabulary)
     if recorded is True and len(cased) >= max(1, len(vocabulary) // 200):
-        raise ValueError(f"The vocabulary {vocab_source} is cased ({len(cased)} of its {len(vocabulary)} tokens "
-                         f"have upper-case letters, e.g. {cased[:3]}) but the checkpoint {path} is uncased "
-                         f"({rule}); use the vocab.txt it was trained with.")
+        raise ValueError(
+            f"The vocabulary {vocab_source} is cased ({len(cased)} of its {len(vocabulary)} tokens "
+            f"have upper-case letters, e.g. {cased[:3]}) but the checkpoint {path} is uncased "
+            f"({rule}); use the vocab.txt it was trained with."
+        )

@@ -41,12 +41,21 @@ def write_run_files(model_dir, bert_config, vocab_file=None, lower_case=None):
         ValueError: if the vocabulary's size differs from `bert_config.vocab_size`.
     """
     if vocab_file:
-        write_vocabulary(load_vocabulary(vocab_file), os.path.join(model_dir, VOCAB_NAME), bert_config.vocab_size,
-                         origin=f"vocab_file {vocab_file}")
+        write_vocabulary(
+            load_vocabulary(vocab_file),
+            os.path.join(model_dir, VOCAB_NAME),
+            bert_config.vocab_size,
+            origin=f"vocab_file {vocab_file}",
+        )
     if lower_case is not None:
-        write_atomic(os.path.join(model_dir, TEXT_CONFIG_NAME), json.dumps({"lower_case": bool(lower_case)}) + "\n")
-    write_atomic(os.path.join(model_dir, CONFIG_NAME),
-                 json.dumps(bert_config.to_dict(), indent=2, sort_keys=True) + "\n")
+        write_atomic(
+            os.path.join(model_dir, TEXT_CONFIG_NAME),
+            json.dumps({"lower_case": bool(lower_case)}) + "\n",
+        )
+    write_atomic(
+        os.path.join(model_dir, CONFIG_NAME),
+        json.dumps(bert_config.to_dict(), indent=2, sort_keys=True) + "\n",
+    )
 
 
 def detect(path):
@@ -66,8 +75,14 @@ def find_checkpoint(path):
         latest = tf.train.latest_checkpoint(path)
         if latest and _CHECKPOINT_RE.match(os.path.basename(latest)):
             return latest
-        steps = [int(m.group(1)) for m in (_CHECKPOINT_RE.match(os.path.basename(p)[: -len(".index")])
-                                           for p in tf.io.gfile.glob(os.path.join(path, "ckpt-*.index"))) if m]
+        steps = [
+            int(m.group(1))
+            for m in (
+                _CHECKPOINT_RE.match(os.path.basename(p)[: -len(".index")])
+                for p in tf.io.gfile.glob(os.path.join(path, "ckpt-*.index"))
+            )
+            if m
+        ]
         return os.path.join(path, f"ckpt-{max(steps)}") if steps else None
     prefix = re.sub(r"\.(index|data-\d+-of-\d+)$", "", path)
     if _CHECKPOINT_RE.match(os.path.basename(prefix)) and tf.io.gfile.exists(prefix + ".index"):
@@ -97,8 +112,10 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
         ValueError: a `config` was given.
     """
     if config is not None:
-        raise ValueError(f"config applies to Google and Hugging Face checkpoints; the run {path} has its "
-                         f"own bert_config.json.")
+        raise ValueError(
+            f"config applies to Google and Hugging Face checkpoints; the run {path} has its "
+            f"own bert_config.json."
+        )
     prefix = find_checkpoint(path)
     if prefix is None:
         raise FileNotFoundError(f"No pre-training checkpoint (ckpt-<step>.index) at {path}.")
@@ -107,7 +124,8 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
         raise FileNotFoundError(
             f"The pre-training run {os.path.dirname(prefix)} has no {CONFIG_NAME}: it was made before runs "
             f"recorded their architecture. Write the run's BertConfig there "
-            f"(keras_bert.BertConfig(...).to_json_file('{config_path}')) to load it.")
+            f"(keras_bert.BertConfig(...).to_json_file('{config_path}')) to load it."
+        )
     try:  # Through tf.io.gfile: runs on gs:// load too.
         config = BertConfig.from_dict(files.read_json_object(config_path))
     except (ValueError, TypeError) as e:
@@ -117,11 +135,18 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
     # The runner saves tf.train.Checkpoint(model=pretrainer, ...): the encoder is model/encoder.
     model, root = encoder, tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder))
     if heads:
-        trained_nsp = any(name.startswith("model/next_sentence_head/") for name, _ in tf.train.list_variables(prefix))
+        trained_nsp = any(
+            name.startswith("model/next_sentence_head/")
+            for name, _ in tf.train.list_variables(prefix)
+        )
         if next_sentence and not trained_nsp:
-            raise CheckpointError(f"Checkpoint {prefix} has no next-sentence head (an MLM-only run); "
-                                  f"pass next_sentence=False or None.")
-        model = BertPretrainer(encoder, next_sentence=trained_nsp if next_sentence is None else next_sentence)
+            raise CheckpointError(
+                f"Checkpoint {prefix} has no next-sentence head (an MLM-only run); "
+                f"pass next_sentence=False or None."
+            )
+        model = BertPretrainer(
+            encoder, next_sentence=trained_nsp if next_sentence is None else next_sentence
+        )
         root = tf.train.Checkpoint(model=model)
     try:
         status = root.read(prefix)
@@ -129,9 +154,12 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:
         what = "a pretrainer (encoder and heads)" if heads else "an encoder"
-        detail = str(e).split(": [<")[0][:300]  # TF lists the unmatched variables with all their values.
-        raise CheckpointError(f"Checkpoint {prefix} does not hold {what} as described by {config_path}: "
-                              f"{detail}") from e
+        detail = str(e).split(": [<")[0][
+            :300
+        ]  # TF lists the unmatched variables with all their values.
+        raise CheckpointError(
+            f"Checkpoint {prefix} does not hold {what} as described by {config_path}: {detail}"
+        ) from e
     return model
 
 
@@ -141,8 +169,10 @@ def save(model, path, vocab=None, overwrite=False):
     Raises:
         ValueError: always, naming the formats to save to.
     """
-    raise ValueError(f"A pre-training run directory is written by run_pretraining, not saved to ({path}); "
-                     f"save with format='google' or 'huggingface'.")
+    raise ValueError(
+        f"A pre-training run directory is written by run_pretraining, not saved to ({path}); "
+        f"save with format='google' or 'huggingface'."
+    )
 
 
 def casing(path):

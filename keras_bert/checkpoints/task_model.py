@@ -42,9 +42,16 @@ def save_task_model(model, path, task, seq_length, vocabulary, lower_case):
     Returns:
         str, `path`.
     """
-    info = {"task": task.name, "seq_length": int(seq_length), "lower_case": bool(lower_case),
-            "vocab_file": VOCAB_NAME, "model_file": MODEL_FILE, "model_class": type(model).__name__,
-            "keras_bert_version": keras_bert.__version__, **task.info()}
+    info = {
+        "task": task.name,
+        "seq_length": int(seq_length),
+        "lower_case": bool(lower_case),
+        "vocab_file": VOCAB_NAME,
+        "model_file": MODEL_FILE,
+        "model_class": type(model).__name__,
+        "keras_bert_version": keras_bert.__version__,
+        **task.info(),
+    }
     with atomic_directory(path, replace=True) as tmp:
         model.save(os.path.join(tmp, MODEL_FILE))  # Keras writes gs:// paths through tf.io.gfile.
         write_vocabulary(vocabulary, os.path.join(tmp, VOCAB_NAME))
@@ -80,7 +87,9 @@ def load_task_model(directory):
         info = json.load(f)
     missing = [k for k in _REQUIRED if k not in info]
     if missing:
-        raise ValueError(f"{task_file} lacks {missing}: write it with "
-                         f"keras_bert.checkpoints.task_model.save_task_model.")
+        raise ValueError(
+            f"{task_file} lacks {missing}: write it with "
+            f"keras_bert.checkpoints.task_model.save_task_model."
+        )
     model = keras.saving.load_model(os.path.join(directory, info.get("model_file", MODEL_FILE)))
     return model, info, os.path.join(directory, info.get("vocab_file", VOCAB_NAME))

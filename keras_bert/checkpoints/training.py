@@ -41,15 +41,30 @@ class TrainingCheckpoint:
         self.directory = directory
         self.optimizer = optimizer
         self.is_chief = strategy is None or distribute.is_chief(strategy)
-        seeds = {f"seed_{i}": v for i, v in enumerate(model.non_trainable_variables) if "seed_generator" in v.path}
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, seed_generators=seeds)
+        seeds = {
+            f"seed_{i}": v
+            for i, v in enumerate(model.non_trainable_variables)
+            if "seed_generator" in v.path
+        }
+        self.checkpoint = tf.train.Checkpoint(
+            model=model, optimizer=optimizer, seed_generators=seeds
+        )
         self._variables = list(model.variables) + list(optimizer.variables)
-        write_dir = directory if self.is_chief else os.path.join(
-            directory, f".worker_{distribute.worker_id(strategy)}_tmp")
-        self.manager = tf.train.CheckpointManager(self.checkpoint, write_dir, max_to_keep=max_to_keep,
-                                                  checkpoint_name="ckpt")
-        self._reader_manager = self.manager if self.is_chief else tf.train.CheckpointManager(
-            self.checkpoint, directory, max_to_keep=max_to_keep, checkpoint_name="ckpt")
+        write_dir = (
+            directory
+            if self.is_chief
+            else os.path.join(directory, f".worker_{distribute.worker_id(strategy)}_tmp")
+        )
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, write_dir, max_to_keep=max_to_keep, checkpoint_name="ckpt"
+        )
+        self._reader_manager = (
+            self.manager
+            if self.is_chief
+            else tf.train.CheckpointManager(
+                self.checkpoint, directory, max_to_keep=max_to_keep, checkpoint_name="ckpt"
+            )
+        )
 
     @property
     def latest(self):
@@ -81,8 +96,10 @@ class TrainingCheckpoint:
         except (AssertionError, ValueError, tf.errors.OpError) as e:
             for v, value in zip(self._variables, before):
                 v.assign(value)
-            raise CheckpointError(f"Checkpoint {path} does not match this model and optimizer "
-                                  f"(nothing was loaded): {e}") from e
+            raise CheckpointError(
+                f"Checkpoint {path} does not match this model and optimizer "
+                f"(nothing was loaded): {e}"
+            ) from e
         return int(self.optimizer.iterations.numpy())
 
 
@@ -94,8 +111,10 @@ def verify_checkpoint(path):
             reader.get_tensor(name)
     except (tf.errors.OpError, ValueError) as e:
         message = getattr(e, "message", str(e))
-        raise CheckpointError(f"Checkpoint {path} is corrupt or incomplete: {message}. Delete it (and its "
-                              f"entry in the 'checkpoint' file) to resume from an earlier one.") from e
+        raise CheckpointError(
+            f"Checkpoint {path} is corrupt or incomplete: {message}. Delete it (and its "
+            f"entry in the 'checkpoint' file) to resume from an earlier one."
+        ) from e
 
 
 def write_weights(model, path):
@@ -116,4 +135,6 @@ def read_weights(model, path):
     try:
         tf.train.Checkpoint(model=model).read(path).assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:
-        raise CheckpointError(f"Checkpoint {path} does not hold the weights of this model: {e}") from e
+        raise CheckpointError(
+            f"Checkpoint {path} does not hold the weights of this model: {e}"
+        ) from e

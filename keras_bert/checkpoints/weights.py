@@ -17,7 +17,9 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 
 # Optimizer state and step counters found in training checkpoints; never model weights.
-_OPTIMIZER_RE = re.compile(r"(^|/)(adam_m|adam_v|Adam|Adam_1|Momentum|AdamWeightDecay\w*)$|^global_step$")
+_OPTIMIZER_RE = re.compile(
+    r"(^|/)(adam_m|adam_v|Adam|Adam_1|Momentum|AdamWeightDecay\w*)$|^global_step$"
+)
 
 
 def rows(ours, theirs, leaves):
@@ -36,10 +38,14 @@ def warn_unused(names, used, ignored, source):
 
     Optimizer state and the names for which `ignored(name)` is true are left out.
     """
-    unused = sorted(n for n in names if n not in used and not is_optimizer_state(n) and not ignored(n))
+    unused = sorted(
+        n for n in names if n not in used and not is_optimizer_state(n) and not ignored(n)
+    )
     if unused:
-        warnings.warn(f"{source}: {len(unused)} variables not used by the model: {_listing(unused)}.",
-                      stacklevel=3)
+        warnings.warn(
+            f"{source}: {len(unused)} variables not used by the model: {_listing(unused)}.",
+            stacklevel=3,
+        )
     return unused
 
 
@@ -63,9 +69,14 @@ def model_variables(model):
     }
     _add_norm(out, "embeddings/LayerNorm", emb.layer_norm)
     for i, block in enumerate(encoder.transformer_layers):
-        for name, dense in (("query", block.query), ("key", block.key), ("value", block.value),
-                            ("attention_output_dense", block.attention_output),
-                            ("intermediate_dense", block.intermediate), ("output_dense", block.output_dense)):
+        for name, dense in (
+            ("query", block.query),
+            ("key", block.key),
+            ("value", block.value),
+            ("attention_output_dense", block.attention_output),
+            ("intermediate_dense", block.intermediate),
+            ("output_dense", block.output_dense),
+        ):
             _add_dense(out, f"layer_{i}/{name}", dense)
         _add_norm(out, f"layer_{i}/attention_output_LayerNorm", block.attention_layer_norm)
         _add_norm(out, f"layer_{i}/output_LayerNorm", block.output_layer_norm)
@@ -104,8 +115,14 @@ def expand(table, model):
         for i in indices:
             name = canonical.format(i=i) if i is not None else canonical
             if name in variables:
-                rows.append((name, external.format(i=i) if i is not None else external, transpose,
-                             variables[name]))
+                rows.append(
+                    (
+                        name,
+                        external.format(i=i) if i is not None else external,
+                        transpose,
+                        variables[name],
+                    )
+                )
     unmapped = sorted(set(variables) - {row[0] for row in rows})
     if unmapped:  # A table out of step with the model is a bug here, not a user error.
         raise AssertionError(f"No checkpoint name for model variables {unmapped}.")
@@ -148,7 +165,9 @@ def assign_arrays(table, model, lookup, source, hint="", optional=()):
             continue
         expected = tuple(variable.shape)[::-1] if transpose else tuple(variable.shape)
         if tuple(array.shape) != expected:
-            mismatched.append(f"{external}: expected shape {list(expected)}, found {list(array.shape)}")
+            mismatched.append(
+                f"{external}: expected shape {list(expected)}, found {list(array.shape)}"
+            )
             continue
         pending.append((variable, array.T if transpose else array))
     problems = []
@@ -159,7 +178,9 @@ def assign_arrays(table, model, lookup, source, hint="", optional=()):
     if problems:
         raise CheckpointError(f"{source}: " + "; ".join(problems))
     if left:
-        warnings.warn(f"{source}: no {_listing(left)}; these keep their random initial values.", stacklevel=3)
+        warnings.warn(
+            f"{source}: no {_listing(left)}; these keep their random initial values.", stacklevel=3
+        )
     for variable, array in pending:
         variable.assign(np.asarray(array, dtype=variable.dtype))
     return {row[1] for row in expand(table, model)} - set(left)

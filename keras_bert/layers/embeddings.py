@@ -42,8 +42,17 @@ class BertEmbeddings(keras.layers.Layer):
     TensorShape([2, 5, 16])
     """
 
-    def __init__(self, vocab_size, hidden_size, max_position_embeddings, type_vocab_size,
-                 dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02, **kwargs):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        max_position_embeddings,
+        type_vocab_size,
+        dropout=0.1,
+        layer_norm_eps=1e-12,
+        initializer_range=0.02,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -53,28 +62,42 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_eps, dtype=self.dtype_policy, name="LayerNorm")
+            epsilon=layer_norm_eps, dtype=self.dtype_policy, name="LayerNorm"
+        )
         self.dropout_layer = ReplicaDropout(dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         init = utils.initializer(self.initializer_range)
         self.word_embeddings = self.add_weight(
-            name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init)
+            name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init
+        )
         self.token_type_embeddings = self.add_weight(
-            name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size), initializer=init)
+            name="token_type_embeddings",
+            shape=(self.type_vocab_size, self.hidden_size),
+            initializer=init,
+        )
         self.position_embeddings = self.add_weight(
-            name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size), initializer=init)
+            name="position_embeddings",
+            shape=(self.max_position_embeddings, self.hidden_size),
+            initializer=init,
+        )
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
     def call(self, input_word_ids, input_type_ids, training=None):
         seq_length = tf.shape(input_word_ids)[1]
         checks = [
-            utils.assert_ids_in_range(input_word_ids, self.vocab_size, "input_word_ids", "vocab_size"),
-            utils.assert_ids_in_range(input_type_ids, self.type_vocab_size, "input_type_ids", "type_vocab_size"),
+            utils.assert_ids_in_range(
+                input_word_ids, self.vocab_size, "input_word_ids", "vocab_size"
+            ),
+            utils.assert_ids_in_range(
+                input_type_ids, self.type_vocab_size, "input_type_ids", "type_vocab_size"
+            ),
             tf.debugging.assert_less_equal(
-                seq_length, self.max_position_embeddings,
-                message=f"Sequence length exceeds max_position_embeddings ({self.max_position_embeddings})."),
+                seq_length,
+                self.max_position_embeddings,
+                message=f"Sequence length exceeds max_position_embeddings ({self.max_position_embeddings}).",
+            ),
         ]
         with tf.control_dependencies(checks):
             words = tf.gather(self.word_embeddings, input_word_ids)  # (B, S, H)
@@ -89,8 +112,13 @@ class BertEmbeddings(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
-                      max_position_embeddings=self.max_position_embeddings,
-                      type_vocab_size=self.type_vocab_size, dropout=self.dropout,
-                      layer_norm_eps=self.layer_norm_eps, initializer_range=self.initializer_range)
+        config.update(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            max_position_embeddings=self.max_position_embeddings,
+            type_vocab_size=self.type_vocab_size,
+            dropout=self.dropout,
+            layer_norm_eps=self.layer_norm_eps,
+            initializer_range=self.initializer_range,
+        )
         return config

@@ -36,24 +36,32 @@ class MaskedLMHead(keras.layers.Layer):
         logits [B, P, V], in float32.
     """
 
-    def __init__(self, embeddings, hidden_act="gelu", layer_norm_eps=1e-12, initializer_range=0.02, **kwargs):
+    def __init__(
+        self, embeddings, hidden_act="gelu", layer_norm_eps=1e-12, initializer_range=0.02, **kwargs
+    ):
         super().__init__(**kwargs)
         self.embeddings = embeddings
         self.hidden_act = hidden_act
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
         self.transform = keras.layers.Dense(
-            embeddings.hidden_size, activation=utils.activation(hidden_act), name="transform_dense",
-            kernel_initializer=utils.initializer(initializer_range), dtype=self.dtype_policy)
+            embeddings.hidden_size,
+            activation=utils.activation(hidden_act),
+            name="transform_dense",
+            kernel_initializer=utils.initializer(initializer_range),
+            dtype=self.dtype_policy,
+        )
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_eps, name="transform_LayerNorm", dtype=self.dtype_policy)
+            epsilon=layer_norm_eps, name="transform_LayerNorm", dtype=self.dtype_policy
+        )
 
     def build(self, input_shape=None):
         hidden = self.embeddings.hidden_size
         self.transform.build((None, None, hidden))
         self.layer_norm.build((None, None, hidden))
-        self.output_bias = self.add_weight(name="output_bias", shape=(self.embeddings.vocab_size,),
-                                           initializer="zeros")
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(self.embeddings.vocab_size,), initializer="zeros"
+        )
         self.built = True
 
     def call(self, sequence_output, masked_lm_positions):
@@ -69,6 +77,9 @@ class MaskedLMHead(keras.layers.Layer):
     def get_config(self):
         # `embeddings` is a shared layer: the owning model passes it again on load.
         config = super().get_config()
-        config.update(hidden_act=self.hidden_act, layer_norm_eps=self.layer_norm_eps,
-                      initializer_range=self.initializer_range)
+        config.update(
+            hidden_act=self.hidden_act,
+            layer_norm_eps=self.layer_norm_eps,
+            initializer_range=self.initializer_range,
+        )
         return config

@@ -30,7 +30,9 @@ def attention_bias(input_mask, dtype):
 
 def _in_xla_context():
     """True while tracing a function that XLA will compile."""
-    return GraphOrParentsInXlaContext is not None and GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+    return GraphOrParentsInXlaContext is not None and GraphOrParentsInXlaContext(
+        tf.compat.v1.get_default_graph()
+    )
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -60,9 +62,17 @@ class TransformerBlock(keras.layers.Layer):
     TensorShape([2, 5, 8])
     """
 
-    def __init__(self, num_attention_heads, intermediate_size, hidden_act="gelu",
-                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-                 layer_norm_eps=1e-12, initializer_range=0.02, **kwargs):
+    def __init__(
+        self,
+        num_attention_heads,
+        intermediate_size,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        layer_norm_eps=1e-12,
+        initializer_range=0.02,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_attention_heads = num_attention_heads
         self.intermediate_size = intermediate_size
@@ -76,16 +86,26 @@ class TransformerBlock(keras.layers.Layer):
     def build(self, input_shape):
         hidden = input_shape[-1]
         if hidden % self.num_attention_heads:
-            raise ValueError(f"Hidden size {hidden} is not divisible by {self.num_attention_heads} heads.")
+            raise ValueError(
+                f"Hidden size {hidden} is not divisible by {self.num_attention_heads} heads."
+            )
         self.hidden_size = hidden
         self.head_size = hidden // self.num_attention_heads
 
-        def dense(units, name):  # Holds kernel and bias only; `_dense` applies them (and the activation).
-            return keras.layers.Dense(units, name=name, dtype=self.dtype_policy,
-                                      kernel_initializer=utils.initializer(self.initializer_range))
+        def dense(
+            units, name
+        ):  # Holds kernel and bias only; `_dense` applies them (and the activation).
+            return keras.layers.Dense(
+                units,
+                name=name,
+                dtype=self.dtype_policy,
+                kernel_initializer=utils.initializer(self.initializer_range),
+            )
 
         def layer_norm(name):
-            return keras.layers.LayerNormalization(epsilon=self.layer_norm_eps, name=name, dtype=self.dtype_policy)
+            return keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_eps, name=name, dtype=self.dtype_policy
+            )
 
         # === Layers ===
         self.query = dense(hidden, "query")
@@ -96,7 +116,9 @@ class TransformerBlock(keras.layers.Layer):
         self.intermediate = dense(self.intermediate_size, "intermediate_dense")
         self.output_dense = dense(hidden, "output_dense")
         self.output_layer_norm = layer_norm("output_LayerNorm")
-        self.attention_dropout = ReplicaDropout(self.attention_probs_dropout_prob, dtype=self.dtype_policy)
+        self.attention_dropout = ReplicaDropout(
+            self.attention_probs_dropout_prob, dtype=self.dtype_policy
+        )
         self.hidden_dropout = ReplicaDropout(self.hidden_dropout_prob, dtype=self.dtype_policy)
         seq_shape = (None, None, hidden)
         for layer in (self.query, self.key, self.value, self.attention_output, self.intermediate):
@@ -134,10 +156,13 @@ class TransformerBlock(keras.layers.Layer):
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         tokens = tf.reshape(x, [-1, self.hidden_size])  # (B*S, H)
         # Scale the queries rather than the (larger) score matrix.
-        q = self._split_heads(self._dense(self.query, tokens, batch, seq), batch, seq) \
-            * tf.cast(self.head_size ** -0.5, x.dtype)  # (B, N, S, D)
+        q = self._split_heads(self._dense(self.query, tokens, batch, seq), batch, seq) * tf.cast(
+            self.head_size**-0.5, x.dtype
+        )  # (B, N, S, D)
         k = self._split_heads(self._dense(self.key, tokens, batch, seq), batch, seq)  # (B, N, S, D)
-        v = self._split_heads(self._dense(self.value, tokens, batch, seq), batch, seq)  # (B, N, S, D)
+        v = self._split_heads(
+            self._dense(self.value, tokens, batch, seq), batch, seq
+        )  # (B, N, S, D)
         scores = tf.matmul(q, k, transpose_b=True)  # (B, N, S, S)
         if attention_bias is not None:
             scores += tf.cast(attention_bias, scores.dtype)
@@ -145,12 +170,18 @@ class TransformerBlock(keras.layers.Layer):
         probs = tf.cast(tf.nn.softmax(tf.cast(scores, "float32"), axis=-1), x.dtype)
         probs = self.attention_dropout(probs, training=training)
         context = tf.matmul(probs, v)  # (B, N, S, D)
-        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size])  # (B*S, H)
-        attended = self.hidden_dropout(self._dense(self.attention_output, context, batch, seq), training=training)
+        context = tf.reshape(
+            tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size]
+        )  # (B*S, H)
+        attended = self.hidden_dropout(
+            self._dense(self.attention_output, context, batch, seq), training=training
+        )
         tokens = self.attention_layer_norm(tokens + attended)  # (B*S, H)
 
         inner = self._dense(self.intermediate, tokens, batch, seq, self._activation)  # (B*S, I)
-        out = self.hidden_dropout(self._dense(self.output_dense, inner, batch, seq), training=training)
+        out = self.hidden_dropout(
+            self._dense(self.output_dense, inner, batch, seq), training=training
+        )
         out = self.output_layer_norm(tokens + out)  # (B*S, H)
         return tf.reshape(out, [batch, seq, self.hidden_size])  # (B, S, H)
 
@@ -159,8 +190,13 @@ class TransformerBlock(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(num_attention_heads=self.num_attention_heads, intermediate_size=self.intermediate_size,
-                      hidden_act=self.hidden_act, hidden_dropout_prob=self.hidden_dropout_prob,
-                      attention_probs_dropout_prob=self.attention_probs_dropout_prob,
-                      layer_norm_eps=self.layer_norm_eps, initializer_range=self.initializer_range)
+        config.update(
+            num_attention_heads=self.num_attention_heads,
+            intermediate_size=self.intermediate_size,
+            hidden_act=self.hidden_act,
+            hidden_dropout_prob=self.hidden_dropout_prob,
+            attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+            layer_norm_eps=self.layer_norm_eps,
+            initializer_range=self.initializer_range,
+        )
         return config

@@ -45,5 +45,7 @@ def assert_ids_in_range(ids, size, what, limit_name):
     """An op that fails with a message naming `what` if any id is outside [0, size)."""
     ids = tf.convert_to_tensor(ids)
     return tf.debugging.assert_equal(
-        tf.reduce_all((ids >= 0) & (ids < size)), True,
-        message=f"{what} has ids outside [0, {limit_name}={size}).")
+        tf.reduce_all((ids >= 0) & (ids < size)),
+        True,
+        message=f"{what} has ids outside [0, {limit_name}={size}).",
+    )

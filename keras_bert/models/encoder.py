@@ -5,7 +5,6 @@ Inputs and outputs use the TF Hub BERT names.
 """
 
 import keras
-import tensorflow as tf
 
 from keras_bert.config import BertConfig
 from keras_bert.inputs import INPUT_NAMES
@@ -46,36 +45,60 @@ class BertEncoder(keras.Model):
     def __init__(self, config=None, **kwargs):
         config = _as_config(config)
         dtype = kwargs.pop("dtype", None)
-        policy = keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
+        policy = (
+            keras.dtype_policies.get(dtype) if dtype is not None else keras.config.dtype_policy()
+        )
 
         # === Layers ===
         embeddings = BertEmbeddings(
-            vocab_size=config.vocab_size, hidden_size=config.hidden_size,
-            max_position_embeddings=config.max_position_embeddings, type_vocab_size=config.type_vocab_size,
-            dropout=config.hidden_dropout_prob, layer_norm_eps=config.layer_norm_eps,
-            initializer_range=config.initializer_range, dtype=policy, name="embeddings")
+            vocab_size=config.vocab_size,
+            hidden_size=config.hidden_size,
+            max_position_embeddings=config.max_position_embeddings,
+            type_vocab_size=config.type_vocab_size,
+            dropout=config.hidden_dropout_prob,
+            layer_norm_eps=config.layer_norm_eps,
+            initializer_range=config.initializer_range,
+            dtype=policy,
+            name="embeddings",
+        )
         blocks = [
             TransformerBlock(
-                num_attention_heads=config.num_attention_heads, intermediate_size=config.intermediate_size,
-                hidden_act=config.hidden_act, hidden_dropout_prob=config.hidden_dropout_prob,
+                num_attention_heads=config.num_attention_heads,
+                intermediate_size=config.intermediate_size,
+                hidden_act=config.hidden_act,
+                hidden_dropout_prob=config.hidden_dropout_prob,
                 attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-                layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
-                dtype=policy, name=f"layer_{i}")
+                layer_norm_eps=config.layer_norm_eps,
+                initializer_range=config.initializer_range,
+                dtype=policy,
+                name=f"layer_{i}",
+            )
             for i in range(config.num_hidden_layers)
         ]
-        pooler = keras.layers.Dense(config.hidden_size, activation="tanh", name="pooler_dense", dtype=policy,
-                                    kernel_initializer=utils.initializer(config.initializer_range))
+        pooler = keras.layers.Dense(
+            config.hidden_size,
+            activation="tanh",
+            name="pooler_dense",
+            dtype=policy,
+            kernel_initializer=utils.initializer(config.initializer_range),
+        )
 
         # === Functional Model ===
         inputs = encoder_inputs()
         x = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])  # (B, S, H)
-        bias = _AttentionBias(dtype=policy, name="attention_bias")(inputs["input_mask"])  # (B, 1, 1, S)
+        bias = _AttentionBias(dtype=policy, name="attention_bias")(
+            inputs["input_mask"]
+        )  # (B, 1, 1, S)
         layer_outputs = []
         for block in blocks:
             x = block(x, bias)
             layer_outputs.append(x)
         cls = _FirstToken(dtype=policy, name="first_token")(x)  # (B, H)
-        outputs = {"sequence_output": x, "pooled_output": pooler(cls), "encoder_outputs": layer_outputs}
+        outputs = {
+            "sequence_output": x,
+            "pooled_output": pooler(cls),
+            "encoder_outputs": layer_outputs,
+        }
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.dtype_policy = policy  # Functional models drop `dtype`; keep it for get_config.
 
@@ -86,8 +109,12 @@ class BertEncoder(keras.Model):
         self.pooler = pooler
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
-                "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+        return {
+            "config": self.config.to_dict(),
+            "name": self.name,
+            "trainable": self.trainable,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -126,4 +153,6 @@ def _as_config(config):
         return BertConfig.preset(config)
     if isinstance(config, dict):
         return BertConfig.from_dict(config)
-    raise TypeError(f"config must be a BertConfig, dict or preset name, got {type(config).__name__}.")
+    raise TypeError(
+        f"config must be a BertConfig, dict or preset name, got {type(config).__name__}."
+    )

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from keras_bert.layers import utils
 from keras_bert.layers.heads import MaskedLMHead
-from keras_bert.models.encoder import BertEncoder, encoder_inputs
+from keras_bert.models.encoder import encoder_inputs
 
 LABEL_NAMES = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
@@ -23,7 +23,9 @@ def masked_lm_loss_sums(masked_lm_ids, masked_lm_weights, mlm_logits):
     """
     ids = tf.cast(masked_lm_ids, "int32")
     weights = tf.cast(masked_lm_weights, "float32")
-    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=tf.cast(mlm_logits, "float32"))  # (B, P)
+    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=ids, logits=tf.cast(mlm_logits, "float32")
+    )  # (B, P)
     return tf.reduce_sum(xent * weights), tf.reduce_sum(weights)
 
 
@@ -43,7 +45,9 @@ def pretraining_loss(labels, outputs, replica_context=None):
     Returns:
         dict of scalar float32 `loss`, `mlm_loss` and (with NSP) `nsp_loss`.
     """
-    total, count = masked_lm_loss_sums(labels["masked_lm_ids"], labels["masked_lm_weights"], outputs["mlm_logits"])
+    total, count = masked_lm_loss_sums(
+        labels["masked_lm_ids"], labels["masked_lm_weights"], outputs["mlm_logits"]
+    )
     replicas = 1
     if replica_context is not None and replica_context.num_replicas_in_sync > 1:
         count = replica_context.all_reduce("sum", count)
@@ -52,8 +56,11 @@ def pretraining_loss(labels, outputs, replica_context=None):
     result = {"mlm_loss": mlm_loss, "loss": mlm_loss}
     if "nsp_logits" in outputs:
         nsp_labels = tf.reshape(tf.cast(labels["next_sentence_labels"], "int32"), [-1])
-        nsp_loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=nsp_labels, logits=tf.cast(outputs["nsp_logits"], "float32")))
+        nsp_loss = tf.reduce_mean(
+            tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=nsp_labels, logits=tf.cast(outputs["nsp_logits"], "float32")
+            )
+        )
         result.update(nsp_loss=nsp_loss, loss=mlm_loss + nsp_loss)
     return result
 
@@ -88,18 +95,36 @@ class BertPretrainer(keras.Model):
         policy = encoder.dtype_policy
 
         # === Layers ===
-        mlm_head = MaskedLMHead(encoder.embeddings, hidden_act=config.hidden_act,
-                                layer_norm_eps=config.layer_norm_eps, initializer_range=config.initializer_range,
-                                dtype=policy, name="cls_predictions")
-        nsp_head = keras.layers.Dense(2, name="cls_seq_relationship", dtype="float32",
-                                      kernel_initializer=utils.initializer(config.initializer_range)) \
-            if next_sentence else None
+        mlm_head = MaskedLMHead(
+            encoder.embeddings,
+            hidden_act=config.hidden_act,
+            layer_norm_eps=config.layer_norm_eps,
+            initializer_range=config.initializer_range,
+            dtype=policy,
+            name="cls_predictions",
+        )
+        nsp_head = (
+            keras.layers.Dense(
+                2,
+                name="cls_seq_relationship",
+                dtype="float32",
+                kernel_initializer=utils.initializer(config.initializer_range),
+            )
+            if next_sentence
+            else None
+        )
 
         # === Functional Model ===
         inputs = encoder_inputs()
-        inputs["masked_lm_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_lm_positions")
-        encoded = encoder({k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")})
-        outputs = {"mlm_logits": mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"])}
+        inputs["masked_lm_positions"] = keras.Input(
+            shape=(None,), dtype="int32", name="masked_lm_positions"
+        )
+        encoded = encoder(
+            {k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+        )
+        outputs = {
+            "mlm_logits": mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"])
+        }
         if next_sentence:
             outputs["nsp_logits"] = nsp_head(encoded["pooled_output"])
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
@@ -135,15 +160,22 @@ class BertPretrainer(keras.Model):
         return total / replicas if replicas > 1 else total
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        self.mlm_accuracy.update_state(y["masked_lm_ids"], y_pred["mlm_logits"],
-                                       sample_weight=y["masked_lm_weights"])
+        self.mlm_accuracy.update_state(
+            y["masked_lm_ids"], y_pred["mlm_logits"], sample_weight=y["masked_lm_weights"]
+        )
         if self.next_sentence:
-            self.nsp_accuracy.update_state(tf.reshape(y["next_sentence_labels"], [-1]), y_pred["nsp_logits"])
+            self.nsp_accuracy.update_state(
+                tf.reshape(y["next_sentence_labels"], [-1]), y_pred["nsp_logits"]
+            )
         return self.get_metrics_result()
 
     def get_config(self):
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder),
-                "next_sentence": self.next_sentence, "name": self.name, "trainable": self.trainable}
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "next_sentence": self.next_sentence,
+            "name": self.name,
+            "trainable": self.trainable,
+        }
 
     @classmethod
     def from_config(cls, config):

@@ -13,9 +13,9 @@ returns float32 logits, also under mixed precision.
 import keras
 import tensorflow as tf
 
+from keras_bert.inputs import INPUT_NAMES
 from keras_bert.layers import utils
 from keras_bert.layers.dropout import ReplicaDropout
-from keras_bert.inputs import INPUT_NAMES
 from keras_bert.models.encoder import BertEncoder, encoder_inputs
 
 
@@ -30,8 +30,12 @@ class _TaskModel(keras.Model):
         return {}
 
     def get_config(self):
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder), "name": self.name,
-                "trainable": self.trainable, **self._head_args()}
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "name": self.name,
+            "trainable": self.trainable,
+            **self._head_args(),
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -48,8 +52,12 @@ class _Classification(_TaskModel):
 
 
 def _dense(units, encoder, name):
-    return keras.layers.Dense(units, dtype="float32", name=name,
-                              kernel_initializer=utils.initializer(encoder.config.initializer_range))
+    return keras.layers.Dense(
+        units,
+        dtype="float32",
+        name=name,
+        kernel_initializer=utils.initializer(encoder.config.initializer_range),
+    )
 
 
 def _classify(model, encoder, output, num_classes, dropout, **kwargs):
@@ -89,6 +97,7 @@ class BertClassifier(_Classification):
     def __init__(self, encoder, num_classes, dropout=0.1, **kwargs):
         _classify(self, encoder, "pooled_output", num_classes, dropout, **kwargs)  # logits (B, C)
 
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertSpanLabeler(_TaskModel):
     """Answer-span scores: a start and an end vector dotted with every token (SQuAD, §4.2).
@@ -123,7 +132,10 @@ class BertTokenClassifier(_Classification):
     """
 
     def __init__(self, encoder, num_classes, dropout=0.1, **kwargs):
-        _classify(self, encoder, "sequence_output", num_classes, dropout, **kwargs)  # logits (B, S, C)
+        _classify(
+            self, encoder, "sequence_output", num_classes, dropout, **kwargs
+        )  # logits (B, S, C)
+
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertMultipleChoice(_TaskModel):
@@ -142,8 +154,12 @@ class BertMultipleChoice(_TaskModel):
 
     def __init__(self, encoder, dropout=0.1, **kwargs):
         _check_encoder(encoder)
-        inputs = {name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in INPUT_NAMES}
-        flat = {name: _MergeChoices(name=f"merge_{name}")(x) for name, x in inputs.items()}  # (B*K, S)
+        inputs = {
+            name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in INPUT_NAMES
+        }
+        flat = {
+            name: _MergeChoices(name=f"merge_{name}")(x) for name, x in inputs.items()
+        }  # (B*K, S)
         pooled = encoder(flat)["pooled_output"]  # (B*K, H)
         pooled = ReplicaDropout(dropout, name="classifier_dropout")(pooled)
         scores = _dense(1, encoder, "classifier")(pooled)  # (B*K, 1)

@@ -79,30 +79,53 @@ class PretrainingConfig(TrainingSettings):
             raise ValueError("train_files is required (TFRecord file patterns).")
         if not self.model_dir:
             raise ValueError("model_dir is required (checkpoints, logs and plots go there).")
-        self.check_training_settings(at_least_one=("batch_size", "seq_length", "max_predictions_per_seq",
-                                                   "num_train_steps", "grad_accumulation_steps", "steps_per_execution",
-                                                   "checkpoint_every"))
+        self.check_training_settings(
+            at_least_one=(
+                "batch_size",
+                "seq_length",
+                "max_predictions_per_seq",
+                "num_train_steps",
+                "grad_accumulation_steps",
+                "steps_per_execution",
+                "checkpoint_every",
+            )
+        )
         if not 0 <= self.num_warmup_steps <= self.num_train_steps:
-            raise ValueError(f"num_warmup_steps {self.num_warmup_steps} must be in [0, num_train_steps "
-                             f"{self.num_train_steps}].")
+            raise ValueError(
+                f"num_warmup_steps {self.num_warmup_steps} must be in [0, num_train_steps "
+                f"{self.num_train_steps}]."
+            )
         if self.batch_size % self.grad_accumulation_steps:
-            raise ValueError(f"batch_size {self.batch_size} is not divisible by grad_accumulation_steps "
-                             f"{self.grad_accumulation_steps}.")
+            raise ValueError(
+                f"batch_size {self.batch_size} is not divisible by grad_accumulation_steps "
+                f"{self.grad_accumulation_steps}."
+            )
         if self.steps_per_loop is None:
             self.steps_per_loop = math.gcd(self.num_train_steps, self.checkpoint_every, 100)
-        if self.num_train_steps % self.steps_per_loop or self.checkpoint_every % self.steps_per_loop:
-            raise ValueError(f"steps_per_loop {self.steps_per_loop} must divide num_train_steps "
-                             f"{self.num_train_steps} and checkpoint_every {self.checkpoint_every}.")
+        if (
+            self.num_train_steps % self.steps_per_loop
+            or self.checkpoint_every % self.steps_per_loop
+        ):
+            raise ValueError(
+                f"steps_per_loop {self.steps_per_loop} must divide num_train_steps "
+                f"{self.num_train_steps} and checkpoint_every {self.checkpoint_every}."
+            )
         if (self.steps_per_loop * self.grad_accumulation_steps) % self.steps_per_execution:
-            raise ValueError(f"steps_per_execution {self.steps_per_execution} must divide the micro-steps of a "
-                             f"loop ({self.steps_per_loop} x {self.grad_accumulation_steps}).")
+            raise ValueError(
+                f"steps_per_execution {self.steps_per_execution} must divide the micro-steps of a "
+                f"loop ({self.steps_per_loop} x {self.grad_accumulation_steps})."
+            )
 
     def check_paths(self):
         """Raises FileNotFoundError naming a local input path that does not exist
         (`run_pretraining` calls it first; the command line before TensorFlow loads)."""
         paths.require_path("init_checkpoint", self.init_checkpoint, paths.INIT_CHECKPOINT_KINDS)
-        paths.require_path("bert_config_file", self.bert_config_file, "an original bert_config.json")
-        paths.require_path("vocab_file", self.vocab_file, "the vocab.txt the training data was made with")
+        paths.require_path(
+            "bert_config_file", self.bert_config_file, "an original bert_config.json"
+        )
+        paths.require_path(
+            "vocab_file", self.vocab_file, "the vocab.txt the training data was made with"
+        )
 
     def resolve_bert_config(self):
         """The `BertConfig` chosen by bert_config / bert_config_file / model (+ vocab_size)."""

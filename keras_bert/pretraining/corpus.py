@@ -22,7 +22,8 @@ FORMATS = ("sentences", "text", "lines")
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof sr jr st mt vs etc e.g i.e cf al fig figs no nos vol pp p ed eds inc ltd co corp "
     "jan feb mar apr jun jul aug sep sept oct nov dec gen col lt sgt capt rev gov sen rep dept univ approx "
-    "u.s u.k a.m p.m".split())
+    "u.s u.k a.m p.m".split()
+)
 # A candidate boundary: terminal punctuation, optional closing quotes/brackets, then whitespace.
 _BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+")
 _CJK_BOUNDARY = re.compile(r"(?<=[\u3002\uff01\uff1f])")
@@ -55,7 +56,7 @@ def split_sentences(text):
             if not (following.isupper() or following.isdigit() or following in _OPENERS):
                 continue
             if piece[match.start()] == "." and match.group().count(".") == 1:
-                word = piece[start:match.start()].rsplit(" ", 1)[-1].lstrip(_OPENERS).lower()
+                word = piece[start : match.start()].rsplit(" ", 1)[-1].lstrip(_OPENERS).lower()
                 if len(word) <= 1 or word in _ABBREVIATIONS:
                     continue
             sentences.append(piece[start:end].strip())
@@ -119,7 +120,9 @@ def _decoded_lines(path, errors):
             try:
                 yield raw.decode("utf-8", errors=errors)
             except UnicodeDecodeError as e:
-                raise ValueError(f"{path}:{number}: invalid UTF-8 ({e.reason} at byte {e.start})") from e
+                raise ValueError(
+                    f"{path}:{number}: invalid UTF-8 ({e.reason} at byte {e.start})"
+                ) from e
 
 
 def _sentence_file_documents(path, errors):
@@ -156,7 +159,9 @@ def _text_file_documents(path, errors, max_document_sentences):
         del document[:max_document_sentences]
 
 
-def read_documents(input_files, file_format="sentences", errors="replace", max_document_sentences=10000):
+def read_documents(
+    input_files, file_format="sentences", errors="replace", max_document_sentences=10000
+):
     """Streams documents from text files.
 
     Args:
@@ -238,5 +243,7 @@ def tfds_documents(name, split="train", field="text", data_dir=None, download=Tr
     """
     import tensorflow_datasets as tfds  # Imported here: heavy and only needed for tfds corpora.
 
-    dataset = tfds.load(name, split=split, data_dir=data_dir, download=download, shuffle_files=False)
+    dataset = tfds.load(
+        name, split=split, data_dir=data_dir, download=download, shuffle_files=False
+    )
     yield from dataset_documents(dataset, field=field, hard_wrapped=False)

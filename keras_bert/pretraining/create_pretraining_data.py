@@ -19,23 +19,37 @@ _LIBRARY_NAMES = ("ExampleFactory", "create_pretraining_data")
 __all__ = [*_LIBRARY_NAMES, "console_main", "define_flags", "main"]
 
 
-__getattr__, __dir__ = _lazy.attach(__name__, {name: f"keras_bert.pretraining.static_records:{name}"
-                                                for name in _LIBRARY_NAMES})
+__getattr__, __dir__ = _lazy.attach(
+    __name__, {name: f"keras_bert.pretraining.static_records:{name}" for name in _LIBRARY_NAMES}
+)
 
 
 def define_flags():
     """Define the flags (again on each call: another command line may have defined the same names)."""
-    cli.define(flags.DEFINE_string, "input_file", None, "Comma-separated input files / glob patterns.")
-    cli.define(flags.DEFINE_string, "tfds_name", None, "A tensorflow-datasets corpus (e.g. wikipedia/20230601.en) "
-               "used instead of --input_file.")
+    cli.define(
+        flags.DEFINE_string, "input_file", None, "Comma-separated input files / glob patterns."
+    )
+    cli.define(
+        flags.DEFINE_string,
+        "tfds_name",
+        None,
+        "A tensorflow-datasets corpus (e.g. wikipedia/20230601.en) used instead of --input_file.",
+    )
     cli.define(flags.DEFINE_string, "tfds_split", "train", "Split of --tfds_name.")
     cli.define(flags.DEFINE_string, "tfds_field", "text", "Text field of --tfds_name.")
     cli.define(flags.DEFINE_string, "output_dir", None, "Output directory.")
     cli.define(flags.DEFINE_string, "vocab_file", None, "WordPiece vocab.txt.")
-    cli.define(flags.DEFINE_bool, "lower_case", True, "Uncased tokenization; must match the vocabulary.")
+    cli.define(
+        flags.DEFINE_bool, "lower_case", True, "Uncased tokenization; must match the vocabulary."
+    )
     cli.define(flags.DEFINE_enum, "file_format", "sentences", list(FORMATS), "Input file format.")
     cli.define(flags.DEFINE_integer, "max_seq_length", 128, "Maximum sequence length.")
-    cli.define(flags.DEFINE_integer, "max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
+    cli.define(
+        flags.DEFINE_integer,
+        "max_predictions_per_seq",
+        20,
+        "Maximum masked LM predictions per sequence.",
+    )
     cli.define(flags.DEFINE_float, "masked_lm_prob", 0.15, "Masked LM probability.")
     cli.define(flags.DEFINE_float, "short_seq_prob", 0.1, "Probability of a shorter target length.")
     cli.define(flags.DEFINE_integer, "dupe_factor", 10, "Passes over the corpus (different masks).")
@@ -43,7 +57,9 @@ def define_flags():
     cli.define(flags.DEFINE_integer, "num_shards", 1, "Output files.")
     cli.define(flags.DEFINE_integer, "num_workers", os.cpu_count() or 1, "Worker processes.")
     cli.define(flags.DEFINE_integer, "seed", 12345, "Random seed.")
-    cli.define(flags.DEFINE_integer, "documents_per_chunk", 1000, "Documents per chunk (random next pool).")
+    cli.define(
+        flags.DEFINE_integer, "documents_per_chunk", 1000, "Documents per chunk (random next pool)."
+    )
     cli.define(flags.DEFINE_string, "output_prefix", "pretraining", "Output file name prefix.")
     return flags.FLAGS
 
@@ -60,13 +76,25 @@ def main(argv):
     if FLAGS.tfds_name:
         documents = corpus.tfds_documents(FLAGS.tfds_name, FLAGS.tfds_split, FLAGS.tfds_field)
     files = static_records.create_pretraining_data(
-        FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, lower_case=FLAGS.lower_case,
-        max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-        dupe_factor=FLAGS.dupe_factor, whole_word_masking=FLAGS.whole_word_masking,
-        num_shards=FLAGS.num_shards, num_workers=FLAGS.num_workers, seed=FLAGS.seed,
-        file_format=FLAGS.file_format, documents=documents, output_prefix=FLAGS.output_prefix,
-        documents_per_chunk=FLAGS.documents_per_chunk, progress=True)
+        FLAGS.input_file,
+        FLAGS.output_dir,
+        FLAGS.vocab_file,
+        lower_case=FLAGS.lower_case,
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob,
+        short_seq_prob=FLAGS.short_seq_prob,
+        dupe_factor=FLAGS.dupe_factor,
+        whole_word_masking=FLAGS.whole_word_masking,
+        num_shards=FLAGS.num_shards,
+        num_workers=FLAGS.num_workers,
+        seed=FLAGS.seed,
+        file_format=FLAGS.file_format,
+        documents=documents,
+        output_prefix=FLAGS.output_prefix,
+        documents_per_chunk=FLAGS.documents_per_chunk,
+        progress=True,
+    )
     print("\n".join(files))
 
 

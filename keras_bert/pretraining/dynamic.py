@@ -50,9 +50,15 @@ class _SeededMaskValuesChooser(tf_text.MaskValuesChooser):
         ids = masked_lm_ids.flat_values
         action = self.random.uniform(tf.shape(ids))
         random_ids = self.random.uniform(tf.shape(ids), 0, self.vocab_size, dtype=tf.int64)
-        values = tf.where(action < self._mask_token_rate, tf.cast(self.mask_token, ids.dtype),
-                          tf.where(action < self._mask_token_rate + self.random_token_rate,
-                                   tf.cast(random_ids, ids.dtype), ids))
+        values = tf.where(
+            action < self._mask_token_rate,
+            tf.cast(self.mask_token, ids.dtype),
+            tf.where(
+                action < self._mask_token_rate + self.random_token_rate,
+                tf.cast(random_ids, ids.dtype),
+                ids,
+            ),
+        )
         return masked_lm_ids.with_flat_values(values)
 
 
@@ -72,11 +78,15 @@ class _SeededItemSelector(tf_text.RandomItemSelector):
         if axis != 1:
             raise ValueError(f"Only axis=1 is supported, got {axis}")
         selectable = self.get_selectable(input_ids, axis)  # (B, (W)) bool
-        keys = tf.where(selectable.flat_values, self.random.uniform(tf.shape(selectable.flat_values)), 2.0)
+        keys = tf.where(
+            selectable.flat_values, self.random.uniform(tf.shape(selectable.flat_values)), 2.0
+        )
         keys = selectable.with_flat_values(keys).to_tensor(3.0)  # (B, W_max)
         ranks = tf.argsort(tf.argsort(keys, axis=1), axis=1)  # (B, W_max): rank of each item's key
         count = tf.reduce_sum(tf.cast(selectable, tf.float32), axis=1)  # (B,)
-        num = tf.minimum(tf.math.ceil(count * self.selection_rate), float(self.max_selections_per_batch))
+        num = tf.minimum(
+            tf.math.ceil(count * self.selection_rate), float(self.max_selections_per_batch)
+        )
         chosen = ranks < tf.cast(num, tf.int32)[:, None]
         return tf.RaggedTensor.from_tensor(chosen, lengths=selectable.row_lengths())
 
@@ -98,15 +108,20 @@ def _vocabulary_facts(vocabulary):
 def _words(ragged_ids, is_continuation, special_ids):
     """[B, (T)] ids -> [B, (W), (pieces)]: a "##" piece joins the word before it (not after a special)."""
     flat = ragged_ids.flat_values  # (T,)
-    first_in_row = tf.equal(tf.range(tf.size(flat, out_type=tf.int64)),
-                            tf.gather(ragged_ids.row_starts(), ragged_ids.value_rowids()))
+    first_in_row = tf.equal(
+        tf.range(tf.size(flat, out_type=tf.int64)),
+        tf.gather(ragged_ids.row_starts(), ragged_ids.value_rowids()),
+    )
     prev = tf.concat([tf.zeros([1], flat.dtype), flat[:-1]], axis=0)
-    prev_special = tf.reduce_any(tf.equal(prev[:, None], tf.constant(special_ids, flat.dtype)[None, :]), -1)
+    prev_special = tf.reduce_any(
+        tf.equal(prev[:, None], tf.constant(special_ids, flat.dtype)[None, :]), -1
+    )
     starts = ~tf.gather(is_continuation, flat) | first_in_row | prev_special  # (T,)
     word_ids = tf.cumsum(tf.cast(starts, tf.int64)) - 1
     words = tf.RaggedTensor.from_value_rowids(flat, word_ids)  # (W_total, (pieces))
-    words_per_row = tf.math.unsorted_segment_sum(tf.cast(starts, tf.int64), ragged_ids.value_rowids(),
-                                                 ragged_ids.nrows())
+    words_per_row = tf.math.unsorted_segment_sum(
+        tf.cast(starts, tf.int64), ragged_ids.value_rowids(), ragged_ids.nrows()
+    )
     return tf.RaggedTensor.from_row_lengths(words, words_per_row), word_ids
 
 
@@ -124,7 +139,9 @@ def pack_texts(dataset, tokenizer, seq_length):
     """
     from keras_bert.text.packer import BertPacker
 
-    packer = BertPacker(seq_length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+    packer = BertPacker(
+        seq_length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id
+    )
 
     def pack(*texts):
         return packer(tuple(tokenizer(t) for t in texts))
@@ -132,8 +149,16 @@ def pack_texts(dataset, tokenizer, seq_length):
     return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def dynamic_masking(dataset, vocabulary, max_predictions_per_seq=20, masked_lm_prob=0.15,
-                    whole_word_masking=False, mask_token_rate=0.8, random_token_rate=0.1, seed=0):
+def dynamic_masking(
+    dataset,
+    vocabulary,
+    max_predictions_per_seq=20,
+    masked_lm_prob=0.15,
+    whole_word_masking=False,
+    mask_token_rate=0.8,
+    random_token_rate=0.1,
+    seed=0,
+):
     """Masks batches of packed ids afresh every time the dataset is iterated.
 
     Args:
@@ -157,15 +182,25 @@ def dynamic_masking(dataset, vocabulary, max_predictions_per_seq=20, masked_lm_p
     _check_rates(masked_lm_prob, max_predictions_per_seq, mask_token_rate, random_token_rate)
     tokens, index = _vocabulary_facts(vocabulary)
     pad_id, cls_id, sep_id, mask_id = (index[t] for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]"))
-    spec = _MaskingSpec(max_predictions_per_seq, masked_lm_prob, whole_word_masking, mask_token_rate,
-                        random_token_rate, len(tokens), pad_id, mask_id, [cls_id, sep_id, pad_id],
-                        tf.constant(continuation_pieces(tokens)))
+    spec = _MaskingSpec(
+        max_predictions_per_seq,
+        masked_lm_prob,
+        whole_word_masking,
+        mask_token_rate,
+        random_token_rate,
+        len(tokens),
+        pad_id,
+        mask_id,
+        [cls_id, sep_id, pad_id],
+        tf.constant(continuation_pieces(tokens)),
+    )
     mask_batch = functools.partial(_mask_batch, spec)
 
     # One seed [2] per batch, new every time the dataset is iterated (so every epoch), fixed by `seed`.
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
-    return tf.data.Dataset.zip(seeds, dataset).map(mask_batch, num_parallel_calls=tf.data.AUTOTUNE,
-                                                  deterministic=True)
+    return tf.data.Dataset.zip(seeds, dataset).map(
+        mask_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+    )
 
 
 def _check_rates(masked_lm_prob, max_predictions_per_seq, mask_token_rate, random_token_rate):
@@ -175,14 +210,28 @@ def _check_rates(masked_lm_prob, max_predictions_per_seq, mask_token_rate, rando
     if max_predictions_per_seq < 1:
         raise ValueError(f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}")
     if mask_token_rate < 0 or random_token_rate < 0 or mask_token_rate + random_token_rate > 1:
-        raise ValueError("mask_token_rate and random_token_rate must be >= 0 with a sum <= 1, got "
-                         f"{mask_token_rate} and {random_token_rate}")
+        raise ValueError(
+            "mask_token_rate and random_token_rate must be >= 0 with a sum <= 1, got "
+            f"{mask_token_rate} and {random_token_rate}"
+        )
 
 
 # The settings `_mask_batch` reads (those of `dynamic_masking`, with the vocabulary's ids).
-_MaskingSpec = collections.namedtuple("_MaskingSpec", (
-    "max_predictions", "masked_lm_prob", "whole_word_masking", "mask_token_rate", "random_token_rate",
-    "vocab_size", "pad_id", "mask_id", "special_ids", "is_continuation"))
+_MaskingSpec = collections.namedtuple(
+    "_MaskingSpec",
+    (
+        "max_predictions",
+        "masked_lm_prob",
+        "whole_word_masking",
+        "mask_token_rate",
+        "random_token_rate",
+        "vocab_size",
+        "pad_id",
+        "mask_id",
+        "special_ids",
+        "is_continuation",
+    ),
+)
 
 
 def _batch_features(element):
@@ -203,8 +252,9 @@ def _mask_batch(spec, seed, element):
     P = spec.max_predictions
     random = _StatelessRandom(seed)
     selector = _SeededItemSelector(random, P, spec.masked_lm_prob, spec.special_ids)
-    chooser = _SeededMaskValuesChooser(random, spec.vocab_size, spec.mask_id, spec.mask_token_rate,
-                                       spec.random_token_rate)
+    chooser = _SeededMaskValuesChooser(
+        random, spec.vocab_size, spec.mask_id, spec.mask_token_rate, spec.random_token_rate
+    )
     features, word_key = _batch_features(element)
     ids = tf.cast(features[word_key], tf.int64)  # (B, S)
     if ids.shape.rank != 2:
@@ -218,8 +268,9 @@ def _mask_batch(spec, seed, element):
     masked, positions, masked_ids = tf_text.mask_language_model(items, selector, chooser, axis=1)
     new_ids = tf.where(tf.cast(input_mask, bool), masked.to_tensor(0, shape=tf.shape(ids)), ids)
     if spec.whole_word_masking:
-        new_ids, positions, masked_ids = _whole_words_within(P, ids, new_ids, ragged, word_ids, positions,
-                                                             masked_ids)
+        new_ids, positions, masked_ids = _whole_words_within(
+            P, ids, new_ids, ragged, word_ids, positions, masked_ids
+        )
     positions, masked_ids = positions[:, :P], masked_ids[:, :P]
     shape = tf.stack([tf.shape(ids, out_type=tf.int64)[0], P])
     inputs = {
@@ -233,7 +284,9 @@ def _mask_batch(spec, seed, element):
         "masked_lm_weights": tf.ones_like(positions, tf.float32).to_tensor(0.0, shape=shape),
     }
     if "next_sentence_labels" in features:
-        labels["next_sentence_labels"] = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1, 1])
+        labels["next_sentence_labels"] = tf.reshape(
+            tf.cast(features["next_sentence_labels"], tf.int32), [-1, 1]
+        )
     return inputs, labels
 
 
@@ -241,12 +294,18 @@ def _whole_words_within(P, ids, new_ids, ragged, word_ids, positions, masked_ids
     """(new_ids, positions, masked_ids) without the word that would overshoot P predictions:
     all its pieces are left unmasked."""
     position_words = tf.gather(word_ids, ragged.row_starts()[:, None] + positions)  # (B, (k))
-    overshoot = tf.where(position_words.row_lengths() > P,
-                         position_words[:, P:].to_tensor(-1, shape=[None, 1])[:, 0], -1)
+    overshoot = tf.where(
+        position_words.row_lengths() > P,
+        position_words[:, P:].to_tensor(-1, shape=[None, 1])[:, 0],
+        -1,
+    )
     keep = tf.not_equal(position_words, overshoot[:, None])
     keep = tf.logical_and(keep, tf.ragged.range(positions.row_lengths()) < P)
     extra = tf.ragged.boolean_mask(positions, ~keep)
     indices = tf.stack([extra.value_rowids(), extra.flat_values], axis=1)  # (E, 2)
     new_ids = tf.tensor_scatter_nd_update(new_ids, indices, tf.gather_nd(ids, indices))
-    return new_ids, tf.ragged.boolean_mask(positions, keep), tf.ragged.boolean_mask(masked_ids, keep)
-
+    return (
+        new_ids,
+        tf.ragged.boolean_mask(positions, keep),
+        tf.ragged.boolean_mask(masked_ids, keep),
+    )

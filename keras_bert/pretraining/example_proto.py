@@ -45,8 +45,11 @@ def _packed_varints(values):
 
 def _header(field_number, lengths):
     """Per-row bytes of a length-delimited field header (tag, varint length) and their total size."""
-    data, offsets = _packed_varints(np.concatenate(
-        [np.full((len(lengths), 1), (field_number << 3) | 2), lengths[:, None]], axis=1))
+    data, offsets = _packed_varints(
+        np.concatenate(
+            [np.full((len(lengths), 1), (field_number << 3) | 2), lengths[:, None]], axis=1
+        )
+    )
     return (data, offsets), lengths + (offsets[1:] - offsets[:-1])
 
 
@@ -86,7 +89,9 @@ def serialize_examples(features):
     for name in names:
         value = np.asarray(features[name])
         if value.ndim != 2 or len(value) != n:
-            raise ValueError(f"Feature {name!r} must have shape [N, L] with N={n}, got {value.shape}")
+            raise ValueError(
+                f"Feature {name!r} must have shape [N, L] with N={n}, got {value.shape}"
+            )
         key = name.encode("utf-8")
         if np.issubdtype(value.dtype, np.floating):
             data = np.frombuffer(np.ascontiguousarray(value, "<f4").tobytes(), np.uint8)
@@ -95,7 +100,9 @@ def serialize_examples(features):
         else:
             packed = _packed_varints(value)
             list_tag = 3  # Feature.int64_list
-        list_header, list_len = _header(1, packed[1][1:] - packed[1][:-1])  # Int64List/FloatList.value
+        list_header, list_len = _header(
+            1, packed[1][1:] - packed[1][:-1]
+        )  # Int64List/FloatList.value
         feature_header, feature_len = _header(list_tag, list_len)
         key_part = _constant(n, bytes([0x0A, len(key)]) + key)  # map entry key: field 1
         value_header, value_len = _header(2, feature_len)  # map entry value: field 2
@@ -106,4 +113,4 @@ def serialize_examples(features):
     data, offsets = _concat_rows([example_header] + pieces, n)
     data = data.tobytes()
     offsets = offsets.tolist()
-    return [data[offsets[i]:offsets[i + 1]] for i in range(n)]
+    return [data[offsets[i] : offsets[i + 1]] for i in range(n)]

@@ -49,9 +49,11 @@ class TokenizedChunk:
         doc_of_sentence = np.repeat(np.arange(len(document_num_sentences)), document_num_sentences)
         doc_sizes = np.bincount(doc_of_sentence[keep], minlength=len(document_num_sentences))
         doc_sizes = doc_sizes[doc_sizes > 0]
-        return cls(np.asarray(token_ids),
-                   np.concatenate([[0], np.cumsum(sentence_lengths[keep])]),
-                   np.concatenate([[0], np.cumsum(doc_sizes)]))
+        return cls(
+            np.asarray(token_ids),
+            np.concatenate([[0], np.cumsum(sentence_lengths[keep])]),
+            np.concatenate([[0], np.cumsum(doc_sizes)]),
+        )
 
     @property
     def num_documents(self):
@@ -154,8 +156,9 @@ def truncate_pairs(pairs, max_num_tokens, np_rng):
     new_lb = np.where(la > lb, lb_1, lb_2)
     front_a = np_rng.binomial(la - new_la, 0.5)
     front_b = np_rng.binomial(lb - new_lb, 0.5)
-    return PairRanges(pairs.a_start + front_a, new_la, pairs.b_start + front_b, new_lb,
-                      pairs.is_random_next)
+    return PairRanges(
+        pairs.a_start + front_a, new_la, pairs.b_start + front_b, new_lb, pairs.is_random_next
+    )
 
 
 def pack_pairs(token_ids, pairs, max_seq_length, cls_id, sep_id, pad_id=0):
@@ -178,8 +181,17 @@ def pack_pairs(token_ids, pairs, max_seq_length, cls_id, sep_id, pad_id=0):
     return ids.astype(np.int64), segment_ids, lengths.astype(np.int64)
 
 
-def mask_tokens(input_ids, lengths, max_predictions_per_seq, masked_lm_prob, vocab_size, mask_id,
-                special_ids, rng, is_continuation=None):
+def mask_tokens(
+    input_ids,
+    lengths,
+    max_predictions_per_seq,
+    masked_lm_prob,
+    vocab_size,
+    mask_id,
+    special_ids,
+    rng,
+    is_continuation=None,
+):
     """Chooses masked LM predictions for packed rows, vectorized (the original's rules).
 
     num_to_predict = min(P, max(1, round(length * masked_lm_prob))) per row; words (single tokens, or
@@ -215,14 +227,15 @@ def mask_tokens(input_ids, lengths, max_predictions_per_seq, masked_lm_prob, voc
     num_words = starts.sum(axis=1)
     flat_word = (rows * s + word)[maskable]
     word_len = np.bincount(flat_word, minlength=n * s).reshape(n, s)  # (N, W): tokens per word
-    k = np.minimum(max_predictions_per_seq,
-                   np.maximum(1, np.round(lengths * masked_lm_prob).astype(np.int64)))
+    k = np.minimum(
+        max_predictions_per_seq, np.maximum(1, np.round(lengths * masked_lm_prob).astype(np.int64))
+    )
     keys = rng.random((n, s))
     keys[col >= num_words[:, None]] = np.inf
     order = np.argsort(keys, axis=1)  # (N, W): words in random order
     sorted_len = np.take_along_axis(word_len, order, axis=1)
     if is_continuation is None:
-        accepted = (col < np.minimum(k, num_words)[:, None])
+        accepted = col < np.minimum(k, num_words)[:, None]
     else:  # Greedy: take each word if it still fits (the original's loop), vectorized over rows.
         accepted = np.zeros((n, s), bool)
         used = np.zeros(n, np.int64)
@@ -249,12 +262,28 @@ def mask_tokens(input_ids, lengths, max_predictions_per_seq, masked_lm_prob, voc
     positions[r_idx, slot] = c_idx
     ids[r_idx, slot] = input_ids[r_idx, c_idx]
     weights[r_idx, slot] = 1.0
-    return {"input_ids": output_ids.astype(np.int64), "masked_lm_positions": positions,
-            "masked_lm_ids": ids, "masked_lm_weights": weights}
+    return {
+        "input_ids": output_ids.astype(np.int64),
+        "masked_lm_positions": positions,
+        "masked_lm_ids": ids,
+        "masked_lm_weights": weights,
+    }
 
 
-def create_examples(chunk, max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob,
-                    vocab_size, cls_id, sep_id, mask_id, pad_id, seed_sequence, is_continuation=None):
+def create_examples(
+    chunk,
+    max_seq_length,
+    max_predictions_per_seq,
+    masked_lm_prob,
+    short_seq_prob,
+    vocab_size,
+    cls_id,
+    sep_id,
+    mask_id,
+    pad_id,
+    seed_sequence,
+    is_continuation=None,
+):
     """Creates one duplicate's examples from a chunk: pairs, truncation, packing, masking, shuffling.
 
     Args:
@@ -274,11 +303,23 @@ def create_examples(chunk, max_seq_length, max_predictions_per_seq, masked_lm_pr
     np_rng = np.random.default_rng(np_seed)
     pairs = create_pairs(chunk, max_seq_length, short_seq_prob, rng)
     pairs = truncate_pairs(pairs, max_seq_length - 3, np_rng)
-    input_ids, segment_ids, lengths = pack_pairs(chunk.token_ids, pairs, max_seq_length, cls_id, sep_id,
-                                                 pad_id)
-    features = mask_tokens(input_ids, lengths, max_predictions_per_seq, masked_lm_prob, vocab_size,
-                           mask_id, (cls_id, sep_id, pad_id), np_rng, is_continuation)
-    features["input_mask"] = (np.arange(max_seq_length)[None, :] < lengths[:, None]).astype(np.int64)
+    input_ids, segment_ids, lengths = pack_pairs(
+        chunk.token_ids, pairs, max_seq_length, cls_id, sep_id, pad_id
+    )
+    features = mask_tokens(
+        input_ids,
+        lengths,
+        max_predictions_per_seq,
+        masked_lm_prob,
+        vocab_size,
+        mask_id,
+        (cls_id, sep_id, pad_id),
+        np_rng,
+        is_continuation,
+    )
+    features["input_mask"] = (np.arange(max_seq_length)[None, :] < lengths[:, None]).astype(
+        np.int64
+    )
     features["segment_ids"] = segment_ids
     features["next_sentence_labels"] = pairs.is_random_next.astype(np.int64)[:, None]
     order = np_rng.permutation(len(lengths))

@@ -14,10 +14,17 @@ File patterns go through `tf.io.gfile`, so `gs://` works where TensorFlow has GC
 import tensorflow as tf
 
 # Original record feature name -> model input / label name.
-INPUT_FEATURES = {"input_ids": "input_word_ids", "input_mask": "input_mask", "segment_ids": "input_type_ids",
-                  "masked_lm_positions": "masked_lm_positions"}
-LABEL_FEATURES = {"masked_lm_ids": "masked_lm_ids", "masked_lm_weights": "masked_lm_weights",
-                  "next_sentence_labels": "next_sentence_labels"}
+INPUT_FEATURES = {
+    "input_ids": "input_word_ids",
+    "input_mask": "input_mask",
+    "segment_ids": "input_type_ids",
+    "masked_lm_positions": "masked_lm_positions",
+}
+LABEL_FEATURES = {
+    "masked_lm_ids": "masked_lm_ids",
+    "masked_lm_weights": "masked_lm_weights",
+    "next_sentence_labels": "next_sentence_labels",
+}
 # The record features in their serialization order (`create_pretraining_data` writes them so).
 FEATURE_NAMES = (*INPUT_FEATURES, *LABEL_FEATURES)
 
@@ -67,7 +74,9 @@ def list_files(file_patterns):
 
 def count_records(file_patterns):
     """Number of records in the files (reads them once; meant for held-out sets)."""
-    return int(tf.data.TFRecordDataset(list_files(file_patterns)).reduce(0, lambda n, _: n + 1).numpy())
+    return int(
+        tf.data.TFRecordDataset(list_files(file_patterns)).reduce(0, lambda n, _: n + 1).numpy()
+    )
 
 
 def decode_record(serialized, seq_length, max_predictions_per_seq):
@@ -96,17 +105,34 @@ def check_records(files, seq_length, max_predictions_per_seq):
     feature = example.features.feature
     for name, spec in feature_spec(seq_length, max_predictions_per_seq).items():
         if name not in feature:
-            raise ValueError(f"{first}: record has no feature {name!r} (features: {sorted(feature)}).")
+            raise ValueError(
+                f"{first}: record has no feature {name!r} (features: {sorted(feature)})."
+            )
         value = feature[name]
-        length = len(value.float_list.value) if spec.dtype == tf.float32 else len(value.int64_list.value)
+        length = (
+            len(value.float_list.value) if spec.dtype == tf.float32 else len(value.int64_list.value)
+        )
         if length != spec.shape[0]:
-            raise ValueError(f"{first}: feature {name!r} has length {length}, expected {spec.shape[0]} "
-                             f"(seq_length={seq_length}, max_predictions_per_seq={max_predictions_per_seq}).")
+            raise ValueError(
+                f"{first}: feature {name!r} has length {length}, expected {spec.shape[0]} "
+                f"(seq_length={seq_length}, max_predictions_per_seq={max_predictions_per_seq})."
+            )
 
 
-def make_dataset(file_patterns, batch_size, seq_length, max_predictions_per_seq, *, is_training=True,
-                 input_context=None, seed=0, deterministic=True, shuffle_buffer=10000, drop_remainder=True,
-                 skip_batches=0):
+def make_dataset(
+    file_patterns,
+    batch_size,
+    seq_length,
+    max_predictions_per_seq,
+    *,
+    is_training=True,
+    input_context=None,
+    seed=0,
+    deterministic=True,
+    shuffle_buffer=10000,
+    drop_remainder=True,
+    skip_batches=0,
+):
     """The pre-training input pipeline.
 
     Training data is shuffled (seeded) and repeated forever; evaluation data is read once
@@ -148,10 +174,19 @@ def make_dataset(file_patterns, batch_size, seq_length, max_predictions_per_seq,
         # Every epoch of the files in a new order, drawn statelessly from (seed, epoch):
         # each iterator of this dataset yields the same stream (Keras may iterate twice).
         names = tf.constant(files)
-        ds = tf.data.Dataset.range(2**62).flat_map(lambda epoch: tf.data.Dataset.from_tensor_slices(
-            tf.random.experimental.stateless_shuffle(names, seed=tf.stack([tf.constant(seed, tf.int64), epoch]))))
-        ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(8, len(files)), block_length=1,
-                           num_parallel_calls=None if deterministic else tf.data.AUTOTUNE)
+        ds = tf.data.Dataset.range(2**62).flat_map(
+            lambda epoch: tf.data.Dataset.from_tensor_slices(
+                tf.random.experimental.stateless_shuffle(
+                    names, seed=tf.stack([tf.constant(seed, tf.int64), epoch])
+                )
+            )
+        )
+        ds = ds.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=min(8, len(files)),
+            block_length=1,
+            num_parallel_calls=None if deterministic else tf.data.AUTOTUNE,
+        )
         ds = ds.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=False)
     else:
         ds = tf.data.TFRecordDataset(files)
@@ -165,6 +200,9 @@ def make_dataset(file_patterns, batch_size, seq_length, max_predictions_per_seq,
     ds = ds.batch(batch_size, drop_remainder=drop_remainder or is_training)
     if skip_batches:
         ds = ds.skip(skip_batches)
-    ds = ds.map(lambda r: decode_record(r, seq_length, max_predictions_per_seq),
-                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    ds = ds.map(
+        lambda r: decode_record(r, seq_length, max_predictions_per_seq),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
     return ds.prefetch(tf.data.AUTOTUNE)

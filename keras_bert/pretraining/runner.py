@@ -10,7 +10,6 @@ Running again with the same model_dir resumes from the newest checkpoint: same s
 state, learning rate and data position.
 """
 
-import os
 
 import numpy as np
 import tensorflow as tf
@@ -18,9 +17,7 @@ from absl import logging
 
 from keras_bert import checkpoints
 from keras_bert.checkpoints import pretraining_run
-from keras_bert.checkpoints.training import TrainingCheckpoint
 from keras_bert.errors import CheckpointError
-from keras_bert.io_utils import write_atomic
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining import records
@@ -36,11 +33,17 @@ def build_pretrainer(config, bert_config):
     dtype = "float32" if config.mixed_precision == "none" else config.mixed_precision
     if config.init_checkpoint:
         try:
-            return checkpoints.load_pretrainer(config.init_checkpoint, next_sentence=config.next_sentence,
-                                               dtype=dtype)
-        except CheckpointError as error:  # E.g. an encoder-only checkpoint: new heads on its encoder.
-            logging.warning("init_checkpoint %s has no usable pre-training heads (%s); starting them fresh.",
-                            config.init_checkpoint, error)
+            return checkpoints.load_pretrainer(
+                config.init_checkpoint, next_sentence=config.next_sentence, dtype=dtype
+            )
+        except (
+            CheckpointError
+        ) as error:  # E.g. an encoder-only checkpoint: new heads on its encoder.
+            logging.warning(
+                "init_checkpoint %s has no usable pre-training heads (%s); starting them fresh.",
+                config.init_checkpoint,
+                error,
+            )
             encoder = checkpoints.load_encoder(config.init_checkpoint, dtype=dtype)
             return BertPretrainer(encoder, next_sentence=config.next_sentence)
     return BertPretrainer(BertEncoder(bert_config, dtype=dtype), next_sentence=config.next_sentence)
@@ -57,17 +60,29 @@ def _train_dataset(config, strategy, start_step):
     seed = config.seed if config.deterministic else config.seed + start_step
 
     def dataset_fn(context=None):
-        per_pipeline = 1 if context is None else context.num_replicas_in_sync // context.num_input_pipelines
+        per_pipeline = (
+            1 if context is None else context.num_replicas_in_sync // context.num_input_pipelines
+        )
         return records.make_dataset(
-            config.train_files, micro_batch, config.seq_length, config.max_predictions_per_seq,
-            is_training=True, input_context=context, seed=seed, deterministic=config.deterministic,
-            shuffle_buffer=config.shuffle_buffer, skip_batches=done * per_pipeline if config.deterministic else 0)
+            config.train_files,
+            micro_batch,
+            config.seq_length,
+            config.max_predictions_per_seq,
+            is_training=True,
+            input_context=context,
+            seed=seed,
+            deterministic=config.deterministic,
+            shuffle_buffer=config.shuffle_buffer,
+            skip_batches=done * per_pipeline if config.deterministic else 0,
+        )
 
     if config.strategy == "default":
         return dataset_fn()
     if micro_batch % strategy.num_replicas_in_sync:
-        raise ValueError(f"The micro-batch {micro_batch} is not divisible by the "
-                         f"{strategy.num_replicas_in_sync} replicas.")
+        raise ValueError(
+            f"The micro-batch {micro_batch} is not divisible by the "
+            f"{strategy.num_replicas_in_sync} replicas."
+        )
     return strategy.distribute_datasets_from_function(dataset_fn)
 
 
@@ -75,7 +90,9 @@ def _eval_dataset(config, strategy):
     """(dataset, steps): the held-out batches, read once; steps counted so that Keras never
     runs past the end (at the end of data it updates the loss trackers once more)."""
     batch = config.eval_batch_size or config.batch_size // config.grad_accumulation_steps
-    static = isinstance(strategy, (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy))
+    static = isinstance(
+        strategy, (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy)
+    )
     count = records.count_records(config.eval_files)
     steps = count // batch if static else -(-count // batch)
     if config.max_eval_steps:
@@ -84,8 +101,15 @@ def _eval_dataset(config, strategy):
         raise ValueError(f"eval_files hold {count} records, fewer than one batch of {batch}.")
 
     def dataset_fn(context=None):
-        return records.make_dataset(config.eval_files, batch, config.seq_length, config.max_predictions_per_seq,
-                                    is_training=False, input_context=context, drop_remainder=static)
+        return records.make_dataset(
+            config.eval_files,
+            batch,
+            config.seq_length,
+            config.max_predictions_per_seq,
+            is_training=False,
+            input_context=context,
+            drop_remainder=static,
+        )
 
     if config.strategy == "default":
         return dataset_fn(), steps
@@ -97,9 +121,11 @@ def _train_memory_hint(config):
     micro_batch = config.batch_size // config.grad_accumulation_steps
     more = config.grad_accumulation_steps * 2
     if micro_batch % 2 == 0:
-        return (f"keep batch_size {config.batch_size} and split each step into smaller micro-batches with "
-                f"grad_accumulation_steps {more} (now {config.grad_accumulation_steps}, micro-batches of "
-                f"{micro_batch}), or use a smaller batch_size or seq_length")
+        return (
+            f"keep batch_size {config.batch_size} and split each step into smaller micro-batches with "
+            f"grad_accumulation_steps {more} (now {config.grad_accumulation_steps}, micro-batches of "
+            f"{micro_batch}), or use a smaller batch_size or seq_length"
+        )
     return "use a smaller batch_size (a multiple of grad_accumulation_steps) or seq_length"
 
 
@@ -124,24 +150,38 @@ def run_pretraining(config=None, **overrides):
     config = run.config
     with run.strategy.scope():
         model = build_pretrainer(config, config.resolve_bert_config())
-    training_run.compile_and_restore(run, model, config.num_train_steps, config.num_warmup_steps, config.model_dir,
-                                     grad_accumulation_steps=config.grad_accumulation_steps,
-                                     steps_per_execution=config.steps_per_execution)
+    training_run.compile_and_restore(
+        run,
+        model,
+        config.num_train_steps,
+        config.num_warmup_steps,
+        config.model_dir,
+        grad_accumulation_steps=config.grad_accumulation_steps,
+        steps_per_execution=config.steps_per_execution,
+    )
     if run.chief:  # After the restore: a checkpoint of another architecture fails before this.
         _write_run_files(config, model)
     if run.start_step % config.steps_per_loop:
-        raise ValueError(f"The checkpoint in {config.model_dir} is at step {run.start_step}, not a multiple of "
-                         f"steps_per_loop {config.steps_per_loop}; resume with the settings it was made with.")
+        raise ValueError(
+            f"The checkpoint in {config.model_dir} is at step {run.start_step}, not a multiple of "
+            f"steps_per_loop {config.steps_per_loop}; resume with the settings it was made with."
+        )
     training_run.start_log(run, config.num_train_steps, config.checkpoint_every)
     _train(run, model)
     results = _evaluate(run, model) if config.eval_files else {}
     last = run.log.history[-1] if run.log.history else {}
-    summary = training_run.summarize(run, {
-        "final": {k: v for k, v in last.items() if k in callbacks.SCALARS or k == "learning_rate"},
-        "eval": results,
-        "checkpoint": run.saver.last_path or run.checkpoint.latest,
-        "model_dir": config.model_dir,
-    }, plot=plots.plot_history)
+    summary = training_run.summarize(
+        run,
+        {
+            "final": {
+                k: v for k, v in last.items() if k in callbacks.SCALARS or k == "learning_rate"
+            },
+            "eval": results,
+            "checkpoint": run.saver.last_path or run.checkpoint.latest,
+            "model_dir": config.model_dir,
+        },
+        plot=plots.plot_history,
+    )
     summary["model"] = model
     return summary
 
@@ -149,7 +189,9 @@ def run_pretraining(config=None, **overrides):
 def _write_run_files(config, model):
     """What the run's encoder needs later (`keras_bert.checkpoints.pretraining_run.write_run_files`): its config, vocabulary, casing."""
     vocab_file, lower_case = config.vocab_file, config.lower_case
-    if config.init_checkpoint:  # Its vocabulary and casing, unless given: this run is an init checkpoint too.
+    if (
+        config.init_checkpoint
+    ):  # Its vocabulary and casing, unless given: this run is an init checkpoint too.
         vocab_file = vocab_file or checkpoints.vocab_path(config.init_checkpoint)
         if lower_case is None and pretraining_run.detect(config.init_checkpoint):
             lower_case = pretraining_run.casing(config.init_checkpoint)[0]
@@ -162,12 +204,18 @@ def _train(run, model):
     if run.start_step >= config.num_train_steps:
         return
     try:
-        with out_of_memory_hint("training", config.batch_size, config.seq_length, _train_memory_hint(config)):
-            model.fit(_train_dataset(config, run.strategy, run.start_step),
-                      epochs=config.num_train_steps // config.steps_per_loop,
-                      initial_epoch=run.start_step // config.steps_per_loop,
-                      steps_per_epoch=config.steps_per_loop * config.grad_accumulation_steps,
-                      callbacks=run.callbacks, verbose=0, shuffle=False)
+        with out_of_memory_hint(
+            "training", config.batch_size, config.seq_length, _train_memory_hint(config)
+        ):
+            model.fit(
+                _train_dataset(config, run.strategy, run.start_step),
+                epochs=config.num_train_steps // config.steps_per_loop,
+                initial_epoch=run.start_step // config.steps_per_loop,
+                steps_per_epoch=config.steps_per_loop * config.grad_accumulation_steps,
+                callbacks=run.callbacks,
+                verbose=0,
+                shuffle=False,
+            )
     finally:  # A failed fit leaves its bar open: log lines would redraw it.
         run.log.close()
 
@@ -177,7 +225,9 @@ def _evaluate(run, model):
     config = run.config
     eval_data, eval_steps = _eval_dataset(config, run.strategy)
     eval_batch = config.eval_batch_size or config.batch_size // config.grad_accumulation_steps
-    with out_of_memory_hint("evaluation", eval_batch, config.seq_length, "use a smaller eval_batch_size"):
+    with out_of_memory_hint(
+        "evaluation", eval_batch, config.seq_length, "use a smaller eval_batch_size"
+    ):
         results = model.evaluate(eval_data, steps=eval_steps, return_dict=True, verbose=0)
     results = {k: float(np.reshape(v, [-1])[0]) for k, v in results.items()}
     run.log.write_eval(run.step, results)

@@ -33,11 +33,11 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.io_utils import write_atomic
 from keras_bert.pretraining import corpus as corpus_lib
 from keras_bert.pretraining import examples as examples_lib
 from keras_bert.pretraining import records
 from keras_bert.pretraining.example_proto import serialize_examples
-from keras_bert.io_utils import write_atomic
 
 
 class ExampleFactory:
@@ -62,9 +62,14 @@ class ExampleFactory:
         sentences = [s for doc in documents for s in doc]
         ids = self.tokenizer(tf.constant(sentences, tf.string)) if sentences else None
         if ids is None:
-            return examples_lib.TokenizedChunk.from_sentence_lengths(np.zeros([0], np.int64), [], [])
+            return examples_lib.TokenizedChunk.from_sentence_lengths(
+                np.zeros([0], np.int64), [], []
+            )
         return examples_lib.TokenizedChunk.from_sentence_lengths(
-            ids.flat_values.numpy().astype(np.int64), ids.row_lengths().numpy(), [len(d) for d in documents])
+            ids.flat_values.numpy().astype(np.int64),
+            ids.row_lengths().numpy(),
+            [len(d) for d in documents],
+        )
 
     def __call__(self, chunk_index, documents):
         """Returns a list of (serialized records, stats) per duplicate of the chunk."""
@@ -79,16 +84,33 @@ class ExampleFactory:
                 results.append(([], collections.Counter()))
                 continue
             features = examples_lib.create_examples(
-                chunk, s["max_seq_length"], s["max_predictions_per_seq"], s["masked_lm_prob"],
-                s["short_seq_prob"], tok.vocab_size, tok.cls_id, tok.sep_id, tok.mask_id, tok.pad_id,
-                np.random.SeedSequence([s["seed"], chunk_index, dupe]), self.is_continuation)
+                chunk,
+                s["max_seq_length"],
+                s["max_predictions_per_seq"],
+                s["masked_lm_prob"],
+                s["short_seq_prob"],
+                tok.vocab_size,
+                tok.cls_id,
+                tok.sep_id,
+                tok.mask_id,
+                tok.pad_id,
+                np.random.SeedSequence([s["seed"], chunk_index, dupe]),
+                self.is_continuation,
+            )
             stats = collections.Counter(
-                examples=len(features["input_ids"]), tokens=int(features["input_mask"].sum()),
+                examples=len(features["input_ids"]),
+                tokens=int(features["input_mask"].sum()),
                 masked_tokens=int(features["masked_lm_weights"].sum()),
-                random_next=int(features["next_sentence_labels"].sum()))
-            results.append((serialize_examples({k: features[k] for k in records.FEATURE_NAMES}), stats))
-        stats = collections.Counter(documents=chunk.num_documents, sentences=len(chunk.sentence_starts) - 1,
-                                    corpus_tokens=len(chunk.token_ids))
+                random_next=int(features["next_sentence_labels"].sum()),
+            )
+            results.append(
+                (serialize_examples({k: features[k] for k in records.FEATURE_NAMES}), stats)
+            )
+        stats = collections.Counter(
+            documents=chunk.num_documents,
+            sentences=len(chunk.sentence_starts) - 1,
+            corpus_tokens=len(chunk.token_ids),
+        )
         results[0][1].update(stats)
         return results
 
@@ -124,7 +146,9 @@ def _chunks(documents, documents_per_chunk, max_chunk_sentences):
     for doc in documents:
         chunk.append(doc)
         sentences += len(doc)
-        if len(chunk) >= documents_per_chunk or (sentences >= max_chunk_sentences and len(chunk) >= 2):
+        if len(chunk) >= documents_per_chunk or (
+            sentences >= max_chunk_sentences and len(chunk) >= 2
+        ):
             if previous is not None:
                 yield previous
             previous, chunk, sentences = chunk, [], 0
@@ -144,7 +168,9 @@ def _ordered_results(chunks, num_workers, vocab_file, lower_case, settings):
     little. Results are keyed by chunk index, so the output does not depend on who computed what.
     """
     factory = ExampleFactory(_make_tokenizer(vocab_file, lower_case), settings)
-    if num_workers <= 1:  # Tokenize the next chunk (TensorFlow, without the GIL) on a thread meanwhile.
+    if (
+        num_workers <= 1
+    ):  # Tokenize the next chunk (TensorFlow, without the GIL) on a thread meanwhile.
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             previous = None
             for index, chunk in enumerate(chunks):
@@ -157,8 +183,14 @@ def _ordered_results(chunks, num_workers, vocab_file, lower_case, settings):
         return
     context = multiprocessing.get_context("spawn")  # TensorFlow is not fork-safe.
     tasks, results = context.Queue(), context.Queue()
-    helpers = [context.Process(target=_helper_loop, args=(tasks, results, vocab_file, lower_case, settings),
-                               daemon=True) for _ in range(num_workers - 1)]
+    helpers = [
+        context.Process(
+            target=_helper_loop,
+            args=(tasks, results, vocab_file, lower_case, settings),
+            daemon=True,
+        )
+        for _ in range(num_workers - 1)
+    ]
     for helper in helpers:
         helper.start()
     indexed, done = enumerate(chunks), {}
@@ -218,30 +250,60 @@ class _Progress:
         self.last = now
         rate = stats["examples"] / max(now - self.start, 1e-9)
         end = "\n" if final or not sys.stderr.isatty() else "\r"
-        sys.stderr.write(f"documents {stats['documents']:,} | examples {stats['examples']:,} | "
-                         f"{rate:,.0f} examples/s | {now - self.start:,.0f}s{end}")
+        sys.stderr.write(
+            f"documents {stats['documents']:,} | examples {stats['examples']:,} | "
+            f"{rate:,.0f} examples/s | {now - self.start:,.0f}s{end}"
+        )
         sys.stderr.flush()
 
 
-def _check_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor,
-                    num_shards, documents_per_chunk):
-    checks = [(max_seq_length >= 5, f"max_seq_length must be >= 5, got {max_seq_length}"),
-              (max_predictions_per_seq >= 1, f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}"),
-              (0.0 < masked_lm_prob <= 1.0, f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}"),
-              (0.0 <= short_seq_prob <= 1.0, f"short_seq_prob must be in [0, 1], got {short_seq_prob}"),
-              (dupe_factor >= 1, f"dupe_factor must be >= 1, got {dupe_factor}"),
-              (num_shards >= 1, f"num_shards must be >= 1, got {num_shards}"),
-              (documents_per_chunk >= 2, f"documents_per_chunk must be >= 2, got {documents_per_chunk}")]
+def _check_settings(
+    max_seq_length,
+    max_predictions_per_seq,
+    masked_lm_prob,
+    short_seq_prob,
+    dupe_factor,
+    num_shards,
+    documents_per_chunk,
+):
+    checks = [
+        (max_seq_length >= 5, f"max_seq_length must be >= 5, got {max_seq_length}"),
+        (
+            max_predictions_per_seq >= 1,
+            f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}",
+        ),
+        (0.0 < masked_lm_prob <= 1.0, f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}"),
+        (0.0 <= short_seq_prob <= 1.0, f"short_seq_prob must be in [0, 1], got {short_seq_prob}"),
+        (dupe_factor >= 1, f"dupe_factor must be >= 1, got {dupe_factor}"),
+        (num_shards >= 1, f"num_shards must be >= 1, got {num_shards}"),
+        (documents_per_chunk >= 2, f"documents_per_chunk must be >= 2, got {documents_per_chunk}"),
+    ]
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
 
 
-def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True, max_seq_length=128,
-                            max_predictions_per_seq=20, masked_lm_prob=0.15, short_seq_prob=0.1,
-                            dupe_factor=10, whole_word_masking=False, num_shards=1, num_workers=1, seed=12345,
-                            file_format="sentences", documents=None, output_prefix="pretraining",
-                            documents_per_chunk=1000, max_chunk_sentences=50000, progress=False):
+def create_pretraining_data(
+    input_files,
+    output_dir,
+    vocab_file,
+    lower_case=True,
+    max_seq_length=128,
+    max_predictions_per_seq=20,
+    masked_lm_prob=0.15,
+    short_seq_prob=0.1,
+    dupe_factor=10,
+    whole_word_masking=False,
+    num_shards=1,
+    num_workers=1,
+    seed=12345,
+    file_format="sentences",
+    documents=None,
+    output_prefix="pretraining",
+    documents_per_chunk=1000,
+    max_chunk_sentences=50000,
+    progress=False,
+):
     """Writes pre-training TFRecords from a corpus (see the module docstring).
 
     Args:
@@ -273,24 +335,46 @@ def create_pretraining_data(input_files, output_dir, vocab_file, lower_case=True
       masked_tokens, random_next, per-shard example counts) are written to
       `{output_dir}/{prefix}-stats.json` and logged.
     """
-    _check_settings(max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor,
-                    num_shards, documents_per_chunk)
+    _check_settings(
+        max_seq_length,
+        max_predictions_per_seq,
+        masked_lm_prob,
+        short_seq_prob,
+        dupe_factor,
+        num_shards,
+        documents_per_chunk,
+    )
     _check_vocabulary(vocab_file, lower_case)
     if documents is None:
         documents = corpus_lib.read_documents(input_files, file_format=file_format)  # Fails early.
-    settings = dict(max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
-                    masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob, dupe_factor=dupe_factor,
-                    whole_word_masking=whole_word_masking, seed=seed)
+    settings = dict(
+        max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions_per_seq,
+        masked_lm_prob=masked_lm_prob,
+        short_seq_prob=short_seq_prob,
+        dupe_factor=dupe_factor,
+        whole_word_masking=whole_word_masking,
+        seed=seed,
+    )
     tf.io.gfile.makedirs(output_dir)
-    files = [os.path.join(output_dir, f"{output_prefix}-{i:05d}-of-{num_shards:05d}.tfrecord")
-             for i in range(num_shards)]
+    files = [
+        os.path.join(output_dir, f"{output_prefix}-{i:05d}-of-{num_shards:05d}.tfrecord")
+        for i in range(num_shards)
+    ]
     progress_line = _Progress(progress)
     chunks = _chunks(documents, documents_per_chunk, max_chunk_sentences)
     stats, shard_counts = _write_shards(
-        files, _ordered_results(chunks, max(1, num_workers), vocab_file, lower_case, settings), progress_line)
+        files,
+        _ordered_results(chunks, max(1, num_workers), vocab_file, lower_case, settings),
+        progress_line,
+    )
     progress_line.update(stats, final=True)
-    summary = dict(stats, shard_examples=shard_counts, settings=settings,
-                   files=[os.path.basename(f) for f in files])
+    summary = dict(
+        stats,
+        shard_examples=shard_counts,
+        settings=settings,
+        files=[os.path.basename(f) for f in files],
+    )
     stats_file = os.path.join(output_dir, f"{output_prefix}-stats.json")
     write_atomic(stats_file, json.dumps(summary, indent=2))
     return files
@@ -300,11 +384,19 @@ def _check_vocabulary(vocab_file, lower_case):
     """Raises if the vocabulary does not load or does not fit the casing (before any output)."""
     from keras_bert.text.vocab import load_vocabulary, vocabulary_is_uncased
 
-    vocabulary = load_vocabulary(vocab_file)  # Fail early (missing file, special tokens), before any output.
-    if not lower_case and vocabulary_is_uncased(vocabulary) and any(t != t.upper() for t in vocabulary):
-        raise ValueError(f"lower_case=False (cased tokenization) but the vocabulary {vocab_file} is uncased (no "
-                         f"upper-case letters): every capitalized word would become [UNK]. Pass lower_case=True "
-                         f"(--lower_case) or a cased vocabulary.")
+    vocabulary = load_vocabulary(
+        vocab_file
+    )  # Fail early (missing file, special tokens), before any output.
+    if (
+        not lower_case
+        and vocabulary_is_uncased(vocabulary)
+        and any(t != t.upper() for t in vocabulary)
+    ):
+        raise ValueError(
+            f"lower_case=False (cased tokenization) but the vocabulary {vocab_file} is uncased (no "
+            f"upper-case letters): every capitalized word would become [UNK]. Pass lower_case=True "
+            f"(--lower_case) or a cased vocabulary."
+        )
 
 
 def _write_shards(files, results, progress_line):

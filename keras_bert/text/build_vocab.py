@@ -14,11 +14,36 @@ FLAGS = flags.FLAGS
 
 def define_flags():
     """Define the flags (again on each call: another command line may use the same names)."""
-    cli.define(flags.DEFINE_list, "input", None, "Text files or glob patterns (local or gs://), comma-separated; one passage per line.")
-    cli.define(flags.DEFINE_integer, "vocab_size", 30000, "Maximum vocabulary size, reserved tokens included.")
-    cli.define(flags.DEFINE_boolean, "lower_case", True, "Uncased vocabulary (lower-case + accent stripping); must match the tokenizer.")
-    cli.define(flags.DEFINE_list, "reserved_tokens", list(SPECIAL_TOKENS), "Tokens placed first, in this order.")
-    cli.define(flags.DEFINE_integer, "max_unique_chars", 1000, "Alphabet limit: the most frequent characters kept.")
+    cli.define(
+        flags.DEFINE_list,
+        "input",
+        None,
+        "Text files or glob patterns (local or gs://), comma-separated; one passage per line.",
+    )
+    cli.define(
+        flags.DEFINE_integer,
+        "vocab_size",
+        30000,
+        "Maximum vocabulary size, reserved tokens included.",
+    )
+    cli.define(
+        flags.DEFINE_boolean,
+        "lower_case",
+        True,
+        "Uncased vocabulary (lower-case + accent stripping); must match the tokenizer.",
+    )
+    cli.define(
+        flags.DEFINE_list,
+        "reserved_tokens",
+        list(SPECIAL_TOKENS),
+        "Tokens placed first, in this order.",
+    )
+    cli.define(
+        flags.DEFINE_integer,
+        "max_unique_chars",
+        1000,
+        "Alphabet limit: the most frequent characters kept.",
+    )
     cli.define(flags.DEFINE_string, "output", None, "Path of the vocab.txt to write (atomically).")
 
 
@@ -28,8 +53,12 @@ def main(argv):
     from keras_bert.text import vocab_builder  # TensorFlow and tensorflow-text.
 
     tokens = vocab_builder.build_vocabulary(
-        FLAGS.input, FLAGS.vocab_size, lower_case=FLAGS.lower_case,
-        reserved_tokens=FLAGS.reserved_tokens, max_unique_chars=FLAGS.max_unique_chars)
+        FLAGS.input,
+        FLAGS.vocab_size,
+        lower_case=FLAGS.lower_case,
+        reserved_tokens=FLAGS.reserved_tokens,
+        max_unique_chars=FLAGS.max_unique_chars,
+    )
     write_vocabulary(tokens, FLAGS.output)
     logging.info("Wrote %d tokens to %s.", len(tokens), FLAGS.output)
 

@@ -53,7 +53,9 @@ _MAX_LEN = (1 << _LEN_BITS) - 1
 # op to keep this list complete.
 OP_SPLIT_WORD_CHARS = frozenset(
     [0x1B4E, 0x1B4F, 0x1B7F, 0x10D6E, 0x113D4, 0x113D5, 0x113D7, 0x113D8]
-    + list(range(0x11B00, 0x11B0A)) + [0x11BE1] + list(range(0x11F43, 0x11F50))
+    + list(range(0x11B00, 0x11B0A))
+    + [0x11BE1]
+    + list(range(0x11F43, 0x11F50))
     + [0x16D6D, 0x16D6E, 0x16D6F, 0x1E5FF]
 )
 
@@ -62,9 +64,7 @@ OP_SPLIT_WORD_CHARS = frozenset(
 # op (`op_vocabulary`), so words holding them get the original's ids. Inexact only when
 # the input itself holds one of these stand-ins and the vocabulary the replaced
 # character.
-WORD_CHAR_SUBSTITUTES = {
-    cp: chr(0x10FFFD - i) for i, cp in enumerate(sorted(OP_SPLIT_WORD_CHARS))
-}
+WORD_CHAR_SUBSTITUTES = {cp: chr(0x10FFFD - i) for i, cp in enumerate(sorted(OP_SPLIT_WORD_CHARS))}
 
 
 def is_whitespace(char):
@@ -162,7 +162,8 @@ def character_map(lower_case):
 def _substitutes():
     # Only characters that this Python's tables keep inside words.
     return {
-        cp: sub for cp, sub in WORD_CHAR_SUBSTITUTES.items()
+        cp: sub
+        for cp, sub in WORD_CHAR_SUBSTITUTES.items()
         if normalize_char(chr(cp), False) == chr(cp) and not is_punctuation(chr(cp))
     }
 
@@ -307,7 +308,7 @@ def _build_utf8_trie(leaf, drop):
         children = []
         if len(trail_ranges) == 1:  # Last byte: leaves, hash-consed by their values.
             start = prefix_cp | (lo & 0x3F)
-            values = leaf[start:start + hi - lo + 1]
+            values = leaf[start : start + hi - lo + 1]
             key = (lo, values.tobytes())
             if key not in last_level:
                 children = [(lo + i, dawg.leaf(v)) for i, v in enumerate(values.tolist()) if v]
@@ -327,10 +328,14 @@ def _build_utf8_trie(leaf, drop):
         if 0xC2 <= byte <= 0xDF:
             node = seq((byte & 0x1F) << 6, 0, [(0x80, 0xBF)])
         elif 0xE0 <= byte <= 0xEF:
-            second = (0xA0, 0xBF) if byte == 0xE0 else (0x80, 0x9F) if byte == 0xED else (0x80, 0xBF)
+            second = (
+                (0xA0, 0xBF) if byte == 0xE0 else (0x80, 0x9F) if byte == 0xED else (0x80, 0xBF)
+            )
             node = seq((byte & 0x0F) << 12, 6, [second, (0x80, 0xBF)])
         elif 0xF0 <= byte <= 0xF4:
-            second = (0x90, 0xBF) if byte == 0xF0 else (0x80, 0x8F) if byte == 0xF4 else (0x80, 0xBF)
+            second = (
+                (0x90, 0xBF) if byte == 0xF0 else (0x80, 0x8F) if byte == 0xF4 else (0x80, 0xBF)
+            )
             node = seq((byte & 0x07) << 18, 12, [second, (0x80, 0xBF), (0x80, 0xBF)])
         else:
             node = dawg.node(drop, ())  # Stray continuation byte, C0, C1, F5..FF.
@@ -356,7 +361,7 @@ def _place(dawg, root):
             if (block + 1) * 256 > size:
                 used = np.concatenate([used, np.zeros(size, bool)])
                 size *= 2
-            free = ~used[block * 256:(block + 1) * 256]
+            free = ~used[block * 256 : (block + 1) * 256]
             ok = free[candidates[:, None] ^ labels[None, :]].all(axis=1)
             if ok.any():
                 b = block * 256 + int(np.argmax(ok))
@@ -364,7 +369,7 @@ def _place(dawg, root):
             block += 1
         used[b ^ labels] = True
         base[node_id] = b
-        while used[first_free_block * 256:(first_free_block + 1) * 256].all():
+        while used[first_free_block * 256 : (first_free_block + 1) * 256].all():
             first_free_block += 1
     if size > (1 << 21):
         raise ValueError("normalizer trie too large for darts-clone offsets")
@@ -389,4 +394,3 @@ def _place(dawg, root):
         for label, child in children:
             units[b ^ label] = unit(b ^ label, label, child)
     return units.astype(np.uint32)
-

@@ -47,10 +47,14 @@ class BertPacker(keras.layers.Layer):
     [[2, 10, 11, 12, 3, 20, 21, 3]]
     """
 
-    def __init__(self, seq_length=None, *, cls_id, sep_id, pad_id=0, truncation="longest_first", **kwargs):
+    def __init__(
+        self, seq_length=None, *, cls_id, sep_id, pad_id=0, truncation="longest_first", **kwargs
+    ):
         super().__init__(**kwargs)
         if seq_length is not None and (not isinstance(seq_length, int) or seq_length < 2):
-            raise ValueError(f"seq_length must be None or an int >= 2 ([CLS] and [SEP]), got {seq_length!r}.")
+            raise ValueError(
+                f"seq_length must be None or an int >= 2 ([CLS] and [SEP]), got {seq_length!r}."
+            )
         if truncation not in TRUNCATIONS:
             raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}.")
         self.seq_length = seq_length
@@ -72,8 +76,10 @@ class BertPacker(keras.layers.Layer):
         if any(s[2] == unbatched for s in segments):
             raise ValueError("Segments must be all batched [B, (T)] or all unbatched [T].")
         if self.seq_length is not None and self.seq_length < 1 + len(segments):
-            raise ValueError(f"seq_length {self.seq_length} cannot hold [CLS] and {len(segments)} [SEP] tokens; "
-                             f"pairs need seq_length >= 3.")
+            raise ValueError(
+                f"seq_length {self.seq_length} cannot hold [CLS] and {len(segments)} [SEP] tokens; "
+                f"pairs need seq_length >= 3."
+            )
         with tf.control_dependencies(_same_batch_size(segments)):
             starts = [splits[:-1] for _, splits, _ in segments]  # (B,) each
             lengths = [splits[1:] - splits[:-1] for _, splits, _ in segments]  # (B,) each
@@ -119,17 +125,28 @@ class BertPacker(keras.layers.Layer):
             ids = tf.where(in_b, _take(values[1], starts[1][:, tf.newaxis] + b_pos), ids)
         ids = tf.where(is_sep, self.sep_id, tf.where(pos == 0, self.cls_id, ids))
         type_ids = tf.cast(in_b | (is_sep & (b_pos >= 0)), tf.int32)
-        return {"input_word_ids": ids, "input_mask": tf.cast(pos < total, tf.int32), "input_type_ids": type_ids}
+        return {
+            "input_word_ids": ids,
+            "input_mask": tf.cast(pos < total, tf.int32),
+            "input_type_ids": type_ids,
+        }
 
     def compute_output_spec(self, inputs):
         segments = inputs if isinstance(inputs, (tuple, list)) else [inputs]
-        shape = tuple(segments[0].shape[:1] if len(segments[0].shape) >= 2 else ()) + (self.seq_length,)
+        shape = tuple(segments[0].shape[:1] if len(segments[0].shape) >= 2 else ()) + (
+            self.seq_length,
+        )
         return {k: keras.KerasTensor(shape, dtype="int32") for k in INPUT_NAMES}
 
     def get_config(self):
         config = super().get_config()
-        config.update(seq_length=self.seq_length, cls_id=self.cls_id, sep_id=self.sep_id,
-                      pad_id=self.pad_id, truncation=self.truncation)
+        config.update(
+            seq_length=self.seq_length,
+            cls_id=self.cls_id,
+            sep_id=self.sep_id,
+            pad_id=self.pad_id,
+            truncation=self.truncation,
+        )
         return config
 
 
@@ -151,10 +168,14 @@ def longest_first_lengths(len_a, len_b, budget):
     shorter = tf.minimum(len_a, len_b)
     only_longer = 2 * shorter <= budget
     half_a, half_b = (budget + 1) // 2, budget // 2
-    kept_a = tf.where(fits | (only_longer & (len_a <= len_b)), len_a,
-                      tf.where(only_longer, budget - len_b, half_a))
-    kept_b = tf.where(fits | (only_longer & (len_b < len_a)), len_b,
-                      tf.where(only_longer, budget - len_a, half_b))
+    kept_a = tf.where(
+        fits | (only_longer & (len_a <= len_b)),
+        len_a,
+        tf.where(only_longer, budget - len_b, half_a),
+    )
+    kept_b = tf.where(
+        fits | (only_longer & (len_b < len_a)), len_b, tf.where(only_longer, budget - len_a, half_b)
+    )
     return kept_a, kept_b
 
 
@@ -164,9 +185,14 @@ def _same_batch_size(segments):
         return []
     rows_a, rows_b = (splits.shape[0] for _, splits, _ in segments)
     if rows_a is not None and rows_b is not None and rows_a != rows_b:
-        raise ValueError(f"Segments A and B have different batch sizes: {rows_a - 1} and {rows_b - 1}.")
-    check = tf.debugging.assert_equal(tf.shape(segments[0][1]), tf.shape(segments[1][1]),
-                                      message="Segments A and B have different batch sizes")
+        raise ValueError(
+            f"Segments A and B have different batch sizes: {rows_a - 1} and {rows_b - 1}."
+        )
+    check = tf.debugging.assert_equal(
+        tf.shape(segments[0][1]),
+        tf.shape(segments[1][1]),
+        message="Segments A and B have different batch sizes",
+    )
     return [] if check is None else [check]
 
 
@@ -186,12 +212,16 @@ def _as_segment(segment):
         if segment.shape.rank == 3:  # (B, (words), (pieces)) from a word-level tokenizer
             segment = segment.merge_dims(-2, -1)
         if segment.shape.rank != 2:
-            raise ValueError(f"A ragged segment must be [batch, (tokens)], got shape {segment.shape}.")
+            raise ValueError(
+                f"A ragged segment must be [batch, (tokens)], got shape {segment.shape}."
+            )
         values, splits, batched = segment.values, segment.row_splits, True
     else:
         segment = tf.convert_to_tensor(segment)
         if segment.shape.rank not in (1, 2):
-            raise ValueError(f"A dense segment must be [tokens] or [batch, tokens], got shape {segment.shape}.")
+            raise ValueError(
+                f"A dense segment must be [tokens] or [batch, tokens], got shape {segment.shape}."
+            )
         batched = segment.shape.rank == 2
         shape = tf.shape(segment)
         rows, width = (shape[0], shape[1]) if batched else (1, shape[0])

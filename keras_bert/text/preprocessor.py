@@ -46,12 +46,20 @@ class BertPreprocessor(keras.layers.Layer):
         if isinstance(tokenizer, dict):
             tokenizer = keras.saving.deserialize_keras_object(tokenizer)
         if not isinstance(tokenizer, BertTokenizer):
-            raise TypeError(f"tokenizer must be a keras_bert BertTokenizer, got {type(tokenizer).__name__}.")
+            raise TypeError(
+                f"tokenizer must be a keras_bert BertTokenizer, got {type(tokenizer).__name__}."
+            )
         self.tokenizer = tokenizer
         self.seq_length = seq_length
         self.truncation = truncation
-        self.packer = BertPacker(seq_length, cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
-                                 pad_id=tokenizer.pad_id, truncation=truncation, name="packer")
+        self.packer = BertPacker(
+            seq_length,
+            cls_id=tokenizer.cls_id,
+            sep_id=tokenizer.sep_id,
+            pad_id=tokenizer.pad_id,
+            truncation=truncation,
+            name="packer",
+        )
         self._convert_input_args = False  # keep tf.string tensors as they are
         self._allow_non_tensor_positional_args = True
         self.built = True
@@ -60,10 +68,14 @@ class BertPreprocessor(keras.layers.Layer):
         segments = _segments(inputs)
         for segment in segments:
             if segment.dtype != tf.string:
-                raise TypeError(f"BertPreprocessor takes tf.string text, got {segment.dtype.name}; "
-                                f"pass token ids to BertPacker instead.")
+                raise TypeError(
+                    f"BertPreprocessor takes tf.string text, got {segment.dtype.name}; "
+                    f"pass token ids to BertPacker instead."
+                )
             if segment.shape.rank not in (0, 1):
-                raise ValueError(f"Text inputs must be [batch] or scalar strings, got shape {segment.shape}.")
+                raise ValueError(
+                    f"Text inputs must be [batch] or scalar strings, got shape {segment.shape}."
+                )
         return self.packer([self.tokenizer(segment) for segment in segments])  # (B, S) each
 
     def compute_output_spec(self, inputs):
@@ -73,8 +85,11 @@ class BertPreprocessor(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(tokenizer=keras.saving.serialize_keras_object(self.tokenizer),
-                      seq_length=self.seq_length, truncation=self.truncation)
+        config.update(
+            tokenizer=keras.saving.serialize_keras_object(self.tokenizer),
+            seq_length=self.seq_length,
+            truncation=self.truncation,
+        )
         return config
 
 
@@ -83,9 +98,16 @@ def _segments(inputs):
     if isinstance(inputs, dict):
         unknown = set(inputs) - set(SEGMENT_KEYS)
         if unknown or "text_a" not in inputs:
-            raise ValueError(f"Dict inputs need the key 'text_a' and optionally 'text_b', got {sorted(inputs)}.")
+            raise ValueError(
+                f"Dict inputs need the key 'text_a' and optionally 'text_b', got {sorted(inputs)}."
+            )
         inputs = [inputs[k] for k in SEGMENT_KEYS if k in inputs]
     segments = list(inputs) if isinstance(inputs, (tuple, list)) else [inputs]
     if not 1 <= len(segments) <= 2:
-        raise ValueError(f"BertPreprocessor takes one text or a pair of texts, got {len(segments)}.")
-    return [s if isinstance(s, (tf.Tensor, keras.KerasTensor)) else tf.convert_to_tensor(s) for s in segments]
+        raise ValueError(
+            f"BertPreprocessor takes one text or a pair of texts, got {len(segments)}."
+        )
+    return [
+        s if isinstance(s, (tf.Tensor, keras.KerasTensor)) else tf.convert_to_tensor(s)
+        for s in segments
+    ]

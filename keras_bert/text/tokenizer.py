@@ -71,12 +71,14 @@ class BertTokenizer(keras.layers.Layer):
             setattr(self, f"{name}_id", self._index[f"[{name.upper()}]"])
         self._wordpiece = _wordpiece_op(self.vocabulary, self.max_chars_per_word)
         self._normalizer = tf_text.FastBertNormalizer(
-            model_buffer=_uint8_constant(normalize.build_model_buffer(self.lower_case)))
+            model_buffer=_uint8_constant(normalize.build_model_buffer(self.lower_case))
+        )
         self._final_sigma = FinalSigma(self._wordpiece) if self.lower_case else None
         self._restore = None  # Maps the op's stand-in characters back, if any token has one.
         if normalize.op_vocabulary(self.vocabulary) != self.vocabulary:
             self._restore = tf_text.FastBertNormalizer(
-                model_buffer=_uint8_constant(normalize.build_restore_buffer()))
+                model_buffer=_uint8_constant(normalize.build_restore_buffer())
+            )
         suffix = [t.startswith(SUFFIX_INDICATOR) and t != SUFFIX_INDICATOR for t in self.vocabulary]
         chars = [len(t) - 2 if s else len(t) for t, s in zip(self.vocabulary, suffix)]
         self._is_suffix = tf.constant(suffix, tf.bool)  # [V]
@@ -143,19 +145,24 @@ class BertTokenizer(keras.layers.Layer):
 
             def split_by_sigma():
                 parts = []
-                for mask, tokenize in ((has_sigma, self._final_sigma.tokenize),
-                                       (tf.logical_not(has_sigma), self._tokenize_flat)):
+                for mask, tokenize in (
+                    (has_sigma, self._final_sigma.tokenize),
+                    (tf.logical_not(has_sigma), self._tokenize_flat),
+                ):
                     index = tf.cast(tf.where(mask)[:, 0], tf.int32)
                     parts.append((index, tokenize(tf.gather(flat, index), with_offsets)))
                 return _flatten(_merge_rows(parts, tf.shape(flat)[0]))
 
             # The cond also keeps the final-sigma ops away from empty inputs (TFLite).
             splits, *values = tf.cond(
-                tf.reduce_any(has_sigma), split_by_sigma,
-                lambda: _flatten(self._tokenize_flat(flat, with_offsets)))
+                tf.reduce_any(has_sigma),
+                split_by_sigma,
+                lambda: _flatten(self._tokenize_flat(flat, with_offsets)),
+            )
             outputs = [tf.RaggedTensor.from_row_splits(v, splits, validate=False) for v in values]
         outputs = _limit_word_length(
-            outputs, self._is_suffix, self._num_chars, self.max_chars_per_word, self.unk_id)
+            outputs, self._is_suffix, self._num_chars, self.max_chars_per_word, self.unk_id
+        )
         return tuple(_restore_shape(t, texts) for t in outputs)
 
     def _tokenize_flat(self, flat, with_offsets):
@@ -163,8 +170,11 @@ class BertTokenizer(keras.layers.Layer):
             return [self._wordpiece.tokenize(self._normalizer.normalize(flat))]
         norm, norm_offsets = self._normalizer.normalize_with_offsets(flat)
         ids, starts, ends = self._wordpiece.tokenize_with_offsets(norm)
-        return [ids, _to_input_offsets(norm_offsets, ids, starts.flat_values),
-                _to_input_offsets(norm_offsets, ids, ends.flat_values)]
+        return [
+            ids,
+            _to_input_offsets(norm_offsets, ids, starts.flat_values),
+            _to_input_offsets(norm_offsets, ids, ends.flat_values),
+        ]
 
     def compute_output_spec(self, texts):
         shape = tuple(texts.shape) + (None,)
@@ -199,11 +209,14 @@ class FinalSigma:
     def __init__(self, wordpiece):
         self.wordpiece = wordpiece  # FastWordpieceTokenizer (end-to-end).
         self.keep = tf_text.FastBertNormalizer(
-            model_buffer=_uint8_constant(normalize.build_model_buffer(True, "\u03a3")))
+            model_buffer=_uint8_constant(normalize.build_model_buffer(True, "\u03a3"))
+        )
         self.pair = tf_text.FastBertNormalizer(
-            model_buffer=_uint8_constant(normalize.build_map_buffer(((0x3A3, "\u03c3\u03c2"),))))
+            model_buffer=_uint8_constant(normalize.build_map_buffer(((0x3A3, "\u03c3\u03c2"),)))
+        )
         self.classes = tf_text.FastBertNormalizer(
-            model_buffer=_uint8_constant(normalize.build_case_class_buffer()))
+            model_buffer=_uint8_constant(normalize.build_case_class_buffer())
+        )
 
     def tokenize(self, texts, with_offsets):
         """Flat texts [N] -> [ids] or [ids, starts, ends], ragged [N, (T)]."""
@@ -229,7 +242,8 @@ class FinalSigma:
         # (Words past MAX_SIGMAS capital sigmas come out longer: offsets are clamped.)
         return [per_text] + [
             _to_input_offsets(norm_offsets, per_text, v.flat_values + tf.cast(word_start, v.dtype))
-            for v in offsets]
+            for v in offsets
+        ]
 
     def _apply_rule(self, words):
         """Words [W] with Σ kept -> the same words with each Σ lower-cased as `str.lower`."""
@@ -253,15 +267,18 @@ class FinalSigma:
         where = tf.boolean_mask(tf.stack([word, slot], 1), keep)
 
         def dense(values):  # [nΣ] -> [W, MAX_SIGMAS]
-            return tf.scatter_nd(where, tf.boolean_mask(values, keep),
-                                 tf.stack([num_words, self.MAX_SIGMAS]))
+            return tf.scatter_nd(
+                where, tf.boolean_mask(values, keep), tf.stack([num_words, self.MAX_SIGMAS])
+            )
 
         j = tf.range(self.MAX_SIGMAS)[None, :]  # [1, J]
         used = j < tf.minimum(count, self.MAX_SIGMAS)[:, None]  # [W, J]
         pair_length = (row_starts[1:] - row_starts[:-1] + 2 * count)[:, None]  # [W, 1]
         pair_pos = dense(position) + 2 * j  # Σ -> "σς": 2 more bytes per earlier Σ.
         half = tf.where(used, pair_pos + 2 * dense(final), pair_length)  # σ or ς half
-        seg_start = tf.concat([tf.zeros_like(pair_length), tf.where(used, pair_pos + 4, pair_length)], 1)
+        seg_start = tf.concat(
+            [tf.zeros_like(pair_length), tf.where(used, pair_pos + 4, pair_length)], 1
+        )
         seg_end = tf.concat([tf.where(used, pair_pos, pair_length), pair_length], 1)  # [W, J+1]
         width = 2 * self.MAX_SIGMAS + 1
 
@@ -270,12 +287,18 @@ class FinalSigma:
             return tf.concat([pairs, segments[:, -1:]], 1)
 
         pieces = tf_text.ByteSplitter().split_by_offsets(
-            self.pair.normalize(words), interleave(seg_start, half),
-            interleave(seg_end, tf.where(used, half + 2, pair_length)))  # [W, 2J+1]
+            self.pair.normalize(words),
+            interleave(seg_start, half),
+            interleave(seg_end, tf.where(used, half + 2, pair_length)),
+        )  # [W, 2J+1]
         # One ngram of the whole row; the ragged variant of the op (its dense one crashes).
         joined, _ = gen_ngrams_op.tf_text_ngrams_string_join(
-            input_values=pieces.flat_values, input_row_splits=[pieces.row_splits],
-            width=width, axis=-1, string_separator="")
+            input_values=pieces.flat_values,
+            input_row_splits=[pieces.row_splits],
+            width=width,
+            axis=-1,
+            string_separator="",
+        )
         return joined  # [W]
 
 
@@ -286,8 +309,7 @@ def _flatten(outputs):
 
 def _segment_sum(data, segments, num_segments):
     """unsorted_segment_sum, with at least one segment (TFLite rejects empty outputs)."""
-    return tf.math.unsorted_segment_sum(
-        data, segments, tf.maximum(num_segments, 1))[:num_segments]
+    return tf.math.unsorted_segment_sum(data, segments, tf.maximum(num_segments, 1))[:num_segments]
 
 
 def _sigma_positions(words):
@@ -311,7 +333,8 @@ def row_ids(ragged):
     batch of 1,000 texts with one of 1 MB) and with TFLite builtins only."""
     splits = tf.cast(ragged.row_splits, tf.int32)
     starts = tf.math.unsorted_segment_sum(
-        tf.ones_like(splits[1:-1]), splits[1:-1], tf.size(ragged.flat_values) + 1)
+        tf.ones_like(splits[1:-1]), splits[1:-1], tf.size(ragged.flat_values) + 1
+    )
     return tf.cumsum(starts[:-1])
 
 
@@ -335,14 +358,21 @@ def _merge_rows(parts, num_rows):
         lengths += tf.scatter_nd(index[:, None], splits[1:] - splits[:-1], shape)
         source_start += tf.scatter_nd(index[:, None], splits[:-1] + offset, shape)
         offset += splits[-1]
-    merged = tf.RaggedTensor.from_row_lengths(tf.zeros([tf.reduce_sum(lengths)], tf.int32),
-                                              tf.cast(lengths, tf.int64), validate=False)
+    merged = tf.RaggedTensor.from_row_lengths(
+        tf.zeros([tf.reduce_sum(lengths)], tf.int32), tf.cast(lengths, tf.int64), validate=False
+    )
     rows = row_ids(merged)
-    source = tf.gather(source_start, rows) + tf.range(tf.size(rows)) - tf.gather(
-        tf.cast(merged.row_splits, tf.int32), rows)
-    return [merged.with_flat_values(tf.gather(
-        tf.concat([tensors[i].flat_values for _, tensors in parts], 0), source))
-        for i in range(len(parts[0][1]))]
+    source = (
+        tf.gather(source_start, rows)
+        + tf.range(tf.size(rows))
+        - tf.gather(tf.cast(merged.row_splits, tf.int32), rows)
+    )
+    return [
+        merged.with_flat_values(
+            tf.gather(tf.concat([tensors[i].flat_values for _, tensors in parts], 0), source)
+        )
+        for i in range(len(parts[0][1]))
+    ]
 
 
 def _per_text(ids, word_splits):
@@ -366,9 +396,16 @@ def _wordpiece_op(vocabulary, max_chars_per_word):
     # Words over 4 bytes per character surely exceed the limit: the op makes them [UNK];
     # shorter ones are checked in characters by `_limit_word_length`.
     model = pywrap_fast_wordpiece_tokenizer_model_builder.build_fast_wordpiece_model(
-        _op_vocabulary(vocabulary), 4 * max_chars_per_word, SUFFIX_INDICATOR, UNKNOWN_TOKEN, False, True)
+        _op_vocabulary(vocabulary),
+        4 * max_chars_per_word,
+        SUFFIX_INDICATOR,
+        UNKNOWN_TOKEN,
+        False,
+        True,
+    )
     return tf_text.FastWordpieceTokenizer(
-        token_out_type=tf.int32, model_buffer=_uint8_constant(model))
+        token_out_type=tf.int32, model_buffer=_uint8_constant(model)
+    )
 
 
 def _to_input_offsets(norm_offsets, ids, offsets):
@@ -381,7 +418,8 @@ def _to_input_offsets(norm_offsets, ids, offsets):
     limit = tf.gather(norm_offsets.row_lengths() - 1, text)
     offsets = tf.minimum(tf.cast(offsets, limit.dtype), limit)
     return ids.with_flat_values(
-        tf.gather(norm_offsets.flat_values, tf.gather(norm_offsets.row_splits, text) + offsets))
+        tf.gather(norm_offsets.flat_values, tf.gather(norm_offsets.row_splits, text) + offsets)
+    )
 
 
 def _uint8_constant(buffer):
@@ -412,19 +450,24 @@ def _limit_word_length(outputs, is_suffix, num_chars, max_chars, unk_id):
     keep = tf.logical_or(is_start, tf.logical_not(too_long))  # [M]
     # int32 segment sums: TFLite's builtin kernels have no int64 variant.
     row_lengths = tf.math.unsorted_segment_sum(
-        tf.cast(keep, tf.int32), row_ids(ids),
-        tf.cast(ids.nrows(), tf.int32))  # [N]
+        tf.cast(keep, tf.int32), row_ids(ids), tf.cast(ids.nrows(), tf.int32)
+    )  # [N]
     row_lengths = tf.cast(row_lengths, ids.row_splits.dtype)
 
     def rebuild(values):
         return tf.RaggedTensor.from_row_lengths(
-            tf.boolean_mask(values, keep), row_lengths, validate=False)
+            tf.boolean_mask(values, keep), row_lengths, validate=False
+        )
 
     outputs = [rebuild(tf.where(too_long, tf.cast(unk_id, pieces.dtype), pieces))]
     if offsets:
         starts, ends = offsets
-        word_end = tf.cast(tf.math.unsorted_segment_max(  # int32: TFLite's kernel.
-            tf.cast(ends.flat_values, tf.int32), word, num_words), ends.dtype)
+        word_end = tf.cast(
+            tf.math.unsorted_segment_max(  # int32: TFLite's kernel.
+                tf.cast(ends.flat_values, tf.int32), word, num_words
+            ),
+            ends.dtype,
+        )
         long_end = tf.where(too_long, tf.gather(word_end, word), ends.flat_values)
         outputs += [rebuild(starts.flat_values), rebuild(long_end)]
     return outputs

@@ -90,10 +90,14 @@ def write_vocabulary(tokens, path, vocab_size=None, origin="vocabulary"):
 
     tokens = [str(t) for t in tokens]
     if vocab_size is not None and len(tokens) != vocab_size:
-        raise ValueError(f"{origin} has {len(tokens)} tokens but the model's vocab_size is {vocab_size}.")
+        raise ValueError(
+            f"{origin} has {len(tokens)} tokens but the model's vocab_size is {vocab_size}."
+        )
     for token in tokens:
         if not token or len(token.splitlines()) != 1 or token.splitlines()[0] != token:
-            raise ValueError(f"{origin}: token {token!r} cannot be written as one line of vocab.txt.")
+            raise ValueError(
+                f"{origin}: token {token!r} cannot be written as one line of vocab.txt."
+            )
     if len(set(tokens)) != len(tokens):
         dupes = [t for t, c in collections.Counter(tokens).items() if c > 1]
         raise ValueError(f"{origin} has duplicate tokens: {dupes[:10]}.")

@@ -27,8 +27,10 @@ _WHITESPACE = r"[ \t\n\r\p{Zs}\x{2028}\x{2029}]"
 # Punctuation: all non-alphanumeric printable ASCII and every Unicode P* character.
 _PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
 # CJK ideographs are split into single-character words.
-_CJK = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
-        r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
+_CJK = (
+    r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+    r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]"
+)
 
 _BATCH = 1024  # lines per tf.data batch while counting words
 
@@ -46,16 +48,18 @@ def pretokenize(texts, lower_case=True):
     Returns:
         tf.RaggedTensor of tf.string words [N, (W)].
     """
-    texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
-                                         replacement_char=0xFFFD)
+    texts = tf.strings.unicode_transcode(
+        texts, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD
+    )
     texts = tf.strings.regex_replace(texts, _CONTROL, "")
     if lower_case:
         texts = tf.strings.lower(texts, encoding="utf-8")
         texts = tf_text.normalize_utf8(texts, "NFD")
         texts = tf.strings.regex_replace(texts, r"\p{Mn}", "")
     keep = f"{_PUNCTUATION}|{_CJK}"
-    return tf_text.regex_split(texts, delim_regex_pattern=f"{_WHITESPACE}|{keep}",
-                               keep_delim_regex_pattern=keep)
+    return tf_text.regex_split(
+        texts, delim_regex_pattern=f"{_WHITESPACE}|{keep}", keep_delim_regex_pattern=keep
+    )
 
 
 def corpus_files(patterns):
@@ -109,20 +113,26 @@ def count_words(corpus, lower_case=True):
         files = corpus_files(corpus)
         lines = tf.data.TextLineDataset(files).batch(_BATCH)
         name = f"{len(files)} file(s)"
-    words = lines.map(lambda x: pretokenize(x, lower_case), num_parallel_calls=tf.data.AUTOTUNE,
-                      deterministic=True).prefetch(tf.data.AUTOTUNE)
+    words = lines.map(
+        lambda x: pretokenize(x, lower_case),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    ).prefetch(tf.data.AUTOTUNE)
     counts = collections.Counter()
     for step, batch in enumerate(words):
         counts.update(batch.flat_values.numpy())
         if step and step % 1000 == 0:
             logging.info("Counted %d lines, %d distinct words.", step * _BATCH, len(counts))
     if not counts:
-        raise ValueError(f"The corpus ({name}) contains no words: nothing to build a vocabulary from.")
+        raise ValueError(
+            f"The corpus ({name}) contains no words: nothing to build a vocabulary from."
+        )
     return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()})
 
 
-def build_vocabulary(corpus, vocab_size, lower_case=True, reserved_tokens=SPECIAL_TOKENS,
-                     max_unique_chars=1000):
+def build_vocabulary(
+    corpus, vocab_size, lower_case=True, reserved_tokens=SPECIAL_TOKENS, max_unique_chars=1000
+):
     """Builds a BERT WordPiece vocabulary with tensorflow-text's learner.
 
     Args:
@@ -146,11 +156,17 @@ def build_vocabulary(corpus, vocab_size, lower_case=True, reserved_tokens=SPECIA
     """
     reserved_tokens = list(reserved_tokens)
     if len(set(reserved_tokens)) != len(reserved_tokens) or not all(reserved_tokens):
-        raise ValueError(f"reserved_tokens must be distinct non-empty strings, got {reserved_tokens}.")
+        raise ValueError(
+            f"reserved_tokens must be distinct non-empty strings, got {reserved_tokens}."
+        )
     if vocab_size <= len(reserved_tokens):
-        raise ValueError(f"vocab_size ({vocab_size}) must exceed the {len(reserved_tokens)} reserved tokens.")
+        raise ValueError(
+            f"vocab_size ({vocab_size}) must exceed the {len(reserved_tokens)} reserved tokens."
+        )
     counts = count_words(corpus, lower_case)
-    logging.info("Learning a WordPiece vocabulary of %d from %d distinct words.", vocab_size, len(counts))
+    logging.info(
+        "Learning a WordPiece vocabulary of %d from %d distinct words.", vocab_size, len(counts)
+    )
     vocab = _learn(counts, vocab_size, reserved_tokens, max_unique_chars)
     return _fit_to_size(vocab, vocab_size, len(reserved_tokens))
 
@@ -165,9 +181,18 @@ def _learn(counts, vocab_size, reserved_tokens, max_unique_chars):
     `_fit_to_size` to cut), else the largest under it.
     """
     params = learner.Params(
-        upper_thresh=None, lower_thresh=1, num_iterations=4, max_input_tokens=int(5e6), max_token_length=50,
-        max_unique_chars=max_unique_chars, vocab_size=vocab_size, slack_ratio=0.05, include_joiner_token=True,
-        joiner=SUFFIX_INDICATOR, reserved_tokens=reserved_tokens)
+        upper_thresh=None,
+        lower_thresh=1,
+        num_iterations=4,
+        max_input_tokens=int(5e6),
+        max_token_length=50,
+        max_unique_chars=max_unique_chars,
+        vocab_size=vocab_size,
+        slack_ratio=0.05,
+        include_joiner_token=True,
+        joiner=SUFFIX_INDICATOR,
+        reserved_tokens=reserved_tokens,
+    )
     words = learner.get_input_words(counts.items(), reserved_tokens, params.max_token_length)
     allowed = learner.get_allowed_chars(words, max_unique_chars)
     words = learner.filter_input_words(words, allowed, params.max_input_tokens)
@@ -206,10 +231,11 @@ def _fit_to_size(vocab, vocab_size, num_reserved):
     if len(fixed) + len(must) > vocab_size:
         raise ValueError(
             f"vocab_size {vocab_size} is too small: {num_reserved} reserved tokens and {len(chars)} "
-            f"characters (each also as '{SUFFIX_INDICATOR}' suffix) need {len(fixed) + len(must)} entries.")
+            f"characters (each also as '{SUFFIX_INDICATOR}' suffix) need {len(fixed) + len(must)} entries."
+        )
     room = vocab_size - len(fixed) - len(must)
     kept = []
-    for token in vocab[len(fixed):]:
+    for token in vocab[len(fixed) :]:
         if token in must:
             kept.append(token)
         elif room > 0:

@@ -15,8 +15,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from keras_bert.training import progress
 from keras_bert.io_utils import write_atomic
+from keras_bert.training import progress
 
 SCALARS = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")
 
@@ -33,8 +33,15 @@ class TrainingLog(keras.callbacks.Callback):
         verbose: bool. Show a progress bar (`keras_bert.training.progress.ProgressBar`).
     """
 
-    def __init__(self, num_train_steps, examples_per_step, history=(), log_dir=None, history_path=None,
-                 verbose=True):
+    def __init__(
+        self,
+        num_train_steps,
+        examples_per_step,
+        history=(),
+        log_dir=None,
+        history_path=None,
+        verbose=True,
+    ):
         super().__init__()
         self.num_train_steps = num_train_steps
         self.examples_per_step = examples_per_step
@@ -58,10 +65,16 @@ class TrainingLog(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         seconds = time.perf_counter() - self._start
         step = self._step()
-        record = {"step": step, **{k: float(np.reshape(v, [-1])[0]) for k, v in (logs or {}).items()
-                                   if k in SCALARS}}
-        record["learning_rate"] = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
-        record["examples_per_second"] = (step - self._step_at_start) * self.examples_per_step / max(seconds, 1e-9)
+        record = {
+            "step": step,
+            **{k: float(np.reshape(v, [-1])[0]) for k, v in (logs or {}).items() if k in SCALARS},
+        }
+        record["learning_rate"] = float(
+            keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
+        )
+        record["examples_per_second"] = (
+            (step - self._step_at_start) * self.examples_per_step / max(seconds, 1e-9)
+        )
         record["seconds"] = seconds
         self.history.append(record)
         if self.writer is not None:
@@ -72,11 +85,16 @@ class TrainingLog(keras.callbacks.Callback):
             self.writer.flush()
         if self.history_path:
             write_atomic(self.history_path, json.dumps(self.history, indent=1))
-        logging.info("step %d: %s", step, ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k != "step"))
+        logging.info(
+            "step %d: %s", step, ", ".join(f"{k} {v:.4g}" for k, v in record.items() if k != "step")
+        )
         if self.progbar is not None:
             shown = [(k, record[k]) for k in SCALARS if k in record]
-            self.progbar.update(step, shown + [("lr", record["learning_rate"]),
-                                               ("ex/s", round(record["examples_per_second"]))])
+            self.progbar.update(
+                step,
+                shown
+                + [("lr", record["learning_rate"]), ("ex/s", round(record["examples_per_second"]))],
+            )
 
     def write_eval(self, step, results):
         """Write evaluation results as `eval/<name>` scalars at `step`."""

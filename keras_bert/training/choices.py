@@ -11,7 +11,11 @@ PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16", "auto")
 def check_settings(settings, at_least_one=()):
     """Raises ValueError naming a training setting of `settings` (a config object) that is not
     one of its choices (mixed_precision, optimizer, strategy) or, for `at_least_one` names, < 1."""
-    for name, choices in (("mixed_precision", PRECISIONS), ("optimizer", OPTIMIZERS), ("strategy", STRATEGIES)):
+    for name, choices in (
+        ("mixed_precision", PRECISIONS),
+        ("optimizer", OPTIMIZERS),
+        ("strategy", STRATEGIES),
+    ):
         if getattr(settings, name) not in choices:
             raise ValueError(f"{name} must be one of {choices}, got {getattr(settings, name)!r}.")
     for name in at_least_one:

@@ -16,7 +16,6 @@ from absl import logging
 
 from keras_bert.training.choices import STRATEGIES
 
-
 _TPU_STRATEGIES = {}  # TPU address -> its TPUStrategy (initializing a TPU system again wipes it).
 
 
@@ -61,13 +60,15 @@ def _auto_tpu(tpu):
 
 
 def auto_strategy_name(tpu=None):
-    """"tpu" if a TPU answers at `tpu` (None: "local"), else "mirrored" with two or more GPUs,
+    """ "tpu" if a TPU answers at `tpu` (None: "local"), else "mirrored" with two or more GPUs,
     else "default"."""
     try:
         get_strategy("tpu", _auto_tpu(tpu))
         return "tpu"
     except (ValueError, RuntimeError, tf.errors.OpError) as error:
-        logging.info("No TPU at %r (%s): using the GPUs or the CPU.", _auto_tpu(tpu), type(error).__name__)
+        logging.info(
+            "No TPU at %r (%s): using the GPUs or the CPU.", _auto_tpu(tpu), type(error).__name__
+        )
     return "mirrored" if len(tf.config.list_physical_devices("GPU")) > 1 else "default"
 
 
@@ -87,9 +88,11 @@ def resolve_auto(strategy, tpu, mixed_precision):
 def _check_tf_config():
     raw = os.environ.get("TF_CONFIG")
     if not raw:
-        raise ValueError("strategy multi_worker_mirrored needs the TF_CONFIG environment variable "
-                         '(e.g. {"cluster": {"worker": ["host1:port", "host2:port"]}, '
-                         '"task": {"type": "worker", "index": 0}}).')
+        raise ValueError(
+            "strategy multi_worker_mirrored needs the TF_CONFIG environment variable "
+            '(e.g. {"cluster": {"worker": ["host1:port", "host2:port"]}, '
+            '"task": {"type": "worker", "index": 0}}).'
+        )
     try:
         config = json.loads(raw)
         config["cluster"]["worker"], config["task"]["index"]  # noqa: B018
@@ -110,8 +113,9 @@ def is_chief(strategy):
     if resolver is None:
         return True
     task_type, task_id = resolver.task_type, resolver.task_id
-    return task_type in (None, "chief") or (task_type == "worker" and task_id == 0
-                                            and "chief" not in resolver.cluster_spec().as_dict())
+    return task_type in (None, "chief") or (
+        task_type == "worker" and task_id == 0 and "chief" not in resolver.cluster_spec().as_dict()
+    )
 
 
 def worker_id(strategy):
@@ -135,4 +139,5 @@ def adapt_keras_model(model, strategy):
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         compute_metrics = model.compute_metrics
         model.compute_metrics = lambda *args, **kwargs: {
-            name: tf.reshape(value, [1]) for name, value in compute_metrics(*args, **kwargs).items()}
+            name: tf.reshape(value, [1]) for name, value in compute_metrics(*args, **kwargs).items()
+        }

@@ -23,5 +23,7 @@ def out_of_memory_hint(stage, batch_size, seq_length, hint):
     try:
         yield
     except tf.errors.ResourceExhaustedError as error:
-        raise OutOfMemoryError(f"Out of device memory in {stage} with batch size {batch_size} and sequence "
-                               f"length {seq_length}: {hint}.") from error
+        raise OutOfMemoryError(
+            f"Out of device memory in {stage} with batch size {batch_size} and sequence "
+            f"length {seq_length}: {hint}."
+        ) from error

@@ -44,8 +44,10 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps=0, steps_per_update=1):
         if num_train_steps <= 0 or not 0 <= num_warmup_steps <= num_train_steps:
-            raise ValueError(f"Need 0 <= num_warmup_steps ({num_warmup_steps}) <= num_train_steps "
-                             f"({num_train_steps}) and num_train_steps > 0.")
+            raise ValueError(
+                f"Need 0 <= num_warmup_steps ({num_warmup_steps}) <= num_train_steps "
+                f"({num_train_steps}) and num_train_steps > 0."
+            )
         if steps_per_update < 1:
             raise ValueError(f"steps_per_update must be >= 1, got {steps_per_update}.")
         self.peak_learning_rate = float(peak_learning_rate)
@@ -55,14 +57,22 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, step):
         step = ops.cast(ops.floor_divide(step, self.steps_per_update), "float32")
-        peak, total, warmup = self.peak_learning_rate, float(self.num_train_steps), float(self.num_warmup_steps)
+        peak, total, warmup = (
+            self.peak_learning_rate,
+            float(self.num_train_steps),
+            float(self.num_warmup_steps),
+        )
         warm = peak * step / max(warmup, 1.0)
         decay = peak * ops.maximum(total - step, 0.0) / max(total - warmup, 1.0)
         return ops.where(step < warmup, warm, decay)
 
     def get_config(self):
-        return {"peak_learning_rate": self.peak_learning_rate, "num_train_steps": self.num_train_steps,
-                "num_warmup_steps": self.num_warmup_steps, "steps_per_update": self.steps_per_update}
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+            "steps_per_update": self.steps_per_update,
+        }
 
 
 def sum_over_replicas(grads):
@@ -146,11 +156,21 @@ class AdamWeightDecay(_SumBeforeClipping, keras.optimizers.Optimizer):
     >>> model.compile(optimizer=opt, loss="mse")
     """
 
-    def __init__(self, learning_rate=0.001, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                 no_decay_pattern=NO_DECAY_PATTERN, **kwargs):
+    def __init__(
+        self,
+        learning_rate=0.001,
+        weight_decay_rate=0.01,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        no_decay_pattern=NO_DECAY_PATTERN,
+        **kwargs,
+    ):
         if kwargs.pop("weight_decay", None) is not None:
-            raise ValueError("AdamWeightDecay takes `weight_decay_rate` (decay inside the update); "
-                             "`weight_decay` would make Keras decay a second time.")
+            raise ValueError(
+                "AdamWeightDecay takes `weight_decay_rate` (decay inside the update); "
+                "`weight_decay` would make Keras decay a second time."
+            )
         super().__init__(learning_rate=learning_rate, **kwargs)
         self.weight_decay_rate = weight_decay_rate
         self.beta_1 = beta_1
@@ -183,8 +203,13 @@ class AdamWeightDecay(_SumBeforeClipping, keras.optimizers.Optimizer):
     def get_config(self):
         config = super().get_config()
         del config["weight_decay"]  # Always None: the decay is `weight_decay_rate`.
-        config.update(weight_decay_rate=self.weight_decay_rate, beta_1=self.beta_1, beta_2=self.beta_2,
-                      epsilon=self.epsilon, no_decay_pattern=self.no_decay_pattern)
+        config.update(
+            weight_decay_rate=self.weight_decay_rate,
+            beta_1=self.beta_1,
+            beta_2=self.beta_2,
+            epsilon=self.epsilon,
+            no_decay_pattern=self.no_decay_pattern,
+        )
         return config
 
 
@@ -211,8 +236,18 @@ def decay_excluded(variables):
     return [v for v in variables if re.search(NO_DECAY_PATTERN, v.path)]
 
 
-def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, *, variables, optimizer="adamw",
-                     weight_decay=0.01, clip_norm=1.0, grad_accumulation_steps=1, loss_scale=False):
+def create_optimizer(
+    learning_rate,
+    num_train_steps,
+    num_warmup_steps,
+    *,
+    variables,
+    optimizer="adamw",
+    weight_decay=0.01,
+    clip_norm=1.0,
+    grad_accumulation_steps=1,
+    loss_scale=False,
+):
     """The optimizer of a run: warmup/decay schedule, weight decay, clipping, accumulation.
 
     Args:
@@ -235,11 +270,18 @@ def create_optimizer(learning_rate, num_train_steps, num_warmup_steps, *, variab
         raise ValueError(f"Unknown optimizer {optimizer!r}; choose one of {OPTIMIZERS}.")
     if grad_accumulation_steps < 1:
         raise ValueError(f"grad_accumulation_steps must be >= 1, got {grad_accumulation_steps}.")
-    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps,
-                                 steps_per_update=grad_accumulation_steps)
+    schedule = WarmupLinearDecay(
+        learning_rate, num_train_steps, num_warmup_steps, steps_per_update=grad_accumulation_steps
+    )
     accumulation = grad_accumulation_steps if grad_accumulation_steps > 1 else None
-    common = dict(learning_rate=schedule, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-                  global_clipnorm=clip_norm or None, gradient_accumulation_steps=accumulation)
+    common = dict(
+        learning_rate=schedule,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        global_clipnorm=clip_norm or None,
+        gradient_accumulation_steps=accumulation,
+    )
     if optimizer == "adam_weight_decay":
         opt = AdamWeightDecay(weight_decay_rate=weight_decay, **common)
     else:

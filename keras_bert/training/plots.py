@@ -4,9 +4,11 @@ import io
 
 from keras_bert.io_utils import write_atomic
 
-PANELS = (("loss", ("loss", "mlm_loss", "nsp_loss")),
-          ("accuracy", ("mlm_accuracy", "nsp_accuracy")),
-          ("learning rate", ("learning_rate",)))
+PANELS = (
+    ("loss", ("loss", "mlm_loss", "nsp_loss")),
+    ("accuracy", ("mlm_accuracy", "nsp_accuracy")),
+    ("learning rate", ("learning_rate",)),
+)
 
 
 def plot_history(history, path, title="BERT pre-training", panels=PANELS):
@@ -17,6 +19,7 @@ def plot_history(history, path, title="BERT pre-training", panels=PANELS):
     Returns `path`.
     """
     import matplotlib
+
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 

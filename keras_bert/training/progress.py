@@ -83,12 +83,18 @@ class ProgressBar:
         digits = len(str(self.target))
         done = min(max(current / self.target, 0.0), 1.0) if self.target > 0 else 1.0
         filled = int(self.width * done)
-        bar = "=" * filled + (">" if filled < self.width else "") + "." * max(self.width - filled - 1, 0)
+        bar = (
+            "=" * filled
+            + (">" if filled < self.width else "")
+            + "." * max(self.width - filled - 1, 0)
+        )
         start_time, start_count = self._rate_from
         if current >= self.target:
             timing = f"{now - self._started:.0f}s"
         elif current > start_count:
-            timing = "ETA " + _duration((now - start_time) / (current - start_count) * (self.target - current))
+            timing = "ETA " + _duration(
+                (now - start_time) / (current - start_count) * (self.target - current)
+            )
         else:
             timing = "ETA ?"
         shown = "".join(f" - {name} {_number(value)}" for name, value in values)
@@ -104,8 +110,10 @@ class ProgressBar:
         stream.flush()
 
     def _draw(self):
-        if self._interactive():  # Cut to the terminal's width: a wrapped line could not be redrawn in place.
-            self._write("\r" + self._text[:shutil.get_terminal_size().columns - 1] + _CLEAR_LINE)
+        if (
+            self._interactive()
+        ):  # Cut to the terminal's width: a wrapped line could not be redrawn in place.
+            self._write("\r" + self._text[: shutil.get_terminal_size().columns - 1] + _CLEAR_LINE)
         else:
             self._write("\r" + self._text)
         self._drawn = True
@@ -130,8 +138,11 @@ def _duration(seconds):
 
 
 def _number(value):
-    return f"{value:.4g}" if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral) \
+    return (
+        f"{value:.4g}"
+        if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
         else str(value)
+    )
 
 
 class _AboveTheBar(logging.Filter):
@@ -160,8 +171,11 @@ class _AboveTheBar(logging.Filter):
 
 
 def _handlers():
-    loggers = [logging.getLogger()] + [logger for logger in logging.Logger.manager.loggerDict.values()
-                                       if isinstance(logger, logging.Logger)]
+    loggers = [logging.getLogger()] + [
+        logger
+        for logger in logging.Logger.manager.loggerDict.values()
+        if isinstance(logger, logging.Logger)
+    ]
     return [handler for logger in loggers for handler in logger.handlers]
 
 

@@ -78,10 +78,15 @@ def start(config_class, config=None, overrides=None):
         ValueError: for a bad setting (the config's own checks).
     """
     overrides = overrides or {}
-    config = dataclasses.replace(config, **overrides) if config is not None else config_class(**overrides)
+    config = (
+        dataclasses.replace(config, **overrides)
+        if config is not None
+        else config_class(**overrides)
+    )
     config.check_paths()
-    config = dataclasses.replace(config, **distribute.resolve_auto(config.strategy, config.tpu,
-                                                                   config.mixed_precision))
+    config = dataclasses.replace(
+        config, **distribute.resolve_auto(config.strategy, config.tpu, config.mixed_precision)
+    )
     keras.utils.set_random_seed(config.seed)
     strategy = distribute.get_strategy(config.strategy, config.tpu)
     chief = distribute.is_chief(strategy)
@@ -89,8 +94,16 @@ def start(config_class, config=None, overrides=None):
     return Run(config, strategy, chief)
 
 
-def compile_and_restore(run, model, num_train_steps, num_warmup_steps, checkpoint_dir, keras_model=None,
-                        grad_accumulation_steps=1, steps_per_execution=1):
+def compile_and_restore(
+    run,
+    model,
+    num_train_steps,
+    num_warmup_steps,
+    checkpoint_dir,
+    keras_model=None,
+    grad_accumulation_steps=1,
+    steps_per_execution=1,
+):
     """Creates the optimizer of the run's settings, compiles, and restores the newest checkpoint.
 
     Sets `run.optimizer`, `run.checkpoint` and `run.start_step` (0 without a checkpoint).
@@ -109,15 +122,30 @@ def compile_and_restore(run, model, num_train_steps, num_warmup_steps, checkpoin
     keras_model = keras_model or model
     with run.strategy.scope():
         optimizer = optimizers.create_optimizer(
-            config.learning_rate, num_train_steps, num_warmup_steps, variables=model.trainable_variables,
-            optimizer=config.optimizer, weight_decay=config.weight_decay, clip_norm=config.clip_norm,
-            grad_accumulation_steps=grad_accumulation_steps, loss_scale=config.mixed_precision == "mixed_float16")
+            config.learning_rate,
+            num_train_steps,
+            num_warmup_steps,
+            variables=model.trainable_variables,
+            optimizer=config.optimizer,
+            weight_decay=config.weight_decay,
+            clip_norm=config.clip_norm,
+            grad_accumulation_steps=grad_accumulation_steps,
+            loss_scale=config.mixed_precision == "mixed_float16",
+        )
         optimizer.build(model.trainable_variables)
-        keras_model.compile(optimizer=optimizer, jit_compile=config.jit_compile,
-                            steps_per_execution=steps_per_execution)
+        keras_model.compile(
+            optimizer=optimizer,
+            jit_compile=config.jit_compile,
+            steps_per_execution=steps_per_execution,
+        )
         distribute.adapt_keras_model(keras_model, run.strategy)
-        checkpoint = TrainingCheckpoint(checkpoint_dir, keras_model, optimizer,
-                                                      max_to_keep=config.keep_checkpoints, strategy=run.strategy)
+        checkpoint = TrainingCheckpoint(
+            checkpoint_dir,
+            keras_model,
+            optimizer,
+            max_to_keep=config.keep_checkpoints,
+            strategy=run.strategy,
+        )
         run.start_step = checkpoint.restore_latest()
     run.optimizer, run.checkpoint = optimizer, checkpoint
 
@@ -128,11 +156,14 @@ def start_log(run, num_train_steps, save_every):
     (and at `num_train_steps`): sets `run.log` and `run.saver`."""
     config = run.config
     history_path = run.path("history.json")
-    run.log = callbacks.TrainingLog(num_train_steps, config.batch_size,
-                                    history=callbacks.load_history(history_path, run.start_step),
-                                    log_dir=os.path.join(run.log_dir, "train") if run.chief else None,
-                                    history_path=history_path if run.chief else None,
-                                    verbose=config.verbose and run.chief)
+    run.log = callbacks.TrainingLog(
+        num_train_steps,
+        config.batch_size,
+        history=callbacks.load_history(history_path, run.start_step),
+        log_dir=os.path.join(run.log_dir, "train") if run.chief else None,
+        history_path=history_path if run.chief else None,
+        verbose=config.verbose and run.chief,
+    )
     run.saver = callbacks.PeriodicCheckpoint(run.checkpoint, save_every, num_train_steps)
 
 
@@ -156,10 +187,18 @@ def summarize(run, fields, plot=None):
     new = [h for h in history if h["step"] > run.start_step]
     timed = new[1:] or new  # The first loop includes tracing and compilation.
     seconds = sum(h["seconds"] for h in timed)
-    summary = {**fields, "steps": run.step, "start_step": run.start_step,
-               "examples_per_second": (sum(h["examples_per_second"] * h["seconds"] for h in timed) / seconds
-                                       if seconds else None),
-               "tensorboard_dir": run.log_dir, "plot": plot_path}
+    summary = {
+        **fields,
+        "steps": run.step,
+        "start_step": run.start_step,
+        "examples_per_second": (
+            sum(h["examples_per_second"] * h["seconds"] for h in timed) / seconds
+            if seconds
+            else None
+        ),
+        "tensorboard_dir": run.log_dir,
+        "plot": plot_path,
+    }
     if run.chief:
         write_atomic(run.path("summary.json"), json.dumps(summary, indent=1))
     summary["history"] = history

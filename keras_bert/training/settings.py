@@ -38,8 +38,12 @@ FLAG_HELP = {
     "verbose": "Show a progress bar.",
     "plot": "Write the training-curve PNG.",
 }
-_FLAG_TYPES = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer, float: flags.DEFINE_float,
-               str: flags.DEFINE_string}
+_FLAG_TYPES = {
+    bool: flags.DEFINE_bool,
+    int: flags.DEFINE_integer,
+    float: flags.DEFINE_float,
+    str: flags.DEFINE_string,
+}
 
 
 @dataclasses.dataclass

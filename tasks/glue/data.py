@@ -133,43 +133,111 @@ class GlueSpec:
         return AX_FILES if split == "ax" else (f"{split}.tsv",)
 
 
-def _task(name, folder, labels, text_columns, label_column, tfds_text_features,
-          metrics=("accuracy",), **kwargs):
+def _task(
+    name,
+    folder,
+    labels,
+    text_columns,
+    label_column,
+    tfds_text_features,
+    metrics=("accuracy",),
+    **kwargs,
+):
     kwargs.setdefault("main_metric", metrics[0])
     kwargs.setdefault("eval_splits", {"dev": ""})
     kwargs.setdefault("predict_splits", {"test": f"{folder}.tsv"})
-    return GlueSpec(name=name, labels=labels, metrics=metrics, tfds_name=f"glue/{name}", folder=folder,
-                    text_columns=text_columns, label_column=label_column,
-                    tfds_text_features=tfds_text_features, **kwargs)
+    return GlueSpec(
+        name=name,
+        labels=labels,
+        metrics=metrics,
+        tfds_name=f"glue/{name}",
+        folder=folder,
+        text_columns=text_columns,
+        label_column=label_column,
+        tfds_text_features=tfds_text_features,
+        **kwargs,
+    )
 
 
 _BINARY = ("0", "1")
 _NLI = ("entailment", "not_entailment")
 _PAIR = ("sentence1", "sentence2")
 
-SPECS = {spec.name: spec for spec in (
-    _task("cola", "CoLA", _BINARY, ("sentence", None), "label", ("sentence", None),
-          metrics=("matthews_correlation",),
-          headerless_columns=("source", "label", "original_label", "sentence"),
-          tfds_label_names={"unacceptable": "0", "acceptable": "1"}),
-    # Some copies of SST-2 name the sentence column "text".
-    _task("sst2", "SST-2", _BINARY, (("sentence", "text"), None), "label", ("sentence", None),
-          tfds_label_names={"negative": "0", "positive": "1"}),
-    _task("mrpc", "MRPC", _BINARY, ("#1 String", "#2 String"), "Quality", _PAIR,
-          metrics=("f1", "accuracy"), tfds_label_names={"not_equivalent": "0", "equivalent": "1"}),
-    _task("stsb", "STS-B", None, _PAIR, "score", _PAIR, metrics=("pearson", "spearman")),
-    _task("qqp", "QQP", _BINARY, ("question1", "question2"), "is_duplicate", ("question1", "question2"),
-          metrics=("f1", "accuracy"), index_column="id", skip_malformed=True,
-          tfds_label_names={"not_duplicate": "0", "duplicate": "1"}),
-    _task("mnli", "MNLI", ("contradiction", "entailment", "neutral"), _PAIR, "gold_label",
-          ("premise", "hypothesis"), main_metric="accuracy_matched",
-          eval_splits={"dev_matched": "_matched", "dev_mismatched": "_mismatched"},
-          predict_splits={"test_matched": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv", "ax": "AX.tsv"}),
-    _task("qnli", "QNLI", _NLI, ("question", "sentence"), "label", ("question", "sentence")),
-    _task("rte", "RTE", _NLI, _PAIR, "label", _PAIR),
-    _task("wnli", "WNLI", _BINARY, _PAIR, "label", _PAIR,
-          tfds_label_names={"not_entailment": "0", "entailment": "1"}),
-)}
+SPECS = {
+    spec.name: spec
+    for spec in (
+        _task(
+            "cola",
+            "CoLA",
+            _BINARY,
+            ("sentence", None),
+            "label",
+            ("sentence", None),
+            metrics=("matthews_correlation",),
+            headerless_columns=("source", "label", "original_label", "sentence"),
+            tfds_label_names={"unacceptable": "0", "acceptable": "1"},
+        ),
+        # Some copies of SST-2 name the sentence column "text".
+        _task(
+            "sst2",
+            "SST-2",
+            _BINARY,
+            (("sentence", "text"), None),
+            "label",
+            ("sentence", None),
+            tfds_label_names={"negative": "0", "positive": "1"},
+        ),
+        _task(
+            "mrpc",
+            "MRPC",
+            _BINARY,
+            ("#1 String", "#2 String"),
+            "Quality",
+            _PAIR,
+            metrics=("f1", "accuracy"),
+            tfds_label_names={"not_equivalent": "0", "equivalent": "1"},
+        ),
+        _task("stsb", "STS-B", None, _PAIR, "score", _PAIR, metrics=("pearson", "spearman")),
+        _task(
+            "qqp",
+            "QQP",
+            _BINARY,
+            ("question1", "question2"),
+            "is_duplicate",
+            ("question1", "question2"),
+            metrics=("f1", "accuracy"),
+            index_column="id",
+            skip_malformed=True,
+            tfds_label_names={"not_duplicate": "0", "duplicate": "1"},
+        ),
+        _task(
+            "mnli",
+            "MNLI",
+            ("contradiction", "entailment", "neutral"),
+            _PAIR,
+            "gold_label",
+            ("premise", "hypothesis"),
+            main_metric="accuracy_matched",
+            eval_splits={"dev_matched": "_matched", "dev_mismatched": "_mismatched"},
+            predict_splits={
+                "test_matched": "MNLI-m.tsv",
+                "test_mismatched": "MNLI-mm.tsv",
+                "ax": "AX.tsv",
+            },
+        ),
+        _task("qnli", "QNLI", _NLI, ("question", "sentence"), "label", ("question", "sentence")),
+        _task("rte", "RTE", _NLI, _PAIR, "label", _PAIR),
+        _task(
+            "wnli",
+            "WNLI",
+            _BINARY,
+            _PAIR,
+            "label",
+            _PAIR,
+            tfds_label_names={"not_entailment": "0", "entailment": "1"},
+        ),
+    )
+}
 
 
 def get_spec(name):
@@ -185,17 +253,21 @@ def get_spec(name):
     if key in SPECS:
         return SPECS[key]
     closest = difflib.get_close_matches(key, SPECS, n=1, cutoff=0.0)
-    raise GlueDataError(f"Unknown GLUE task {name!r}; did you mean {closest[0]!r}? "
-                        f"Valid tasks: {', '.join(SPECS)}.")
+    raise GlueDataError(
+        f"Unknown GLUE task {name!r}; did you mean {closest[0]!r}? Valid tasks: {', '.join(SPECS)}."
+    )
 
 
 def check_split(task, split):
     """Raises GlueDataError naming the valid splits if `task` has no split `split`."""
     if split not in task.splits:
-        raise GlueDataError(f"GLUE task {task.name!r} has no split {split!r}; valid: {', '.join(task.splits)}.")
+        raise GlueDataError(
+            f"GLUE task {task.name!r} has no split {split!r}; valid: {', '.join(task.splits)}."
+        )
 
 
 # === Local files ===
+
 
 def read_examples(task, data_dir, split, skip_malformed=None):
     """Reads one split from the GLUE distribution's files.
@@ -231,9 +303,13 @@ def read_examples(task, data_dir, split, skip_malformed=None):
         where = f"{path}:{number}"
         try:
             if len(fields) != len(header):
-                raise GlueDataError(f"{where}: expected {len(header)} tab-separated fields "
-                                    f"({', '.join(header)}), found {len(fields)}.")
-            texts = [None if p is None else _text(fields[p], header[p], where) for p in text_positions]
+                raise GlueDataError(
+                    f"{where}: expected {len(header)} tab-separated fields "
+                    f"({', '.join(header)}), found {len(fields)}."
+                )
+            texts = [
+                None if p is None else _text(fields[p], header[p], where) for p in text_positions
+            ]
             if is_test:
                 guid, label = _text(fields[key_position], header[key_position], where).strip(), None
             else:
@@ -244,8 +320,13 @@ def read_examples(task, data_dir, split, skip_malformed=None):
                 raise
             skipped.append(number)
     if skipped:
-        logging.warning("%s: skipped %d malformed rows (lines %s%s).", path, len(skipped),
-                        ", ".join(map(str, skipped[:10])), ", ..." if len(skipped) > 10 else "")
+        logging.warning(
+            "%s: skipped %d malformed rows (lines %s%s).",
+            path,
+            len(skipped),
+            ", ".join(map(str, skipped[:10])),
+            ", ..." if len(skipped) > 10 else "",
+        )
     if not examples:
         raise GlueDataError(f"{path}: no examples ({len(skipped)} malformed rows skipped).")
     return examples
@@ -260,12 +341,16 @@ def find_file(task, data_dir, split):
     task = get_spec(task)
     data_dir = os.fspath(data_dir)
     names = task.file_names(split)
-    candidates = [_join(base, name) for base in (data_dir, _join(data_dir, task.folder)) for name in names]
+    candidates = [
+        _join(base, name) for base in (data_dir, _join(data_dir, task.folder)) for name in names
+    ]
     for path in candidates:
         if tf.io.gfile.exists(path):
             return path
-    raise GlueDataError(f"No {task.name} {split!r} file in {data_dir}: expected {' or '.join(names)} "
-                        f"(looked for {', '.join(candidates)}).")
+    raise GlueDataError(
+        f"No {task.name} {split!r} file in {data_dir}: expected {' or '.join(names)} "
+        f"(looked for {', '.join(candidates)})."
+    )
 
 
 def parse_label(task, value, where):
@@ -307,7 +392,9 @@ def _rows(path):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise GlueDataError(f"{path}:{number}: invalid UTF-8 ({e.reason} at byte {e.start}).") from e
+                raise GlueDataError(
+                    f"{path}:{number}: invalid UTF-8 ({e.reason} at byte {e.start})."
+                ) from e
             if number == 1:
                 line = line.removeprefix("\ufeff")
             line = line.rstrip("\r\n")
@@ -333,6 +420,7 @@ def _text(value, name, where):
 
 # === tensorflow-datasets ===
 
+
 def read_tfds(task, split, data_dir=None):
     """Reads one split from tensorflow-datasets `glue/<task>` (downloads and prepares it if needed).
 
@@ -354,8 +442,10 @@ def read_tfds(task, split, data_dir=None):
     label_names = None if task.is_regression else builder.info.features["label"].names
     dataset = builder.as_dataset(split=TFDS_SPLITS[split], shuffle_files=False)
     rows = sorted(tfds.as_numpy(dataset), key=lambda features: int(features["idx"]))
-    return [example_from_tfds(task, split, features, label_names, where=f"{name}[{TFDS_SPLITS[split]}]")
-            for features in rows]
+    return [
+        example_from_tfds(task, split, features, label_names, where=f"{name}[{TFDS_SPLITS[split]}]")
+        for features in rows
+    ]
 
 
 def example_from_tfds(task, split, features, label_names, where="tfds"):
@@ -375,8 +465,10 @@ def example_from_tfds(task, split, features, label_names, where="tfds"):
     task = get_spec(task)
     idx = int(features["idx"])
     where = f"{where} idx {idx}"
-    texts = [None if name is None else _text(_decode(features[name]), name, where)
-             for name in task.tfds_text_features]
+    texts = [
+        None if name is None else _text(_decode(features[name]), name, where)
+        for name in task.tfds_text_features
+    ]
     if split in task.predict_splits:
         return InputExample(str(idx), texts[0], texts[1], None)
     if task.is_regression:
@@ -386,7 +478,9 @@ def example_from_tfds(task, split, features, label_names, where="tfds"):
         if not 0 <= label_id < len(label_names):
             raise GlueDataError(f"{where}: label id {label_id} outside {list(label_names)}.")
         name = label_names[label_id]
-        label = parse_label(task, task.tfds_label_names.get(name, name), f"{where} (tfds label {name!r})")
+        label = parse_label(
+            task, task.tfds_label_names.get(name, name), f"{where} (tfds label {name!r})"
+        )
     return InputExample(f"{split}-{idx}", texts[0], texts[1], label)
 
 
@@ -409,8 +503,10 @@ def _correlation(function, labels, predictions):
     """scipy's correlation, or 0.0 when either side is constant (scipy's NaN: undefined, and a NaN
     would never compare as better, so a run whose first epoch predicts a constant kept it as best)."""
     if np.ptp(labels) == 0 or np.ptp(predictions) == 0:
-        logging.warning("Constant %s: the correlation is undefined, reported as 0.0.",
-                        "labels" if np.ptp(labels) == 0 else "predictions")
+        logging.warning(
+            "Constant %s: the correlation is undefined, reported as 0.0.",
+            "labels" if np.ptp(labels) == 0 else "predictions",
+        )
         return 0.0
     return function(labels, predictions)[0]
 
@@ -432,19 +528,24 @@ def compute_metrics(task, labels, predictions):
     """
     task = get_spec(task)
     if len(labels) != len(predictions) or len(labels) == 0:
-        raise GlueDataError(f"{task.name}: {len(labels)} labels and {len(predictions)} predictions; "
-                            "need the same non-zero number.")
+        raise GlueDataError(
+            f"{task.name}: {len(labels)} labels and {len(predictions)} predictions; "
+            "need the same non-zero number."
+        )
     if task.is_regression:
         labels, predictions = np.asarray(labels, np.float64), np.asarray(predictions, np.float64)
     else:
         labels, predictions = list(labels), list(predictions)
         for value in labels + predictions:
             if value not in task.labels:
-                raise GlueDataError(f"{task.name}: {value!r} is not one of {', '.join(task.labels)}.")
+                raise GlueDataError(
+                    f"{task.name}: {value!r} is not one of {', '.join(task.labels)}."
+                )
     return {name: float(_METRICS[name](labels, predictions)) for name in task.metrics}
 
 
 # === Submission files ===
+
 
 def write_submission(task, split, examples, predictions, output_dir):
     """Writes the GLUE server's file for a test split: "index<TAB>prediction", one row per example.
@@ -461,8 +562,10 @@ def write_submission(task, split, examples, predictions, output_dir):
     """
     task = get_spec(task)
     if split not in task.predict_splits:
-        raise GlueDataError(f"GLUE task {task.name!r} has no test split {split!r}; "
-                            f"valid: {', '.join(task.predict_splits)}.")
+        raise GlueDataError(
+            f"GLUE task {task.name!r} has no test split {split!r}; "
+            f"valid: {', '.join(task.predict_splits)}."
+        )
     if len(examples) != len(predictions):
         raise GlueDataError(f"{len(examples)} examples but {len(predictions)} predictions.")
     lines = ["\t".join(SUBMISSION_HEADER)]
@@ -473,8 +576,10 @@ def write_submission(task, split, examples, predictions, output_dir):
                 raise GlueDataError(f"Example {example.guid}: score {prediction!r} is not finite.")
             prediction = f"{np.clip(score, *STSB_RANGE):.3f}"
         elif prediction not in task.labels:
-            raise GlueDataError(f"Example {example.guid}: prediction {prediction!r} is not one of "
-                                f"{', '.join(task.labels)}.")
+            raise GlueDataError(
+                f"Example {example.guid}: prediction {prediction!r} is not one of "
+                f"{', '.join(task.labels)}."
+            )
         lines.append(f"{example.guid}\t{prediction}")
     output_dir = os.fspath(output_dir)
     tf.io.gfile.makedirs(output_dir)
@@ -498,11 +603,15 @@ def read_submission(path):
     rows = _rows(path)
     number, header = next(rows, (1, None))
     if header is None or tuple(header) != SUBMISSION_HEADER:
-        raise GlueDataError(f"{path}:{number}: expected the header {chr(9).join(SUBMISSION_HEADER)!r}, "
-                            f"found {header!r}.")
+        raise GlueDataError(
+            f"{path}:{number}: expected the header {chr(9).join(SUBMISSION_HEADER)!r}, "
+            f"found {header!r}."
+        )
     pairs = []
     for number, fields in rows:
         if len(fields) != 2:
-            raise GlueDataError(f"{path}:{number}: expected 2 tab-separated fields, found {len(fields)}.")
+            raise GlueDataError(
+                f"{path}:{number}: expected 2 tab-separated fields, found {len(fields)}."
+            )
         pairs.append((fields[0], fields[1]))
     return pairs

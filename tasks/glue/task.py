@@ -32,8 +32,10 @@ class GlueClassification(Task):
 
     def read(self, data_dir, split, use_tfds=False, file=None):
         if file:
-            raise ValueError(f"GLUE task {self.name} reads its files from data_dir (the task's folder of the "
-                             f"GLUE distribution); train_file/eval_file are for SQuAD, CoNLL-2003 and SWAG.")
+            raise ValueError(
+                f"GLUE task {self.name} reads its files from data_dir (the task's folder of the "
+                f"GLUE distribution); train_file/eval_file are for SQuAD, CoNLL-2003 and SWAG."
+            )
         if use_tfds:
             return glue.read_tfds(self.spec, split, data_dir=data_dir)
         if not data_dir:
@@ -42,8 +44,12 @@ class GlueClassification(Task):
 
     def encode(self, examples, tokenizer, seq_length, training=False):
         pair = any(e.text_b is not None for e in examples)
-        inputs = feature_lib.encode_texts(tokenizer, seq_length, [e.text_a for e in examples],
-                                          [e.text_b or "" for e in examples] if pair else None)
+        inputs = feature_lib.encode_texts(
+            tokenizer,
+            seq_length,
+            [e.text_a for e in examples],
+            [e.text_b or "" for e in examples] if pair else None,
+        )
         labels = {}
         if examples and all(e.label is not None for e in examples):
             if self.regression:
@@ -54,7 +60,9 @@ class GlueClassification(Task):
         return feature_lib.FeatureSet(inputs, labels)
 
     def build_model(self, encoder, dropout):
-        return BertClassifier(encoder, num_classes=1 if self.regression else len(self.spec.labels), dropout=dropout)
+        return BertClassifier(
+            encoder, num_classes=1 if self.regression else len(self.spec.labels), dropout=dropout
+        )
 
     def loss_sums(self, labels, outputs):
         logits = outputs["logits"]
@@ -71,12 +79,18 @@ class GlueClassification(Task):
         return [self.spec.labels[i] for i in np.argmax(logits, axis=-1)]
 
     def evaluate(self, examples, features, outputs):
-        return glue.compute_metrics(self.spec, [e.label for e in examples], self.predictions(outputs))
+        return glue.compute_metrics(
+            self.spec, [e.label for e in examples], self.predictions(outputs)
+        )
 
     def write_predictions(self, split, examples, features, outputs, output_dir):
-        return [glue.write_submission(self.spec, split, examples, self.predictions(outputs), output_dir)]
+        return [
+            glue.write_submission(self.spec, split, examples, self.predictions(outputs), output_dir)
+        ]
 
     def info(self):
-        return {"problem": "regression" if self.regression else "classification",
-                "labels": None if self.regression else list(self.spec.labels),
-                "text_inputs": ["text"] if self.name in ("cola", "sst2") else ["text", "text_b"]}
+        return {
+            "problem": "regression" if self.regression else "classification",
+            "labels": None if self.regression else list(self.spec.labels),
+            "text_inputs": ["text"] if self.name in ("cola", "sst2") else ["text", "text_b"],
+        }

@@ -25,17 +25,20 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from keras_bert.io_utils import write_atomic
 from keras_bert.models.task_models import BertTokenClassifier
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.task import Task, sparse_xent_sums
-from keras_bert.io_utils import write_atomic
 
 # The CoNLL-2003 entity types; the model's tags are O, then B- and I- of each, in this order
 # (tensorflow-datasets' conll2003 order).
 CONLL2003_ENTITY_TYPES = ("PER", "ORG", "LOC", "MISC")
 # The names each split's file goes by in the distributions (the first is the usual one).
-FILE_NAMES = {"train": ("train.txt", "eng.train"), "dev": ("dev.txt", "valid.txt", "eng.testa"),
-              "test": ("test.txt", "eng.testb")}
+FILE_NAMES = {
+    "train": ("train.txt", "eng.train"),
+    "dev": ("dev.txt", "valid.txt", "eng.testa"),
+    "test": ("test.txt", "eng.testb"),
+}
 DOCSTART = "-DOCSTART-"
 COLUMNS = ("token", "POS", "chunk", "NER")
 
@@ -67,6 +70,7 @@ def tag_names(entity_types):
 
 
 # === Reading ===
+
 
 def read_conll(path, entity_types=CONLL2003_ENTITY_TYPES):
     """Reads a CoNLL-2003 file: `token POS chunk NER` per line, blank lines between
@@ -107,8 +111,10 @@ def read_conll(path, entity_types=CONLL2003_ENTITY_TYPES):
                 document, in_document = document + 1, False
         else:
             if len(fields) != len(COLUMNS):
-                raise ConllDataError(f"{where}: expected {len(COLUMNS)} columns ({' '.join(COLUMNS)}), "
-                                     f"got {len(fields)}: {raw.decode('utf-8').strip()!r}.")
+                raise ConllDataError(
+                    f"{where}: expected {len(COLUMNS)} columns ({' '.join(COLUMNS)}), "
+                    f"got {len(fields)}: {raw.decode('utf-8').strip()!r}."
+                )
             words.append(fields[0])
             tags.append(fields[-1])
             wheres.append(where)
@@ -131,8 +137,14 @@ def read_tfds(split, data_dir=None, entity_types=CONLL2003_ENTITY_TYPES):
     for i, record in enumerate(tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False))):
         words = [w.decode("utf-8") if isinstance(w, bytes) else str(w) for w in record["tokens"]]
         tags = [names[int(t)] for t in record["ner"]]
-        sentences.append((words, tags, [f"tfds conll2003[{split}] sentence {i} word {j}"
-                                        for j in range(len(words))], 0))
+        sentences.append(
+            (
+                words,
+                tags,
+                [f"tfds conll2003[{split}] sentence {i} word {j}" for j in range(len(words))],
+                0,
+            )
+        )
     return _to_examples(sentences, entity_types, name=f"tfds conll2003[{split}]")
 
 
@@ -144,11 +156,15 @@ def _to_examples(sentences, entity_types, name):
             if tag not in allowed:
                 close = difflib.get_close_matches(tag, allowed, n=1)
                 hint = f" Did you mean {close[0]!r}?" if close else ""
-                raise ConllDataError(f"{where}: unknown tag {tag!r}.{hint} Tags: {' '.join(allowed)} "
-                                     f"(other entity types: pass entity_types).")
+                raise ConllDataError(
+                    f"{where}: unknown tag {tag!r}.{hint} Tags: {' '.join(allowed)} "
+                    f"(other entity types: pass entity_types)."
+                )
     scheme = _detect_scheme(sentences, name)
-    return [NerExample(words, to_iob2(tags), document, wheres[0]) for words, tags, wheres, document in sentences], \
-        scheme
+    return [
+        NerExample(words, to_iob2(tags), document, wheres[0])
+        for words, tags, wheres, document in sentences
+    ], scheme
 
 
 def _opens_entity(tags):
@@ -174,11 +190,16 @@ def _detect_scheme(sentences, name):
     if found[other]:
         where, tag, prev = found[other][0]
         after = f"after {prev}" if prev else "at a sentence start"
-        rule = ("B- only separates two adjacent entities of the same type" if scheme == "IOB1"
-                else "every entity opens with B-, and I- only continues one")
-        raise ConllDataError(f"{where}: tag {tag!r} {after} is not valid in {scheme}, the scheme of {name} "
-                             f"({len(found[scheme])} entities open as it says, e.g. {found[scheme][0][0]}; "
-                             f"in {scheme}, {rule}).")
+        rule = (
+            "B- only separates two adjacent entities of the same type"
+            if scheme == "IOB1"
+            else "every entity opens with B-, and I- only continues one"
+        )
+        raise ConllDataError(
+            f"{where}: tag {tag!r} {after} is not valid in {scheme}, the scheme of {name} "
+            f"({len(found[scheme])} entities open as it says, e.g. {found[scheme][0][0]}; "
+            f"in {scheme}, {rule})."
+        )
     logging.info("%s: %d sentences, %s tags (used as IOB2).", name, len(sentences), scheme)
     return scheme
 
@@ -194,15 +215,20 @@ def to_iob2(tags):
 def find_file(data_dir, split):
     """The split's file in `data_dir` under any of its usual names (`FILE_NAMES`)."""
     if not data_dir:
-        raise ValueError(f"CoNLL-2003 needs data_dir (with {', '.join(FILE_NAMES[split])}) or train_file/eval_file.")
+        raise ValueError(
+            f"CoNLL-2003 needs data_dir (with {', '.join(FILE_NAMES[split])}) or train_file/eval_file."
+        )
     for name in FILE_NAMES[split]:
         path = os.path.join(data_dir, name)
         if tf.io.gfile.exists(path):
             return path
-    raise FileNotFoundError(f"No {split} file in {data_dir}: expected one of {', '.join(FILE_NAMES[split])}.")
+    raise FileNotFoundError(
+        f"No {split} file in {data_dir}: expected one of {', '.join(FILE_NAMES[split])}."
+    )
 
 
 # === Features ===
+
 
 def word_pieces(tokenizer, examples, chunk=8192):
     """Each example's words as WordPiece ids: a list (per example) of lists of int arrays. A
@@ -210,13 +236,15 @@ def word_pieces(tokenizer, examples, chunk=8192):
     flat = [w for e in examples for w in e.words]
     pieces = []
     for start in range(0, len(flat), chunk):
-        ids = tokenizer(tf.constant(flat[start:start + chunk]))  # (W, (P))
+        ids = tokenizer(tf.constant(flat[start : start + chunk]))  # (W, (P))
         values, splits = ids.flat_values.numpy(), ids.row_splits.numpy()
-        pieces += [values[a:b] if b > a else np.array([tokenizer.unk_id], values.dtype)
-                   for a, b in zip(splits[:-1], splits[1:])]
+        pieces += [
+            values[a:b] if b > a else np.array([tokenizer.unk_id], values.dtype)
+            for a, b in zip(splits[:-1], splits[1:])
+        ]
     out, start = [], 0
     for e in examples:
-        out.append(pieces[start:start + len(e.words)])
+        out.append(pieces[start : start + len(e.words)])
         start += len(e.words)
     return out
 
@@ -241,12 +269,15 @@ def windows(length, start, end, budget):
 def best_window(position, spans):
     """The window where `position` has the most context: the largest min(left, right) tokens,
     plus 0.01 per window token (the original SQuAD rule), the first on ties."""
-    scores = [min(position - a, b - 1 - position) + 0.01 * (b - a) if a <= position < b else -1.0
-              for a, b in spans]
+    scores = [
+        min(position - a, b - 1 - position) + 0.01 * (b - a) if a <= position < b else -1.0
+        for a, b in spans
+    ]
     return int(np.argmax(scores))
 
 
 # === The task ===
+
 
 class NerTask(Task):
     """CoNLL-2003 NER for the fine-tuning runner.
@@ -273,20 +304,28 @@ class NerTask(Task):
         if isinstance(entity_types, str):
             entity_types = [t.strip() for t in entity_types.split(",") if t.strip()]
         self.entity_types = tuple(entity_types or CONLL2003_ENTITY_TYPES)
-        if len(set(self.entity_types)) != len(self.entity_types) or any("-" in t for t in self.entity_types):
-            raise ValueError(f"entity_types must be distinct names without '-', got {self.entity_types}.")
+        if len(set(self.entity_types)) != len(self.entity_types) or any(
+            "-" in t for t in self.entity_types
+        ):
+            raise ValueError(
+                f"entity_types must be distinct names without '-', got {self.entity_types}."
+            )
         self.document_context = bool(document_context)
         self.labels = tag_names(self.entity_types)
 
     def read(self, data_dir, split, use_tfds=False, file=None):
         if split not in FILE_NAMES:
-            raise ValueError(f"Unknown CoNLL-2003 split {split!r}; splits: {', '.join(FILE_NAMES)}.")
+            raise ValueError(
+                f"Unknown CoNLL-2003 split {split!r}; splits: {', '.join(FILE_NAMES)}."
+            )
         if use_tfds:
             if file:
                 raise ValueError("Pass either tfds or train_file/eval_file, not both.")
             if self.document_context:
-                raise ValueError("tensorflow-datasets' conll2003 drops the -DOCSTART- lines that document_context "
-                                 "needs: read the CoNLL files (data_dir) instead.")
+                raise ValueError(
+                    "tensorflow-datasets' conll2003 drops the -DOCSTART- lines that document_context "
+                    "needs: read the CoNLL files (data_dir) instead."
+                )
             return read_tfds(split, data_dir, self.entity_types)[0]
         return read_conll(file or find_file(data_dir, split), self.entity_types)[0]
 
@@ -300,11 +339,17 @@ class NerTask(Task):
         tag_ids = {tag: i for i, tag in enumerate(self.labels)}
         labelled = bool(examples) and all(e.tags is not None for e in examples)
         for e in examples:
-            if not e.words or (labelled and (len(e.tags) != len(e.words) or not set(e.tags) <= tag_ids.keys())):
-                raise ValueError(f"{e.where or 'A sentence'}: needs words and one tag of {self.labels} per word; "
-                                 f"got {e.words} {e.tags}.")
+            if not e.words or (
+                labelled and (len(e.tags) != len(e.words) or not set(e.tags) <= tag_ids.keys())
+            ):
+                raise ValueError(
+                    f"{e.where or 'A sentence'}: needs words and one tag of {self.labels} per word; "
+                    f"got {e.words} {e.tags}."
+                )
         ids, labels, words, positions, example_index = [], [], [], [], []
-        for tokens, (start, end), first, index in self._sequences(examples, word_pieces(tokenizer, examples)):
+        for tokens, (start, end), first, index in self._sequences(
+            examples, word_pieces(tokenizer, examples)
+        ):
             spans = windows(len(tokens), start, end, budget)
             chosen = np.array([best_window(p, spans) for p in first])
             for w, (a, b) in enumerate(spans):
@@ -325,9 +370,16 @@ class NerTask(Task):
             flat = np.concatenate(rows).astype(np.int32) if rows else np.zeros([0], np.int32)
             return tf.RaggedTensor.from_row_lengths(flat, lengths)
 
-        inputs = {"input_word_ids": ragged(ids), "input_type_ids": ragged([np.zeros_like(r) for r in ids])}
-        return feature_lib.FeatureSet(inputs, {"tags": ragged(labels)} if labelled else {},
-                                      np.array(example_index, np.int64), {"words": words, "positions": positions})
+        inputs = {
+            "input_word_ids": ragged(ids),
+            "input_type_ids": ragged([np.zeros_like(r) for r in ids]),
+        }
+        return feature_lib.FeatureSet(
+            inputs,
+            {"tags": ragged(labels)} if labelled else {},
+            np.array(example_index, np.int64),
+            {"words": words, "positions": positions},
+        )
 
     def _sequences(self, examples, pieces):
         """Yields (tokens, (start, end), first, example index) per sentence: the token ids to
@@ -335,8 +387,12 @@ class NerTask(Task):
         each word's first-piece position."""
         groups = [[i] for i in range(len(examples))]
         if self.document_context:  # Consecutive sentences of one document.
-            groups = [list(g) for _, g in
-                      itertools.groupby(range(len(examples)), key=lambda i: examples[i].document)]
+            groups = [
+                list(g)
+                for _, g in itertools.groupby(
+                    range(len(examples)), key=lambda i: examples[i].document
+                )
+            ]
         for group in groups:
             sentences = [np.concatenate(pieces[i]) for i in group]
             tokens = np.concatenate(sentences)
@@ -355,20 +411,27 @@ class NerTask(Task):
     def predictions(self, examples, features, outputs):
         """Predicted IOB2 tags per example (one per word) from the logits of each word's first piece."""
         tags = [[None] * len(e.words) for e in examples]
-        for f, (words, positions) in enumerate(zip(features.extras["words"], features.extras["positions"])):
+        for f, (words, positions) in enumerate(
+            zip(features.extras["words"], features.extras["positions"])
+        ):
             best = np.argmax(outputs["logits"][f][positions], axis=-1)
             row = tags[features.example_index[f]]
             for w, label in zip(words, best):
                 row[w] = self.labels[label]
         missing = [e.where for e, row in zip(examples, tags) if None in row]
         if missing:
-            raise ValueError(f"{len(missing)} sentences have words without a prediction (first: {missing[0]}); "
-                             f"were the features encoded from these examples?")
+            raise ValueError(
+                f"{len(missing)} sentences have words without a prediction (first: {missing[0]}); "
+                f"were the features encoded from these examples?"
+            )
         return tags
 
     def evaluate(self, examples, features, outputs):
-        return entity_metrics([e.tags for e in examples], self.predictions(examples, features, outputs),
-                              self.entity_types)
+        return entity_metrics(
+            [e.tags for e in examples],
+            self.predictions(examples, features, outputs),
+            self.entity_types,
+        )
 
     def write_predictions(self, split, examples, features, outputs, output_dir):
         path = os.path.join(output_dir, self.predict_splits[split])
@@ -376,12 +439,19 @@ class NerTask(Task):
         return [path]
 
     def info(self):
-        return {"problem": "token_classification", "labels": list(self.labels),
-                "entity_types": list(self.entity_types), "tag_scheme": "IOB2", "labelled_piece": "first",
-                "document_context": self.document_context, "text_inputs": ["words"]}
+        return {
+            "problem": "token_classification",
+            "labels": list(self.labels),
+            "entity_types": list(self.entity_types),
+            "tag_scheme": "IOB2",
+            "labelled_piece": "first",
+            "document_context": self.document_context,
+            "text_inputs": ["words"],
+        }
 
 
 # === Metrics and files ===
+
 
 def entity_metrics(gold, predicted, entity_types):
     """conlleval's entity-level metrics (`seqeval.metrics`, default mode).
@@ -396,13 +466,17 @@ def entity_metrics(gold, predicted, entity_types):
     """
     from seqeval.metrics import classification_report
 
-    with warnings.catch_warnings():  # Empty types: zero_division covers them; numpy warns on the macro mean.
+    with (
+        warnings.catch_warnings()
+    ):  # Empty types: zero_division covers them; numpy warns on the macro mean.
         warnings.simplefilter("ignore")
         report = classification_report(gold, predicted, output_dict=True, zero_division=0)
     names = (("precision", "precision"), ("recall", "recall"), ("f1", "f1-score"))
     metrics = {ours: float(report["micro avg"][theirs]) for ours, theirs in names}
     for t in entity_types:
-        metrics.update({f"{t}_{ours}": float(report.get(t, {}).get(theirs, 0.0)) for ours, theirs in names})
+        metrics.update(
+            {f"{t}_{ours}": float(report.get(t, {}).get(theirs, 0.0)) for ours, theirs in names}
+        )
     return metrics
 
 
@@ -412,8 +486,9 @@ def write_predictions_file(path, examples, predicted):
     lines = []
     for example, tags in zip(examples, predicted):
         gold = example.tags or [None] * len(tags)
-        lines += [" ".join(x for x in row if x is not None) for row in zip(example.words, gold, tags)]
+        lines += [
+            " ".join(x for x in row if x is not None) for row in zip(example.words, gold, tags)
+        ]
         lines.append("")
     write_atomic(path, "\n".join(lines) + "\n" if lines else "")
     return path
-

@@ -65,7 +65,9 @@ def data_file(data_dir, split, version):
     if split not in SPLITS:
         raise SquadDataError(f"Unknown SQuAD split {split!r}; splits: {', '.join(SPLITS)}.")
     if not data_dir:
-        raise SquadDataError(f"SQuAD needs data_dir (holding {SPLITS[split][0]}-v{version}.json) or a file.")
+        raise SquadDataError(
+            f"SQuAD needs data_dir (holding {SPLITS[split][0]}-v{version}.json) or a file."
+        )
     return os.path.join(data_dir, f"{SPLITS[split][0]}-v{version}.json")
 
 
@@ -102,8 +104,10 @@ def parse_squad(data, version, where="SQuAD data"):
         raise SquadDataError(f"{where}: expected an object with a 'data' list of articles.")
     found = str(data.get("version", version)).lstrip("v")
     if found in VERSIONS and found != version:
-        raise SquadDataError(f"{where}: the file is SQuAD {found}, read as SQuAD {version} "
-                             f"(task squad{found[0]} reads it).")
+        raise SquadDataError(
+            f"{where}: the file is SQuAD {found}, read as SQuAD {version} "
+            f"(task squad{found[0]} reads it)."
+        )
     examples, seen = [], set()
     for number, article in enumerate(data["data"]):
         title = article.get("title", f"#{number}") if isinstance(article, dict) else f"#{number}"
@@ -114,7 +118,9 @@ def parse_squad(data, version, where="SQuAD data"):
             context = paragraph.get("context") if isinstance(paragraph, dict) else None
             if not isinstance(context, str) or not context.strip():
                 ids = [qa.get("id") for qa in qas if isinstance(qa, dict)]
-                raise SquadDataError(f"{at}: no context (an empty or missing 'context') for questions {ids}.")
+                raise SquadDataError(
+                    f"{at}: no context (an empty or missing 'context') for questions {ids}."
+                )
             for qa in qas:
                 example = _example(qa, context, title, version, at, seen)
                 seen.add(example.qas_id)
@@ -134,7 +140,9 @@ def _example(qa, context, title, version, at, seen):
         text = _field(answer, "text", str, f"{at}, answer")
         start = _field(answer, "answer_start", int, f"{at}, answer")
         if isinstance(start, bool) or not text:
-            raise SquadDataError(f"{at}: an answer needs a non-empty 'text' and an integer 'answer_start'.")
+            raise SquadDataError(
+                f"{at}: an answer needs a non-empty 'text' and an integer 'answer_start'."
+            )
         answers.append((text, start))
     is_impossible = False
     if version == "2.0":
@@ -166,12 +174,23 @@ def read_tfds(version, split, data_dir=None):
     articles = []
     for row in tfds.as_numpy(dataset):
         answers = row["answers"]
-        qa = {"id": row["id"].decode(), "question": row["question"].decode("utf-8"),
-              "answers": [{"text": t.decode("utf-8"), "answer_start": int(s)}
-                          for t, s in zip(answers["text"], answers["answer_start"])]}
-        articles.append({"title": row["title"].decode("utf-8"),
-                         "paragraphs": [{"context": row["context"].decode("utf-8"), "qas": [qa]}]})
-    return parse_squad({"version": version, "data": articles}, version, where=f"tfds {name}[{SPLITS[split][1]}]")
+        qa = {
+            "id": row["id"].decode(),
+            "question": row["question"].decode("utf-8"),
+            "answers": [
+                {"text": t.decode("utf-8"), "answer_start": int(s)}
+                for t, s in zip(answers["text"], answers["answer_start"])
+            ],
+        }
+        articles.append(
+            {
+                "title": row["title"].decode("utf-8"),
+                "paragraphs": [{"context": row["context"].decode("utf-8"), "qas": [qa]}],
+            }
+        )
+    return parse_squad(
+        {"version": version, "data": articles}, version, where=f"tfds {name}[{SPLITS[split][1]}]"
+    )
 
 
 def locate_answer(context, text, answer_start):

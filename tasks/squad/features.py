@@ -38,7 +38,9 @@ from keras_bert.tasks.squad.data import SquadDataError, locate_answer
 TOKENIZE_BATCH = 4096  # Texts per call of the tokenizer.
 
 
-def encode_examples(examples, tokenizer, seq_length, doc_stride=128, max_query_length=64, training=False):
+def encode_examples(
+    examples, tokenizer, seq_length, doc_stride=128, max_query_length=64, training=False
+):
     """SQuAD examples -> `FeatureSet` (see the module docstring).
 
     Args:
@@ -59,7 +61,9 @@ def encode_examples(examples, tokenizer, seq_length, doc_stride=128, max_query_l
     """
     contexts, context_index = _distinct([e.context for e in examples])
     char_starts, char_ends, context_ids = _tokenize_contexts(tokenizer, contexts)
-    questions = _tokenize(tokenizer, [e.question.encode("utf-8", "surrogatepass") for e in examples])[0]
+    questions = _tokenize(
+        tokenizer, [e.question.encode("utf-8", "surrogatepass") for e in examples]
+    )[0]
     rows, starts, ends = [], [], []
     example_index, window_start, doc_offset, max_context, skipped = [], [], [], [], []
     cls, sep = np.array([tokenizer.cls_id], np.int32), np.array([tokenizer.sep_id], np.int32)
@@ -74,12 +78,16 @@ def encode_examples(examples, tokenizer, seq_length, doc_stride=128, max_query_l
         query = questions[i][:max_query_length]
         room = seq_length - len(query) - 3
         if room < 1:
-            raise ValueError(f"seq_length {seq_length} leaves no room for the context of question "
-                             f"{example.qas_id!r} ({len(query)} question tokens): raise seq_length or lower "
-                             f"max_query_length ({max_query_length}).")
+            raise ValueError(
+                f"seq_length {seq_length} leaves no room for the context of question "
+                f"{example.qas_id!r} ({len(query)} question tokens): raise seq_length or lower "
+                f"max_query_length ({max_query_length})."
+            )
         windows = doc_windows(len(context_ids[c]), room, doc_stride)
         for (start, length), mask in zip(windows, max_context_masks(windows, len(context_ids[c]))):
-            rows.append(np.concatenate([cls, query, sep, context_ids[c][start:start + length], sep]))
+            rows.append(
+                np.concatenate([cls, query, sep, context_ids[c][start : start + length], sep])
+            )
             example_index.append(i)
             window_start.append(start)
             doc_offset.append(len(query) + 2)
@@ -90,16 +98,30 @@ def encode_examples(examples, tokenizer, seq_length, doc_stride=128, max_query_l
                 starts.append(first - start + len(query) + 2 if inside else 0)
                 ends.append(last - start + len(query) + 2 if inside else 0)
     if skipped:
-        logging.warning("SQuAD training: skipped %d of %d examples whose answer is not found in the context "
-                        "(not at its answer_start, or no token on it; question ids %s%s).", len(skipped), len(examples),
-                        [examples[i].qas_id for i in skipped[:5]], " ..." if len(skipped) > 5 else "")
+        logging.warning(
+            "SQuAD training: skipped %d of %d examples whose answer is not found in the context "
+            "(not at its answer_start, or no token on it; question ids %s%s).",
+            len(skipped),
+            len(examples),
+            [examples[i].qas_id for i in skipped[:5]],
+            " ..." if len(skipped) > 5 else "",
+        )
     inputs = _ragged_inputs(rows, doc_offset)
     labels = {}
     if training:
-        labels = {"start_positions": np.array(starts, np.int32), "end_positions": np.array(ends, np.int32)}
-    extras = {"context_index": np.array(context_index, np.int64), "char_starts": char_starts,
-              "char_ends": char_ends, "window_start": np.array(window_start, np.int64),
-              "doc_offset": np.array(doc_offset, np.int64), "max_context": max_context, "skipped": skipped}
+        labels = {
+            "start_positions": np.array(starts, np.int32),
+            "end_positions": np.array(ends, np.int32),
+        }
+    extras = {
+        "context_index": np.array(context_index, np.int64),
+        "char_starts": char_starts,
+        "char_ends": char_ends,
+        "window_start": np.array(window_start, np.int64),
+        "doc_offset": np.array(doc_offset, np.int64),
+        "max_context": max_context,
+        "skipped": skipped,
+    }
     return feature_lib.FeatureSet(inputs, labels, np.array(example_index, np.int64), extras)
 
 
@@ -125,10 +147,12 @@ def max_context_masks(windows, num_tokens):
     start, length = np.array(windows).T  # (W,) each
     end = start + length - 1
     position = np.arange(num_tokens)[None, :]  # (1, T)
-    score = np.minimum(position - start[:, None], end[:, None] - position) + 0.01 * length[:, None]  # (W, T)
+    score = (
+        np.minimum(position - start[:, None], end[:, None] - position) + 0.01 * length[:, None]
+    )  # (W, T)
     inside = (position >= start[:, None]) & (position <= end[:, None])
     best = np.argmax(np.where(inside, score, -np.inf), axis=0)  # (T,)
-    return [best[s:s + n] == w for w, (s, n) in enumerate(windows)]
+    return [best[s : s + n] == w for w, (s, n) in enumerate(windows)]
 
 
 def answer_token_span(char_starts, char_ends, start, end):
@@ -144,8 +168,10 @@ def _answer_tokens(example, char_starts, char_ends):
     if example.is_impossible:
         return -1, -1
     if not example.answers:
-        raise SquadDataError(f"Training needs an answer: question {example.qas_id!r} (article {example.title!r}) "
-                             f"has none.")
+        raise SquadDataError(
+            f"Training needs an answer: question {example.qas_id!r} (article {example.title!r}) "
+            f"has none."
+        )
     span = locate_answer(example.context, *example.answers[0])
     return None if span is None else answer_token_span(char_starts, char_ends, *span)
 
@@ -179,8 +205,15 @@ def _tokenize(tokenizer, texts):
     of tracing and optimizing the tokenizer's graph (seconds)."""
     parts = []
     for i in range(0, len(texts), TOKENIZE_BATCH):
-        ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(texts[i:i + TOKENIZE_BATCH], tf.string))
-        parts.append([t.numpy() for t in (ids.flat_values, ids.row_lengths(), starts.flat_values, ends.flat_values)])
+        ids, starts, ends = tokenizer.tokenize_with_offsets(
+            tf.constant(texts[i : i + TOKENIZE_BATCH], tf.string)
+        )
+        parts.append(
+            [
+                t.numpy()
+                for t in (ids.flat_values, ids.row_lengths(), starts.flat_values, ends.flat_values)
+            ]
+        )
     if not parts:
         return [], [], []
     bounds = np.cumsum(np.concatenate([p[1] for p in parts]))[:-1]
@@ -193,5 +226,7 @@ def _ragged_inputs(rows, doc_offset):
     flat = np.concatenate(rows).astype(np.int32) if rows else np.zeros([0], np.int32)
     position = np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     types = (position >= np.repeat(np.array(doc_offset, np.int64), lengths)).astype(np.int32)
-    return {"input_word_ids": tf.RaggedTensor.from_row_lengths(flat, lengths),
-            "input_type_ids": tf.RaggedTensor.from_row_lengths(types, lengths)}
+    return {
+        "input_word_ids": tf.RaggedTensor.from_row_lengths(flat, lengths),
+        "input_type_ids": tf.RaggedTensor.from_row_lengths(types, lengths),
+    }

@@ -62,7 +62,9 @@ def evaluate_v1(gold, predictions):
     exact = f1 = 0.0
     for qid, answers in gold.items():
         if not answers:
-            raise ValueError(f"SQuAD v1.1 evaluation needs gold answers: question {qid!r} has none.")
+            raise ValueError(
+                f"SQuAD v1.1 evaluation needs gold answers: question {qid!r} has none."
+            )
         if qid not in predictions:
             logging.error("Unanswered question %s will receive score 0.", qid)
             continue
@@ -105,19 +107,26 @@ def evaluate_v2(gold, predictions, na_probs=None, na_prob_thresh=1.0):
         if qids:
             result.update({f"{prefix}_{k}": v for k, v in _scores(exact, f1, qids).items()})
     for name, raw in (("exact", exact_raw), ("f1", f1_raw)):
-        result[f"best_{name}"], result[f"best_{name}_thresh"] = _best_threshold(predictions, raw, na_probs,
-                                                                                has_answer)
+        result[f"best_{name}"], result[f"best_{name}_thresh"] = _best_threshold(
+            predictions, raw, na_probs, has_answer
+        )
     return result
 
 
 def _apply_no_answer_threshold(scores, na_probs, has_answer, threshold):
-    return {qid: float(not has_answer[qid]) if na_probs[qid] > threshold else s for qid, s in scores.items()}
+    return {
+        qid: float(not has_answer[qid]) if na_probs[qid] > threshold else s
+        for qid, s in scores.items()
+    }
 
 
 def _scores(exact, f1, qids):
     total = len(qids)
-    return {"exact": 100.0 * sum(exact[q] for q in qids) / total, "f1": 100.0 * sum(f1[q] for q in qids) / total,
-            "total": total}
+    return {
+        "exact": 100.0 * sum(exact[q] for q in qids) / total,
+        "f1": 100.0 * sum(f1[q] for q in qids) / total,
+        "total": total,
+    }
 
 
 def _best_threshold(predictions, scores, na_probs, has_answer):

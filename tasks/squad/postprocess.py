@@ -28,8 +28,15 @@ NULL_SCORE = 1e6
 Prediction = collections.namedtuple("Prediction", ["predictions", "nbest", "null_odds"])
 
 
-def postprocess(examples, features, outputs, n_best_size=20, max_answer_length=30, version_2=False,
-                null_score_diff_threshold=0.0):
+def postprocess(
+    examples,
+    features,
+    outputs,
+    n_best_size=20,
+    max_answer_length=30,
+    version_2=False,
+    null_score_diff_threshold=0.0,
+):
     """Answer texts from the model outputs.
 
     Args:
@@ -50,8 +57,16 @@ def postprocess(examples, features, outputs, n_best_size=20, max_answer_length=3
         by_example[int(e)].append(f)
     predictions, nbest, null_odds = {}, {}, {}
     for i, example in enumerate(examples):
-        entries, null = _nbest(example, i, by_example.get(i, []), features, outputs, n_best_size, max_answer_length,
-                               version_2)
+        entries, null = _nbest(
+            example,
+            i,
+            by_example.get(i, []),
+            features,
+            outputs,
+            n_best_size,
+            max_answer_length,
+            version_2,
+        )
         nbest[example.qas_id] = entries
         if not version_2:
             predictions[example.qas_id] = entries[0]["text"] if entries else ""
@@ -59,7 +74,9 @@ def postprocess(examples, features, outputs, n_best_size=20, max_answer_length=3
         best = next((e for e in entries if e["text"]), None)  # The best non-null answer.
         diff = null - best["start_logit"] - best["end_logit"] if best else null
         null_odds[example.qas_id] = diff
-        predictions[example.qas_id] = "" if best is None or diff > null_score_diff_threshold else best["text"]
+        predictions[example.qas_id] = (
+            "" if best is None or diff > null_score_diff_threshold else best["text"]
+        )
     return Prediction(predictions, nbest, null_odds)
 
 
@@ -76,32 +93,50 @@ def _nbest(example, i, feature_ids, features, outputs, n_best_size, max_answer_l
             null = (start_logits[0] + end_logits[0], start_logits[0], end_logits[0])
         offset, window = int(extras["doc_offset"][f]), int(extras["window_start"][f])
         max_context = extras["max_context"][f]
-        starts, ends = _best_indexes(start_logits, n_best_size), _best_indexes(end_logits, n_best_size)
-        s, e = np.repeat(starts, len(ends)), np.tile(ends, len(starts))  # (K*K,) start-major, as the original
+        starts, ends = (
+            _best_indexes(start_logits, n_best_size),
+            _best_indexes(end_logits, n_best_size),
+        )
+        s, e = (
+            np.repeat(starts, len(ends)),
+            np.tile(ends, len(starts)),
+        )  # (K*K,) start-major, as the original
         s_tok, e_tok = s - offset, e - offset  # positions in the window
-        valid = (s_tok >= 0) & (s_tok < len(max_context)) & (e_tok >= 0) & (e_tok < len(max_context))
+        valid = (
+            (s_tok >= 0) & (s_tok < len(max_context)) & (e_tok >= 0) & (e_tok < len(max_context))
+        )
         valid &= (e >= s) & (e - s + 1 <= max_answer_length)
         valid[valid] &= max_context[s_tok[valid]]
         s_tok, e_tok = s_tok[valid], e_tok[valid]
-        parts.append((start_logits[s[valid]], end_logits[e[valid]], extras["char_starts"][c][window + s_tok],
-                      extras["char_ends"][c][window + e_tok]))
+        parts.append(
+            (
+                start_logits[s[valid]],
+                end_logits[e[valid]],
+                extras["char_starts"][c][window + s_tok],
+                extras["char_ends"][c][window + e_tok],
+            )
+        )
     if version_2:
         parts.append(([null[1]], [null[2]], [-1], [-1]))
-    start_logit, end_logit, char_start, char_end = (np.concatenate([np.asarray(p[k]) for p in parts])
-                                                    if parts else np.zeros([0]) for k in range(4))
+    start_logit, end_logit, char_start, char_end = (
+        np.concatenate([np.asarray(p[k]) for p in parts]) if parts else np.zeros([0])
+        for k in range(4)
+    )
     entries, seen = [], set()  # (text, start logit, end logit)
     for k in np.argsort(-(start_logit + end_logit), kind="stable"):  # The original's stable sort.
         if len(entries) >= n_best_size:
             break
-        text = example.context[int(char_start[k]):int(char_end[k])] if char_start[k] >= 0 else ""
+        text = example.context[int(char_start[k]) : int(char_end[k])] if char_start[k] >= 0 else ""
         if text not in seen:
             seen.add(text)
             entries.append((text, float(start_logit[k]), float(end_logit[k])))
     if version_2 and "" not in seen:
         entries.append(("", float(null[1]), float(null[2])))
     probabilities = _softmax([start + end for _, start, end in entries])
-    return [{"text": text, "probability": p, "start_logit": start, "end_logit": end}
-            for (text, start, end), p in zip(entries, probabilities)], float(null[0])
+    return [
+        {"text": text, "probability": p, "start_logit": start, "end_logit": end}
+        for (text, start, end), p in zip(entries, probabilities)
+    ], float(null[0])
 
 
 def _best_indexes(logits, n):

@@ -20,6 +20,7 @@ best no-answer threshold on these predictions (`best_exact`, `best_exact_thresh`
 import json
 import os
 
+from keras_bert.io_utils import write_atomic
 from keras_bert.models.task_models import BertSpanLabeler
 from keras_bert.tasks.squad import data as squad_data
 from keras_bert.tasks.squad import metrics as squad_eval
@@ -27,11 +28,12 @@ from keras_bert.tasks.squad.data import SquadDataError, SquadExample  # noqa: F4
 from keras_bert.tasks.squad.features import encode_examples
 from keras_bert.tasks.squad.postprocess import postprocess
 from keras_bert.tasks.task import Task, sparse_xent_sums
-from keras_bert.io_utils import write_atomic
 
 # The paper's recipes (§4.2, §4.3): 384 tokens, lr 5e-5; v1.1 3 epochs at batch 32, v2.0 2 at 48.
-RECIPES = {"1.1": {"seq_length": 384, "learning_rate": 5e-5, "num_train_epochs": 3, "batch_size": 32},
-           "2.0": {"seq_length": 384, "learning_rate": 5e-5, "num_train_epochs": 2, "batch_size": 48}}
+RECIPES = {
+    "1.1": {"seq_length": 384, "learning_rate": 5e-5, "num_train_epochs": 3, "batch_size": 32},
+    "2.0": {"seq_length": 384, "learning_rate": 5e-5, "num_train_epochs": 2, "batch_size": 48},
+}
 
 
 class SquadTask(Task):
@@ -58,12 +60,25 @@ class SquadTask(Task):
     eval_splits = {"dev": ""}
     predict_splits = {"dev": "predictions.json"}
 
-    def __init__(self, version="1.1", doc_stride=128, max_query_length=64, n_best_size=20, max_answer_length=30,
-                 null_score_diff_threshold=0.0):
+    def __init__(
+        self,
+        version="1.1",
+        doc_stride=128,
+        max_query_length=64,
+        n_best_size=20,
+        max_answer_length=30,
+        null_score_diff_threshold=0.0,
+    ):
         if version not in squad_data.VERSIONS:
-            raise ValueError(f"SQuAD version must be one of {squad_data.VERSIONS}, got {version!r}.")
-        for name, value in (("doc_stride", doc_stride), ("max_query_length", max_query_length),
-                            ("n_best_size", n_best_size), ("max_answer_length", max_answer_length)):
+            raise ValueError(
+                f"SQuAD version must be one of {squad_data.VERSIONS}, got {version!r}."
+            )
+        for name, value in (
+            ("doc_stride", doc_stride),
+            ("max_query_length", max_query_length),
+            ("n_best_size", n_best_size),
+            ("max_answer_length", max_answer_length),
+        ):
             if int(value) < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}.")
         self.version = version
@@ -82,11 +97,19 @@ class SquadTask(Task):
     def read(self, data_dir, split, use_tfds=False, file=None):
         if use_tfds:
             return squad_data.read_tfds(self.version, split, data_dir=data_dir)
-        return squad_data.read_squad(file or squad_data.data_file(data_dir, split, self.version), self.version)
+        return squad_data.read_squad(
+            file or squad_data.data_file(data_dir, split, self.version), self.version
+        )
 
     def encode(self, examples, tokenizer, seq_length, training=False):
-        return encode_examples(examples, tokenizer, seq_length, doc_stride=self.doc_stride,
-                               max_query_length=self.max_query_length, training=training)
+        return encode_examples(
+            examples,
+            tokenizer,
+            seq_length,
+            doc_stride=self.doc_stride,
+            max_query_length=self.max_query_length,
+            training=training,
+        )
 
     def build_model(self, encoder, dropout):
         del dropout  # The span head has no dropout of its own (as the original's).
@@ -99,9 +122,15 @@ class SquadTask(Task):
 
     def predict(self, examples, features, outputs):
         """`squad.postprocess.Prediction` (predictions, nbest, null_odds) with this task's settings."""
-        return postprocess(examples, features, outputs, n_best_size=self.n_best_size,
-                           max_answer_length=self.max_answer_length, version_2=self.version_2,
-                           null_score_diff_threshold=self.null_score_diff_threshold)
+        return postprocess(
+            examples,
+            features,
+            outputs,
+            n_best_size=self.n_best_size,
+            max_answer_length=self.max_answer_length,
+            version_2=self.version_2,
+            null_score_diff_threshold=self.null_score_diff_threshold,
+        )
 
     def evaluate(self, examples, features, outputs):
         prediction = self.predict(examples, features, outputs)
@@ -113,8 +142,10 @@ class SquadTask(Task):
 
     def write_predictions(self, split, examples, features, outputs, output_dir):
         prediction = self.predict(examples, features, outputs)
-        files = {self.predict_splits.get(split, f"predictions_{split}.json"): prediction.predictions,
-                 "nbest_predictions.json": prediction.nbest}
+        files = {
+            self.predict_splits.get(split, f"predictions_{split}.json"): prediction.predictions,
+            "nbest_predictions.json": prediction.nbest,
+        }
         if self.version_2:
             files["null_odds.json"] = prediction.null_odds
         paths = []
@@ -124,8 +155,14 @@ class SquadTask(Task):
         return paths
 
     def info(self):
-        return {"problem": "span", "squad_version": self.version, "text_inputs": ["question", "context"],
-                "outputs": list(self.token_outputs), "doc_stride": self.doc_stride,
-                "max_query_length": self.max_query_length, "n_best_size": self.n_best_size,
-                "max_answer_length": self.max_answer_length,
-                "null_score_diff_threshold": self.null_score_diff_threshold}
+        return {
+            "problem": "span",
+            "squad_version": self.version,
+            "text_inputs": ["question", "context"],
+            "outputs": list(self.token_outputs),
+            "doc_stride": self.doc_stride,
+            "max_query_length": self.max_query_length,
+            "n_best_size": self.n_best_size,
+            "max_answer_length": self.max_answer_length,
+            "null_score_diff_threshold": self.null_score_diff_threshold,
+        }

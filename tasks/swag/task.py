@@ -21,10 +21,10 @@ import numpy as np
 import tensorflow as tf
 from sklearn import metrics as sk_metrics
 
+from keras_bert.io_utils import write_atomic
 from keras_bert.models.task_models import BertMultipleChoice
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.task import Task, sparse_xent_sums
-from keras_bert.io_utils import write_atomic
 
 NUM_CHOICES = 4
 FILE_NAMES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
@@ -81,11 +81,15 @@ def read_swag(path, labelled=True):
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
     if not header:
-        raise SwagDataError(f"{path}: empty file (expected a header row with {', '.join(TEXT_COLUMNS)}, label).")
+        raise SwagDataError(
+            f"{path}: empty file (expected a header row with {', '.join(TEXT_COLUMNS)}, label)."
+        )
     needed = TEXT_COLUMNS + (("label",) if labelled else ())
     missing = [c for c in needed if c not in header]
     if missing:
-        raise SwagDataError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(header)}).")
+        raise SwagDataError(
+            f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(header)})."
+        )
     column = {name: header.index(name) for name in header}
     examples = []
     while True:
@@ -108,8 +112,15 @@ def read_swag(path, labelled=True):
             label = _label(row[column["label"]], where)
         ids = {name: row[column[name]] for name in ID_COLUMNS if name in column}
         ids.setdefault("", str(number - 1))
-        examples.append(SwagExample(ids, texts["sent1"], texts["sent2"], tuple(texts[f"ending{i}"]
-                                                                            for i in range(NUM_CHOICES)), label))
+        examples.append(
+            SwagExample(
+                ids,
+                texts["sent1"],
+                texts["sent2"],
+                tuple(texts[f"ending{i}"] for i in range(NUM_CHOICES)),
+                label,
+            )
+        )
     if not examples:
         raise SwagDataError(f"{path}: no records after the header.")
     return examples
@@ -121,7 +132,9 @@ def _label(value, where):
     except ValueError:
         label = None
     if label is None or not 0 <= label < NUM_CHOICES:
-        raise SwagDataError(f"{where}: label {value!r} is not an ending index 0..{NUM_CHOICES - 1}.")
+        raise SwagDataError(
+            f"{where}: label {value!r} is not an ending index 0..{NUM_CHOICES - 1}."
+        )
     return label
 
 
@@ -145,18 +158,28 @@ class SwagTask(Task):
         if split not in FILE_NAMES:
             raise ValueError(f"Unknown SWAG split {split!r}; splits: {', '.join(FILE_NAMES)}.")
         if use_tfds:
-            raise ValueError("tensorflow-datasets has no SWAG: pass data_dir with the official train.csv and "
-                             "val.csv (github.com/rowanz/swagaf, data/).")
+            raise ValueError(
+                "tensorflow-datasets has no SWAG: pass data_dir with the official train.csv and "
+                "val.csv (github.com/rowanz/swagaf, data/)."
+            )
         if not file and not data_dir:
-            raise ValueError(f"SWAG needs data_dir (with {FILE_NAMES[split]}) or train_file/eval_file.")
-        return read_swag(file or os.path.join(data_dir, FILE_NAMES[split]), labelled=split != "test")
+            raise ValueError(
+                f"SWAG needs data_dir (with {FILE_NAMES[split]}) or train_file/eval_file."
+            )
+        return read_swag(
+            file or os.path.join(data_dir, FILE_NAMES[split]), labelled=split != "test"
+        )
 
     def encode(self, examples, tokenizer, seq_length, training=False):
         """Inputs [N, K, (L)]: the K pairs of each example packed as [CLS] A [SEP] B [SEP]
         (longest-first truncation); label [N] when every example has one."""
         pairs = [pair for e in examples for pair in e.choices()]
-        flat = feature_lib.encode_texts(tokenizer, seq_length, [a for a, _ in pairs], [b for _, b in pairs])
-        inputs = {k: tf.RaggedTensor.from_uniform_row_length(v, NUM_CHOICES) for k, v in flat.items()}  # (N, K, (L))
+        flat = feature_lib.encode_texts(
+            tokenizer, seq_length, [a for a, _ in pairs], [b for _, b in pairs]
+        )
+        inputs = {
+            k: tf.RaggedTensor.from_uniform_row_length(v, NUM_CHOICES) for k, v in flat.items()
+        }  # (N, K, (L))
         labels = {}
         if examples and all(e.label is not None for e in examples):
             labels["label"] = np.array([e.label for e in examples], np.int32)
@@ -180,14 +203,24 @@ class SwagTask(Task):
         id_columns = [c for c in ID_COLUMNS if examples and c in examples[0].ids]
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow([c or "id" for c in id_columns] + ["prediction"] + [f"prob{i}" for i in range(NUM_CHOICES)])
+        writer.writerow(
+            [c or "id" for c in id_columns]
+            + ["prediction"]
+            + [f"prob{i}" for i in range(NUM_CHOICES)]
+        )
         for e, p in zip(examples, probs):
-            writer.writerow([e.ids[c] for c in id_columns] + [int(np.argmax(p))] + [f"{v:.6f}" for v in p])
+            writer.writerow(
+                [e.ids[c] for c in id_columns] + [int(np.argmax(p))] + [f"{v:.6f}" for v in p]
+            )
         path = os.path.join(output_dir, self.predict_splits[split])
         write_atomic(path, out.getvalue())
         return [path]
 
     def info(self):
-        return {"problem": "multiple_choice", "num_choices": NUM_CHOICES, "labels": list(range(NUM_CHOICES)),
-                "text_inputs": ["sent1", "sent2", "endings"],
-                "pairing": "segment A: sent1; segment B: sent2 + ' ' + ending<i>, one sequence per ending"}
+        return {
+            "problem": "multiple_choice",
+            "num_choices": NUM_CHOICES,
+            "labels": list(range(NUM_CHOICES)),
+            "text_inputs": ["sent1", "sent2", "endings"],
+            "pairing": "segment A: sent1; segment B: sent2 + ' ' + ending<i>, one sequence per ending",
+        }

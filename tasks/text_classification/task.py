@@ -24,10 +24,10 @@ import numpy as np
 import tensorflow as tf
 from sklearn import metrics as sk_metrics
 
+from keras_bert.io_utils import write_atomic
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.task import Task, sparse_xent_sums
-from keras_bert.io_utils import write_atomic
 
 HEADER = ("label", "text")
 PREDICTIONS_FILE = "test_results.tsv"
@@ -60,7 +60,9 @@ def read_tsv(path, split="train", require_labels=True):
     """
     path = os.fspath(path)
     if not tf.io.gfile.exists(path):
-        raise TextClassificationDataError(f"No such file: {path} (expected lines of label<TAB>text).")
+        raise TextClassificationDataError(
+            f"No such file: {path} (expected lines of label<TAB>text)."
+        )
     examples = []
     with tf.io.gfile.GFile(path, "rb") as reader:
         for number, raw in enumerate(reader, start=1):
@@ -68,7 +70,9 @@ def read_tsv(path, split="train", require_labels=True):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise TextClassificationDataError(f"{where}: invalid UTF-8 ({e.reason} at byte {e.start}).") from e
+                raise TextClassificationDataError(
+                    f"{where}: invalid UTF-8 ({e.reason} at byte {e.start})."
+                ) from e
             line = line.removeprefix("\ufeff") if number == 1 else line
             line = line.rstrip("\r\n")
             if not line.strip() or (number == 1 and tuple(line.split("\t")) == HEADER):
@@ -82,7 +86,8 @@ def read_tsv(path, split="train", require_labels=True):
                     raise TextClassificationDataError(f"{where}: empty label.")
             else:
                 raise TextClassificationDataError(
-                    f"{where}: expected label<TAB>text, found {len(fields)} tab-separated field(s).")
+                    f"{where}: expected label<TAB>text, found {len(fields)} tab-separated field(s)."
+                )
             if not text.strip():
                 raise TextClassificationDataError(f"{where}: empty text.")
             examples.append(TextExample(f"{split}-{number}", text, label))
@@ -108,23 +113,32 @@ class TextClassification(Task):
 
     def read(self, data_dir, split, use_tfds=False, file=None):
         if use_tfds:
-            raise ValueError(f"Task {self.name} reads your own files (data_dir or train_file/eval_file), "
-                             f"not tensorflow-datasets.")
+            raise ValueError(
+                f"Task {self.name} reads your own files (data_dir or train_file/eval_file), "
+                f"not tensorflow-datasets."
+            )
         if file is None and not data_dir:
-            raise ValueError(f"Task {self.name} needs data_dir (with train.tsv, dev.tsv, test.tsv) or "
-                             f"train_file/eval_file.")
+            raise ValueError(
+                f"Task {self.name} needs data_dir (with train.tsv, dev.tsv, test.tsv) or "
+                f"train_file/eval_file."
+            )
         path = file or os.path.join(data_dir, f"{split}.tsv")
         examples = read_tsv(path, split, require_labels=split not in self.predict_splits)
         if split == self.train_split:
             self.labels = sorted({e.label for e in examples})
-        elif self.labels is None and data_dir and tf.io.gfile.exists(os.path.join(data_dir, "train.tsv")):
+        elif (
+            self.labels is None
+            and data_dir
+            and tf.io.gfile.exists(os.path.join(data_dir, "train.tsv"))
+        ):
             self.labels = sorted({e.label for e in read_tsv(os.path.join(data_dir, "train.tsv"))})
         if self.labels is not None and split != self.train_split:
             for e in examples:
                 if e.label is not None and e.label not in self.labels:
                     raise TextClassificationDataError(
                         f"{path}:{e.guid.rpartition('-')[2]}: label {e.label!r} is not in the training file's "
-                        f"labels ({', '.join(self.labels)}).")
+                        f"labels ({', '.join(self.labels)})."
+                    )
         return examples
 
     def encode(self, examples, tokenizer, seq_length, training=False):
@@ -137,8 +151,10 @@ class TextClassification(Task):
 
     def build_model(self, encoder, dropout):
         if not self.labels:
-            raise ValueError(f"Task {self.name} takes its labels from the training file: read the train split "
-                             f"first (data_dir with train.tsv, or train_file).")
+            raise ValueError(
+                f"Task {self.name} takes its labels from the training file: read the train split "
+                f"first (data_dir with train.tsv, or train_file)."
+            )
         return BertClassifier(encoder, num_classes=len(self.labels), dropout=dropout)
 
     def loss_sums(self, labels, outputs):
@@ -150,16 +166,27 @@ class TextClassification(Task):
 
     def evaluate(self, examples, features, outputs):
         gold, predicted = [e.label for e in examples], self.predictions(outputs)
-        return {"accuracy": float(sk_metrics.accuracy_score(gold, predicted)),
-                "macro_f1": float(sk_metrics.f1_score(gold, predicted, labels=self.labels, average="macro",
-                                                      zero_division=0.0))}
+        return {
+            "accuracy": float(sk_metrics.accuracy_score(gold, predicted)),
+            "macro_f1": float(
+                sk_metrics.f1_score(
+                    gold, predicted, labels=self.labels, average="macro", zero_division=0.0
+                )
+            ),
+        }
 
     def write_predictions(self, split, examples, features, outputs, output_dir):
-        lines = ["index\tprediction"] + [f"{e.guid.rpartition('-')[2]}\t{label}"
-                                         for e, label in zip(examples, self.predictions(outputs))]
+        lines = ["index\tprediction"] + [
+            f"{e.guid.rpartition('-')[2]}\t{label}"
+            for e, label in zip(examples, self.predictions(outputs))
+        ]
         path = os.path.join(output_dir, self.predict_splits[split])
         write_atomic(path, "\n".join(lines) + "\n")
         return [path]
 
     def info(self):
-        return {"problem": "classification", "labels": list(self.labels or []), "text_inputs": ["text"]}
+        return {
+            "problem": "classification",
+            "labels": list(self.labels or []),
+            "text_inputs": ["text"],
+        }

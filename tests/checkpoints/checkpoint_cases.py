@@ -3,9 +3,9 @@
 import warnings
 
 import numpy as np
+import reference
 
 import keras_bert
-import reference
 
 
 def random_weights(config, heads=True, next_sentence=True, seed=0):
@@ -22,7 +22,9 @@ def outputs(model, seed=3, batch=3, seq=9, predictions=4):
     rng = np.random.default_rng(seed)
     inputs = reference.random_inputs(rng, config, batch=batch, seq=seq)
     if isinstance(model, keras_bert.BertPretrainer):
-        inputs["masked_lm_positions"] = rng.integers(0, seq, size=(batch, predictions)).astype(np.int32)
+        inputs["masked_lm_positions"] = rng.integers(0, seq, size=(batch, predictions)).astype(
+            np.int32
+        )
     return inputs, {k: v.numpy() for k, v in model(inputs).items() if k != "encoder_outputs"}
 
 
@@ -40,7 +42,9 @@ def assert_matches_reference(model, weights):
     w64 = {k: v.astype(np.float64) for k, v in weights.items()}
     args = (w64, config, inputs["input_word_ids"], inputs["input_mask"], inputs["input_type_ids"])
     if isinstance(model, keras_bert.BertPretrainer):
-        w64.setdefault("cls_seq_relationship/kernel", np.zeros((config.hidden_size, 2)))  # Unused without NSP.
+        w64.setdefault(
+            "cls_seq_relationship/kernel", np.zeros((config.hidden_size, 2))
+        )  # Unused without NSP.
         w64.setdefault("cls_seq_relationship/bias", np.zeros(2))
         mlm, nsp = reference.pretrainer_forward(*args, inputs["masked_lm_positions"])
         np.testing.assert_allclose(got["mlm_logits"], mlm, atol=1e-4, rtol=1e-4)

@@ -5,9 +5,9 @@ import zipfile
 
 import numpy as np
 import pytest
+from finetune_cases import write_checkpoint
 
 from keras_bert import checkpoints
-from finetune_cases import write_checkpoint
 
 
 def _zip(directory, path, prefix=""):
@@ -17,14 +17,20 @@ def _zip(directory, path, prefix=""):
     return str(path)
 
 
-@pytest.mark.parametrize("prefix", ["", "uncased_L-2_H-128_A-2/"])  # Files at the top (2020 zips) or in a folder.
+@pytest.mark.parametrize(
+    "prefix", ["", "uncased_L-2_H-128_A-2/"]
+)  # Files at the top (2020 zips) or in a folder.
 def test_zip_url_is_downloaded_once_unpacked_and_loads(tmp_path, prefix):
     source = write_checkpoint(str(tmp_path / "ckpt"))
     archive = _zip(source, tmp_path / "uncased_L-2_H-128_A-2.zip", prefix)
     cache = tmp_path / "downloads"
     directory = checkpoints.download("file://" + archive, cache_dir=str(cache))
-    assert directory.startswith(str(cache)) and os.path.exists(os.path.join(directory, "bert_config.json"))
-    assert os.path.basename(directory.rstrip("/")).startswith("uncased_L-2_H-128_A-2")  # Casing from the name.
+    assert directory.startswith(str(cache)) and os.path.exists(
+        os.path.join(directory, "bert_config.json")
+    )
+    assert os.path.basename(directory.rstrip("/")).startswith(
+        "uncased_L-2_H-128_A-2"
+    )  # Casing from the name.
     want = checkpoints.load_encoder(source).get_weights()
     got = checkpoints.load_encoder(directory).get_weights()
     assert all(np.array_equal(a, b) for a, b in zip(want, got))

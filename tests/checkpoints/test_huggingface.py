@@ -6,16 +6,27 @@ import re
 
 import numpy as np
 import pytest
+import reference
 import safetensors.numpy
+from checkpoint_cases import (
+    assert_matches_reference,
+    assert_same_outputs,
+    assert_weights_equal,
+    load_quietly,
+    random_weights,
+)
 
 import keras_bert
-import reference
-from checkpoint_cases import (assert_matches_reference, assert_same_outputs, assert_weights_equal,
-                              load_quietly, random_weights)
 from keras_bert import checkpoints
 
-CONFIG = keras_bert.BertConfig(vocab_size=47, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
-                               intermediate_size=40, max_position_embeddings=20)
+CONFIG = keras_bert.BertConfig(
+    vocab_size=47,
+    hidden_size=24,
+    num_hidden_layers=2,
+    num_attention_heads=3,
+    intermediate_size=40,
+    max_position_embeddings=20,
+)
 
 # The test's own renaming (regex rules, independent of the library's table):
 # Keras variable path -> (transformers key, transposed). Linear weights are [out, in].
@@ -34,7 +45,12 @@ _RULES = [
     (r"^cls_predictions/output_bias$", "cls.predictions.bias"),
     (r"^cls_seq_relationship/", "cls.seq_relationship/"),
 ]
-_LEAVES = {"kernel": ("weight", True), "bias": ("bias", False), "gamma": ("weight", False), "beta": ("bias", False)}
+_LEAVES = {
+    "kernel": ("weight", True),
+    "bias": ("bias", False),
+    "gamma": ("weight", False),
+    "beta": ("bias", False),
+}
 
 
 def hf_key(path, prefix="", old_layer_norm=False):
@@ -64,9 +80,16 @@ def to_hf(weights, prefix="", old_layer_norm=False):
 
 def write_hf_dir(directory, tensors, config=None):
     os.makedirs(directory, exist_ok=True)
-    safetensors.numpy.save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
-    hf_config = {"model_type": "bert", "architectures": ["BertForPreTraining"], "pad_token_id": 0,
-                 "layer_norm_eps": 1e-12, **{k: v for k, v in CONFIG.to_dict().items() if k != "layer_norm_eps"}}
+    safetensors.numpy.save_file(
+        tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"}
+    )
+    hf_config = {
+        "model_type": "bert",
+        "architectures": ["BertForPreTraining"],
+        "pad_token_id": 0,
+        "layer_norm_eps": 1e-12,
+        **{k: v for k, v in CONFIG.to_dict().items() if k != "layer_norm_eps"},
+    }
     with open(os.path.join(directory, "config.json"), "w") as f:
         json.dump(config or hf_config, f)
 
@@ -74,7 +97,9 @@ def write_hf_dir(directory, tensors, config=None):
 def test_bare_bert_model_matches_numpy_reference(tmp_path):
     weights = random_weights(CONFIG, heads=False)
     tensors = to_hf(weights)
-    tensors["embeddings.position_ids"] = np.arange(CONFIG.max_position_embeddings)[None]  # Old buffer.
+    tensors["embeddings.position_ids"] = np.arange(CONFIG.max_position_embeddings)[
+        None
+    ]  # Old buffer.
     write_hf_dir(tmp_path, tensors)
     encoder = load_quietly(checkpoints.load_encoder, tmp_path)
     assert_weights_equal(encoder, weights)
@@ -100,17 +125,26 @@ def test_bert_for_pretraining_with_tied_decoder(tmp_path, old_layer_norm):
 def test_masked_lm_without_nsp_or_pooler_and_untied_decoder(tmp_path):
     weights = random_weights(CONFIG, next_sentence=False)
     tensors = to_hf(weights, prefix="bert.")
-    del tensors["bert.pooler.dense.weight"], tensors["bert.pooler.dense.bias"]  # As BertForMaskedLM saves.
+    del (
+        tensors["bert.pooler.dense.weight"],
+        tensors["bert.pooler.dense.bias"],
+    )  # As BertForMaskedLM saves.
     write_hf_dir(tmp_path / "mlm", tensors)
-    with pytest.warns(UserWarning, match="no pooler.dense.weight, pooler.dense.bias; these keep their random"):
+    with pytest.warns(
+        UserWarning, match="no pooler.dense.weight, pooler.dense.bias; these keep their random"
+    ):
         model = checkpoints.load_pretrainer(tmp_path / "mlm")
     assert model.next_sentence_head is None
     pooler = {w.path: w.numpy() for w in model.encoder.pooler.weights}
     assert_weights_equal(model, {**weights, **pooler})
     assert_matches_reference(model, weights)  # MLM logits do not use the pooler.
-    with pytest.raises(checkpoints.CheckpointError, match="missing variables cls.seq_relationship.weight"):
+    with pytest.raises(
+        checkpoints.CheckpointError, match="missing variables cls.seq_relationship.weight"
+    ):
         checkpoints.load_pretrainer(tmp_path / "mlm", next_sentence=True)
-    tensors["cls.predictions.decoder.weight"] = tensors["bert.embeddings.word_embeddings.weight"] + 1.0
+    tensors["cls.predictions.decoder.weight"] = (
+        tensors["bert.embeddings.word_embeddings.weight"] + 1.0
+    )
     write_hf_dir(tmp_path / "untied", tensors)
     with pytest.raises(checkpoints.CheckpointError, match="cls.predictions.decoder.weight differs"):
         checkpoints.load_pretrainer(tmp_path / "untied")
@@ -139,18 +173,28 @@ def test_missing_files_bad_shapes_and_bad_config_are_named(tmp_path):
     os.remove(tmp_path / "b" / "config.json")
     with pytest.raises(FileNotFoundError, match=r"b/config\.json"):
         checkpoints.load_encoder(tmp_path / "b")
-    bad = dict(tensors, **{"encoder.layer.1.intermediate.dense.weight": np.zeros((24, 40), "float32")})
+    bad = dict(
+        tensors, **{"encoder.layer.1.intermediate.dense.weight": np.zeros((24, 40), "float32")}
+    )
     del bad["encoder.layer.0.output.LayerNorm.bias"]
     write_hf_dir(tmp_path / "c", bad)
     with pytest.raises(checkpoints.CheckpointError) as error:
         checkpoints.load_encoder(tmp_path / "c")
     message = str(error.value)
-    assert "model.safetensors" in message and "missing variables encoder.layer.0.output.LayerNorm.bias" in message
-    assert "encoder.layer.1.intermediate.dense.weight: expected shape [40, 24], found [24, 40]" in message
+    assert (
+        "model.safetensors" in message
+        and "missing variables encoder.layer.0.output.LayerNorm.bias" in message
+    )
+    assert (
+        "encoder.layer.1.intermediate.dense.weight: expected shape [40, 24], found [24, 40]"
+        in message
+    )
     write_hf_dir(tmp_path / "d", tensors, config={"model_type": "roberta", **CONFIG.to_dict()})
     with pytest.raises(ValueError, match=r"d/config\.json.*model_type 'roberta'"):
         checkpoints.load_encoder(tmp_path / "d")
-    write_hf_dir(tmp_path / "e", dict(tensors, **{"classifier.weight": np.zeros((2, 24), "float32")}))
+    write_hf_dir(
+        tmp_path / "e", dict(tensors, **{"classifier.weight": np.zeros((2, 24), "float32")})
+    )
     with pytest.warns(UserWarning, match="not used by the model: classifier.weight"):
         checkpoints.load_encoder(tmp_path / "e")
 
@@ -159,7 +203,10 @@ def test_sharded_safetensors(tmp_path):
     weights = random_weights(CONFIG, heads=False)
     tensors = to_hf(weights)
     keys = sorted(tensors)
-    shards = {"model-00001-of-00002.safetensors": keys[::2], "model-00002-of-00002.safetensors": keys[1::2]}
+    shards = {
+        "model-00001-of-00002.safetensors": keys[::2],
+        "model-00002-of-00002.safetensors": keys[1::2],
+    }
     for name, shard_keys in shards.items():
         safetensors.numpy.save_file({k: tensors[k] for k in shard_keys}, str(tmp_path / name))
     index = {"weight_map": {k: name for name, shard_keys in shards.items() for k in shard_keys}}
@@ -174,7 +221,9 @@ def test_round_trip_uses_transformers_key_names(tmp_path, heads):
     model = keras_bert.BertPretrainer(encoder) if heads else encoder
     reference.randomize_weights(model, seed=11)
     weights = {w.path: w.numpy() for w in model.weights}
-    checkpoints.save(model, tmp_path / "out", format="huggingface", vocab=[f"w{i}" for i in range(47)])
+    checkpoints.save(
+        model, tmp_path / "out", format="huggingface", vocab=[f"w{i}" for i in range(47)]
+    )
     stored = safetensors.numpy.load_file(str(tmp_path / "out" / "model.safetensors"))
     want = to_hf(weights, prefix="bert." if heads else "")
     assert sorted(stored) == sorted(want)
@@ -194,5 +243,9 @@ def test_google_to_huggingface_conversion(tmp_path):
     model = keras_bert.BertPretrainer(keras_bert.BertEncoder(CONFIG))
     reference.randomize_weights(model, seed=13)
     checkpoints.save(model, tmp_path / "google", format="google")
-    checkpoints.save(checkpoints.load_pretrainer(tmp_path / "google"), tmp_path / "hf", format="huggingface")
-    assert_weights_equal(checkpoints.load_pretrainer(tmp_path / "hf"), {w.path: w.numpy() for w in model.weights})
+    checkpoints.save(
+        checkpoints.load_pretrainer(tmp_path / "google"), tmp_path / "hf", format="huggingface"
+    )
+    assert_weights_equal(
+        checkpoints.load_pretrainer(tmp_path / "hf"), {w.path: w.numpy() for w in model.weights}
+    )

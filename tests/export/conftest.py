@@ -4,20 +4,25 @@ import os
 
 import keras
 import pytest
-
-import keras_bert
 import reference
 from export_cases import write_task_model
 from finetune_cases import TINY, VOCAB
+
+import keras_bert
 from keras_bert import checkpoints
 from keras_bert.export import export_hub, export_saved_model
 
 
 def _export(tmp_path_factory, task, lower_case=True, **options):
     root = tmp_path_factory.mktemp(task)
-    model_dir = write_task_model(root / "run", task, seed=len(task), lower_case=lower_case, **options)
-    return {"model_dir": model_dir, "export_dir": str(root / "serving"),
-            "path": export_saved_model(model_dir, str(root / "serving"))}
+    model_dir = write_task_model(
+        root / "run", task, seed=len(task), lower_case=lower_case, **options
+    )
+    return {
+        "model_dir": model_dir,
+        "export_dir": str(root / "serving"),
+        "path": export_saved_model(model_dir, str(root / "serving")),
+    }
 
 
 @pytest.fixture(scope="session")
@@ -47,9 +52,12 @@ def pretrained(tmp_path_factory):
     reference.randomize_weights(pretrainer, seed=7, scale=0.2)
     checkpoint = str(root / "cased_L-1_H-32_A-2")
     checkpoints.save(pretrainer, checkpoint, format="google", vocab=VOCAB)
-    return {"checkpoint": checkpoint, "pretrainer": pretrainer,
-            "saved_model": export_saved_model(checkpoint, str(root / "serving")),
-            "hub": export_hub(checkpoint, str(root / "hub"))}
+    return {
+        "checkpoint": checkpoint,
+        "pretrainer": pretrainer,
+        "saved_model": export_saved_model(checkpoint, str(root / "serving")),
+        "hub": export_hub(checkpoint, str(root / "hub")),
+    }
 
 
 # NER's vocabulary: two tokens of VOCAB become suffix pieces, so that words of several pieces occur.
@@ -63,8 +71,11 @@ def conll(tmp_path_factory):
     model_dir = write_task_model(root / "run", "conll2003", seed=3)
     with open(os.path.join(model_dir, "vocab.txt"), "w") as f:
         f.write("".join(t + "\n" for t in NER_VOCAB))
-    return {"model_dir": model_dir, "export_dir": str(root / "serving"),
-            "path": export_saved_model(model_dir, str(root / "serving"))}
+    return {
+        "model_dir": model_dir,
+        "export_dir": str(root / "serving"),
+        "path": export_saved_model(model_dir, str(root / "serving")),
+    }
 
 
 @pytest.fixture(scope="session")
@@ -86,4 +97,10 @@ def squad1(tmp_path_factory):
 @pytest.fixture(scope="session")
 def squad2(tmp_path_factory):
     """SQuAD v2.0 (cased), small windows, a null threshold that some questions pass."""
-    return _export(tmp_path_factory, "squad2", lower_case=False, null_score_diff_threshold=-1.9, **SQUAD_OPTIONS)
+    return _export(
+        tmp_path_factory,
+        "squad2",
+        lower_case=False,
+        null_score_diff_threshold=-1.9,
+        **SQUAD_OPTIONS,
+    )

@@ -21,7 +21,9 @@ def main(spec):
     import packaging.version
 
     # tensorflow_hub 0.16 imports pkg_resources, which setuptools >= 81 no longer ships.
-    sys.modules.setdefault("pkg_resources", types.SimpleNamespace(parse_version=packaging.version.parse))
+    sys.modules.setdefault(
+        "pkg_resources", types.SimpleNamespace(parse_version=packaging.version.parse)
+    )
     import numpy as np
     import tensorflow as tf
     import tensorflow_hub as hub
@@ -36,17 +38,28 @@ def main(spec):
     net = tf_keras.layers.Dropout(0.1)(outputs["pooled_output"])
     net = tf_keras.layers.Dense(1, activation=None, name="classifier")(net)
     classifier = tf_keras.Model(text_input, net)
-    features = tf_keras.Model(text_input, {k: outputs[k] for k in ("pooled_output", "sequence_output", "default")})
+    features = tf_keras.Model(
+        text_input, {k: outputs[k] for k in ("pooled_output", "sequence_output", "default")}
+    )
 
     texts = tf.constant(spec["texts"])
     result = {k: v.numpy().tolist() for k, v in features(texts, training=False).items()}
     before = [w.numpy() for w in encoder.trainable_weights]
-    classifier.compile(optimizer=tf_keras.optimizers.Adam(1e-3),
-                       loss=tf_keras.losses.BinaryCrossentropy(from_logits=True))
-    history = classifier.fit(texts, tf.constant(spec["labels"], tf.float32), epochs=2, batch_size=len(spec["texts"]),
-                             verbose=0)
+    classifier.compile(
+        optimizer=tf_keras.optimizers.Adam(1e-3),
+        loss=tf_keras.losses.BinaryCrossentropy(from_logits=True),
+    )
+    history = classifier.fit(
+        texts,
+        tf.constant(spec["labels"], tf.float32),
+        epochs=2,
+        batch_size=len(spec["texts"]),
+        verbose=0,
+    )
     result["num_trainable"] = len(encoder.trainable_weights)
-    result["changed"] = sum(not np.array_equal(b, w.numpy()) for b, w in zip(before, encoder.trainable_weights))
+    result["changed"] = sum(
+        not np.array_equal(b, w.numpy()) for b, w in zip(before, encoder.trainable_weights)
+    )
     result["loss"] = history.history["loss"]
     with open(spec["out"], "w") as f:
         json.dump(result, f)

@@ -16,11 +16,21 @@ import json
 import os
 import sys
 
-BLOCKED = ("keras", "tf_keras", "keras_bert", "keras_hub", "keras_nlp", "tensorflow_text", "tensorflow_hub")
+BLOCKED = (
+    "keras",
+    "tf_keras",
+    "keras_bert",
+    "keras_hub",
+    "keras_nlp",
+    "tensorflow_text",
+    "tensorflow_hub",
+)
 
 
 def main(spec):
-    text_ops = os.path.join(importlib.util.find_spec("tensorflow_text").submodule_search_locations[0], "python", "ops")
+    text_ops = os.path.join(
+        importlib.util.find_spec("tensorflow_text").submodule_search_locations[0], "python", "ops"
+    )
     for name in BLOCKED:
         sys.modules[name] = None  # `import name` raises ImportError from here on.
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
@@ -39,7 +49,13 @@ def main(spec):
             responses.append(rest.predict(loaded.signatures, body))
         except Exception as e:  # noqa: BLE001 -- reported to the test as TF Serving reports errors.
             responses.append({"error": f"{type(e).__name__}: {e}"})
-    imported = sorted({k.split(".")[0] for k, v in sys.modules.items() if v is not None and k.split(".")[0] in BLOCKED})
+    imported = sorted(
+        {
+            k.split(".")[0]
+            for k, v in sys.modules.items()
+            if v is not None and k.split(".")[0] in BLOCKED
+        }
+    )
     with open(spec["out"], "w") as f:
         json.dump({"responses": responses, "imported": imported}, f)
 

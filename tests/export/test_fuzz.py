@@ -18,10 +18,10 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from export_cases import SEQ_LENGTH
 from finetune_cases import VOCAB
 from fuzz_cases import MEGABYTE, fuzz_batches
+
 from keras_bert.export import tflite
 from keras_bert.export.source import load_source
 
@@ -35,17 +35,23 @@ def check_answers(out, num_rows, labels):
     assert probabilities.dtype == np.float32 and np.asarray(out["label_id"]).dtype == np.int32
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
     np.testing.assert_array_equal(out["label_id"], probabilities.argmax(-1))
-    assert [s.decode() for s in np.asarray(out["label"])] == [labels[i] for i in probabilities.argmax(-1)]
+    assert [s.decode() for s in np.asarray(out["label"])] == [
+        labels[i] for i in probabilities.argmax(-1)
+    ]
 
 
 def check_packed(inputs, tokens, seq_length, width=None):
     """Rows are [CLS] first-tokens [SEP] then padding; the width is the longest row (or `width`)."""
-    ids, mask, types = (inputs[k].numpy() for k in ("input_word_ids", "input_mask", "input_type_ids"))
+    ids, mask, types = (
+        inputs[k].numpy() for k in ("input_word_ids", "input_mask", "input_type_ids")
+    )
     lengths = [min(len(t), seq_length - 2) + 2 for t in tokens]
     assert ids.shape == (len(tokens), width or max(lengths, default=2)) and mask.shape == ids.shape
     assert not types.any()
     for row, row_mask, row_tokens, length in zip(ids, mask, tokens, lengths):
-        assert row.tolist() == [CLS] + row_tokens[:length - 2] + [SEP] + [PAD] * (len(row) - length)
+        assert row.tolist() == [CLS] + row_tokens[: length - 2] + [SEP] + [PAD] * (
+            len(row) - length
+        )
         assert row_mask.tolist() == [1] * length + [0] * (len(row) - length)
 
 
@@ -55,7 +61,10 @@ def run_fuzz(sst2, mnli, pretrained, total, sizes):
     pair = tf.saved_model.load(mnli["path"]).signatures
     preprocessor = tf.saved_model.load(os.path.join(pretrained["hub"], "preprocessor"))
     encoder = tf.saved_model.load(os.path.join(pretrained["hub"], "encoder"))
-    tokenizer, hub_tokenizer = load_source(sst2["model_dir"]).tokenizer, load_source(pretrained["checkpoint"]).tokenizer
+    tokenizer, hub_tokenizer = (
+        load_source(sst2["model_dir"]).tokenizer,
+        load_source(pretrained["checkpoint"]).tokenizer,
+    )
     rng = np.random.default_rng(1)
     fed = 0
     for batch in fuzz_batches(total, sizes=sizes):
@@ -69,28 +78,43 @@ def run_fuzz(sst2, mnli, pretrained, total, sizes):
         logits = classifier["predict_ids"](**inputs)["logits"].numpy()
         np.testing.assert_allclose(tf.nn.softmax(logits), answers["probabilities"], atol=ATOL)
         alone = classifier["serving_default"](text=texts[-1:])  # Its own batch, its own padding.
-        np.testing.assert_allclose(alone["probabilities"][0], answers["probabilities"][-1], atol=ATOL)
-        check_answers(pair["serving_default"](text=texts, text_b=texts_b), n,
-                      ["contradiction", "entailment", "neutral"])
+        np.testing.assert_allclose(
+            alone["probabilities"][0], answers["probabilities"][-1], atol=ATOL
+        )
+        check_answers(
+            pair["serving_default"](text=texts, text_b=texts_b),
+            n,
+            ["contradiction", "entailment", "neutral"],
+        )
         # The hub pair: preprocessor, tokenize, bert_pack_inputs, encoder and mlm.
         tokens = preprocessor.tokenize(texts)
-        assert tokens.shape.rank == 3 and tokens.merge_dims(1, 2).to_list() == hub_tokenizer(texts).to_list()
+        assert (
+            tokens.shape.rank == 3
+            and tokens.merge_dims(1, 2).to_list() == hub_tokenizer(texts).to_list()
+        )
         packed = preprocessor(texts)
         width = packed["input_word_ids"].shape[1]  # Fixed, as TF Hub's preprocessors.
         check_packed(packed, tokens.merge_dims(1, 2).to_list(), width, width)
         seq_length = int(rng.integers(3, 65))
-        pairs = preprocessor.bert_pack_inputs([tokens, preprocessor.tokenize(texts_b)], seq_length=seq_length)
+        pairs = preprocessor.bert_pack_inputs(
+            [tokens, preprocessor.tokenize(texts_b)], seq_length=seq_length
+        )
         assert pairs["input_word_ids"].shape == (n, seq_length)
         assert np.all(pairs["input_mask"].numpy().sum(1) <= seq_length)
         outputs = encoder.mlm(dict(packed, masked_lm_positions=tf.zeros([n, 1], tf.int32)))
-        assert all(np.all(np.isfinite(outputs[k])) for k in ("pooled_output", "sequence_output", "mlm_logits"))
+        assert all(
+            np.all(np.isfinite(outputs[k]))
+            for k in ("pooled_output", "sequence_output", "mlm_logits")
+        )
         fed += n
     return fed
 
 
 # (texts fed, batch sizes): the default run, and `-m slow`.
-RUNS = [pytest.param(300, (1, 3, 17, 64, 250), id="300"),
-        pytest.param(10_000, (1, 7, 1000, 64, 250, 1, 31), id="10000", marks=pytest.mark.slow)]
+RUNS = [
+    pytest.param(300, (1, 3, 17, 64, 250), id="300"),
+    pytest.param(10_000, (1, 7, 1000, 64, 250, 1, 31), id="10000", marks=pytest.mark.slow),
+]
 
 
 @pytest.mark.parametrize("total, sizes", RUNS)
@@ -114,16 +138,22 @@ ENTITY_TYPES = (b"PER", b"ORG", b"LOC", b"MISC")
 def check_entities(texts, out):
     """NER answers [B, E] (E the most entities of a row): each entity the exact substring of its
     text (bytes, decoded as Python's "replace") at its code point offsets, then "" and -1 padding."""
-    text, kind, start, end = (np.asarray(out[k]) for k in ("entity_text", "entity_type", "start_char", "end_char"))
+    text, kind, start, end = (
+        np.asarray(out[k]) for k in ("entity_text", "entity_type", "start_char", "end_char")
+    )
     counts = np.asarray(out["entity_count"])
-    assert counts.shape == (len(texts),) and text.shape == kind.shape == start.shape == end.shape == (
-        len(texts), max(counts, default=0))
+    assert counts.shape == (
+        len(texts),
+    ) and text.shape == kind.shape == start.shape == end.shape == (
+        len(texts),
+        max(counts, default=0),
+    )
     assert counts.dtype == start.dtype == end.dtype == np.int32
     for i, raw in enumerate(texts):
         decoded, n = raw.decode("utf-8", "replace"), counts[i]
         for j in range(n):
             assert 0 <= start[i, j] < end[i, j] <= len(decoded) and kind[i, j] in ENTITY_TYPES
-            assert decoded[start[i, j]:end[i, j]] == text[i, j].decode("utf-8", "replace")
+            assert decoded[start[i, j] : end[i, j]] == text[i, j].decode("utf-8", "replace")
         assert all(t == b"" for t in text[i, n:]) and all(t == b"" for t in kind[i, n:])
         assert (start[i, n:] == -1).all() and (end[i, n:] == -1).all()
 
@@ -133,18 +163,37 @@ def check_span_answers(contexts, out, version_2=True):
     -1; scores without NaN (-inf: no span), finite when answered; finite null odds (v2.0)."""
     answer, start, end = (np.asarray(out[k]) for k in ("answer", "start_char", "end_char"))
     has_answer, score = np.asarray(out["has_answer"]), np.asarray(out["score"])
-    assert answer.shape == start.shape == end.shape == has_answer.shape == score.shape == (len(contexts),)
-    assert start.dtype == end.dtype == np.int32 and has_answer.dtype == bool and score.dtype == np.float32
+    assert (
+        answer.shape
+        == start.shape
+        == end.shape
+        == has_answer.shape
+        == score.shape
+        == (len(contexts),)
+    )
+    assert (
+        start.dtype == end.dtype == np.int32
+        and has_answer.dtype == bool
+        and score.dtype == np.float32
+    )
     for i, text in enumerate(contexts):
         if has_answer[i]:
-            assert text.decode("utf-8", "replace")[start[i]:end[i]] == answer[i].decode("utf-8", "replace") != ""
+            assert (
+                text.decode("utf-8", "replace")[start[i] : end[i]]
+                == answer[i].decode("utf-8", "replace")
+                != ""
+            )
             assert np.isfinite(score[i])
         else:
             assert (answer[i], start[i], end[i]) == (b"", -1, -1)
     assert not np.any(np.isnan(score))
     if version_2:
         null_odds = np.asarray(out["null_odds"])
-        assert null_odds.shape == (len(contexts),) and null_odds.dtype == np.float32 and np.isfinite(null_odds).all()
+        assert (
+            null_odds.shape == (len(contexts),)
+            and null_odds.dtype == np.float32
+            and np.isfinite(null_odds).all()
+        )
 
 
 def check_choices(out, num_rows, k=4):
@@ -158,7 +207,9 @@ def check_choices(out, num_rows, k=4):
 def run_task_fuzz(conll, swag, squad, total, sizes):
     """NER, SWAG and SQuAD serving_default on `total` fuzz texts: entities and answers are exact
     substrings at their code point offsets, probabilities sum to 1; returns the rows fed."""
-    ner, choice, span = (tf.saved_model.load(e["path"]).signatures["serving_default"] for e in (conll, swag, squad))
+    ner, choice, span = (
+        tf.saved_model.load(e["path"]).signatures["serving_default"] for e in (conll, swag, squad)
+    )
     fed = 0
     for batch in fuzz_batches(total, seed=2, sizes=sizes):
         texts = tf.constant(batch, tf.string)
@@ -183,10 +234,15 @@ def test_fuzz_task_signatures(conll, swag, squad2, total, sizes):
 # linear `keras_bert.text.tokenizer.row_ids`.
 # The session exports (conftest.py) converted to float32 TFLite: every kind of `tflite.KINDS`,
 # classification as one uncased text and as cased pairs.
-TFLITE_EXPORTS = [pytest.param("sst2", id="classification"), pytest.param("mnli", id="classification_pairs"),
-                  pytest.param("stsb", id="regression"), pytest.param("pretrained", id="encoder"),
-                  pytest.param("conll", id="token_classification"),
-                  pytest.param("swag", id="multiple_choice"), pytest.param("squad2", id="span")]
+TFLITE_EXPORTS = [
+    pytest.param("sst2", id="classification"),
+    pytest.param("mnli", id="classification_pairs"),
+    pytest.param("stsb", id="regression"),
+    pytest.param("pretrained", id="encoder"),
+    pytest.param("conll", id="token_classification"),
+    pytest.param("swag", id="multiple_choice"),
+    pytest.param("squad2", id="span"),
+]
 TFLITE_ROWS, TFLITE_SIZES = 10_000, (1, 7, 1000, 64, 250, 1, 31)
 COMPARED = 0.06  # Share of each batch's rows (at least one, and every 1 MB row) answered again by TensorFlow.
 
@@ -198,7 +254,9 @@ def tflite_batches(widths, total, sizes, seed):
     for batch in zip(*columns):
         inputs, start = {}, 0
         for name, k in widths.items():
-            inputs[name] = tflite.as_strings(batch[start] if k == 1 else list(zip(*batch[start:start + k])))
+            inputs[name] = tflite.as_strings(
+                batch[start] if k == 1 else list(zip(*batch[start : start + k]))
+            )
             start += k
         yield inputs
 
@@ -207,18 +265,29 @@ def check_tflite_packed(inputs, seq_length, num_rows, pairs):
     """int32 encoder inputs [B, S] ([B, K, S], or [W, S] for SQuAD's windows): [CLS] ... [SEP] then
     padding, S the longest row (>= 2, <= seq_length); types 0 then 1 for pairs, all 0 otherwise."""
     ids, mask, types = (inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids"))
-    assert ids.dtype == mask.dtype == types.dtype == np.int32 and ids.shape == mask.shape == types.shape
+    assert (
+        ids.dtype == mask.dtype == types.dtype == np.int32
+        and ids.shape == mask.shape == types.shape
+    )
     assert ids.shape[0] == num_rows or "example_index" in inputs
     lengths = mask.sum(-1)
     assert 2 <= ids.shape[-1] == max(lengths.max(initial=0), 2) <= seq_length
     np.testing.assert_array_equal(mask, np.arange(ids.shape[-1]) < lengths[..., np.newaxis])
-    assert (ids[..., 0] == CLS).all() and (np.take_along_axis(ids, lengths[..., np.newaxis] - 1, -1) == SEP).all()
-    assert (ids[mask == 0] == PAD).all() and (types[mask == 0] == 0).all() and types.max(initial=0) <= int(pairs)
+    assert (ids[..., 0] == CLS).all() and (
+        np.take_along_axis(ids, lengths[..., np.newaxis] - 1, -1) == SEP
+    ).all()
+    assert (
+        (ids[mask == 0] == PAD).all()
+        and (types[mask == 0] == 0).all()
+        and types.max(initial=0) <= int(pairs)
+    )
     assert (np.diff(types, axis=-1) >= 0)[mask[..., 1:] == 1].all()
     if "example_index" in inputs:  # Every question has one window or more, in order.
         example = inputs["example_index"]
         assert example.dtype == np.int32 and example.shape == ids.shape[:1]
-        assert (np.diff(example) >= 0).all() and (np.bincount(example, minlength=num_rows) >= 1).all()
+        assert (np.diff(example) >= 0).all() and (
+            np.bincount(example, minlength=num_rows) >= 1
+        ).all()
 
 
 def check_tflite_answers(source, texts, out, packed):
@@ -227,13 +296,22 @@ def check_tflite_answers(source, texts, out, packed):
     if source.kind == "classification":
         check_answers(out, n, [str(label) for label in source.info["labels"]])
     elif source.kind == "regression":
-        assert out["score"].shape == (n,) and out["score"].dtype == np.float32 and np.isfinite(out["score"]).all()
+        assert (
+            out["score"].shape == (n,)
+            and out["score"].dtype == np.float32
+            and np.isfinite(out["score"]).all()
+        )
     elif source.kind == "encoder":
         hidden = source.encoder.config.hidden_size
         assert out["pooled_output"].shape == (n, hidden) and out["sequence_output"].shape == (
-            n, packed["input_mask"].shape[1], hidden)
-        assert all(out[k].dtype == np.float32 and np.isfinite(out[k]).all() for k in ("pooled_output",
-                                                                                     "sequence_output"))
+            n,
+            packed["input_mask"].shape[1],
+            hidden,
+        )
+        assert all(
+            out[k].dtype == np.float32 and np.isfinite(out[k]).all()
+            for k in ("pooled_output", "sequence_output")
+        )
         np.testing.assert_array_equal(out["input_mask"], packed["input_mask"])
     elif source.kind == "token_classification":
         check_entities(texts["text"], out)
@@ -247,7 +325,9 @@ def compared_rows(rng, texts):
     """Rows answered again alone: a random COMPARED share (at least one) and every 1 MB row."""
     flat = [np.asarray(value).reshape(len(value), -1) for value in texts.values()]
     n = len(flat[0])
-    big = [i for i in range(n) if any(len(t) >= MEGABYTE // 2 for column in flat for t in column[i])]
+    big = [
+        i for i in range(n) if any(len(t) >= MEGABYTE // 2 for column in flat for t in column[i])
+    ]
     return np.union1d(rng.choice(n, max(1, round(COMPARED * n)), replace=False), big).astype(int)
 
 
@@ -258,7 +338,9 @@ def check_as_tensorflow(function, texts, out, rows):
     for key, value in want.items():
         value, got = value.numpy(), out[key][rows]
         if value.ndim > 1:
-            got = got[:, :value.shape[1]]  # NER's entities and the encoder's positions: the batch's most.
+            got = got[
+                :, : value.shape[1]
+            ]  # NER's entities and the encoder's positions: the batch's most.
         assert got.shape == value.shape and got.dtype == value.dtype, key
         if value.dtype.kind == "f":
             np.testing.assert_allclose(got, value, atol=ATOL, err_msg=key)
@@ -270,16 +352,22 @@ def run_tflite_fuzz(source, functions, path, total, sizes, seed=20):
     """Both signatures of the TFLite model at `path` on `total` fuzz rows; returns (rows fed,
     rows compared with TensorFlow, batch sizes)."""
     interpreter = tflite.load_interpreter(os.path.join(path, tflite.MODEL_FILE))
-    serve, preprocess = (interpreter.get_signature_runner(n) for n in ("serving_default", "preprocess"))
+    serve, preprocess = (
+        interpreter.get_signature_runner(n) for n in ("serving_default", "preprocess")
+    )
     rng = np.random.default_rng(seed)
     fed, compared, batch_sizes = 0, 0, []
     pairs = len(tflite.text_widths(functions)) > 1 or source.kind == "multiple_choice"
-    preprocess_specs = functions["preprocess"].input_signature  # (Positional: `*texts` for one-text kinds.)
+    preprocess_specs = functions[
+        "preprocess"
+    ].input_signature  # (Positional: `*texts` for one-text kinds.)
     for texts in tflite_batches(tflite.text_widths(functions), total, sizes, seed):
         n = len(next(iter(texts.values())))
         packed = preprocess(**texts)
         check_tflite_packed(packed, source.seq_length, n, pairs)
-        want = functions["preprocess"](*[tf.constant(texts[spec.name]) for spec in preprocess_specs])
+        want = functions["preprocess"](
+            *[tf.constant(texts[spec.name]) for spec in preprocess_specs]
+        )
         assert sorted(packed) == sorted(want)
         for key, value in want.items():
             np.testing.assert_array_equal(packed[key], value, err_msg=key)
@@ -304,7 +392,9 @@ def test_fuzz_tflite_signatures(name, request, tmp_path):
     path = tflite.write_tflite(source, str(tmp_path / "tflite"), functions=functions)
     converted = time.perf_counter()
     fed, compared, sizes = run_tflite_fuzz(source, functions, path, TFLITE_ROWS, TFLITE_SIZES)
-    print(f"TFLite {source.kind} ({name}): {fed} rows in {len(sizes)} batches of {min(sizes)}-{max(sizes)} "
-          f"({sorted(set(sizes))}), {compared} compared with TensorFlow; conversion {converted - began:.0f} s, "
-          f"fuzz {time.perf_counter() - converted:.0f} s")
+    print(
+        f"TFLite {source.kind} ({name}): {fed} rows in {len(sizes)} batches of {min(sizes)}-{max(sizes)} "
+        f"({sorted(set(sizes))}), {compared} compared with TensorFlow; conversion {converted - began:.0f} s, "
+        f"fuzz {time.perf_counter() - converted:.0f} s"
+    )
     assert fed == TFLITE_ROWS and compared >= 500 and max(sizes) == 1000 and min(sizes) == 1

@@ -11,17 +11,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text as text
-
-import keras_bert
 from export_cases import TEXTS, TEXTS_B
 from finetune_cases import TINY, VOCAB
+from pretraining_data import write_records
+
+import keras_bert
 from keras_bert.export import export_hub
 from keras_bert.export.hub import pack_segments, special_tokens, word_pieces
 from keras_bert.export.source import load_source
 from keras_bert.pretraining import runner
 from keras_bert.text.preprocessor import BertPreprocessor
 from keras_bert.text.tokenizer import BertTokenizer
-from pretraining_data import write_records
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ATOL = 1e-5
@@ -33,8 +33,11 @@ def tf_text_pack(segments, seq_length):
     combine_segments and pad_model_inputs."""
     segments = [s.merge_dims(1, -1) if s.ragged_rank > 1 else s for s in segments]
     trimmed = text.RoundRobinTrimmer(seq_length - len(segments) - 1).trim(segments)
-    ids, types = text.combine_segments(trimmed, start_of_sequence_id=SPECIAL["start_of_sequence_id"],
-                                       end_of_segment_id=SPECIAL["end_of_segment_id"])
+    ids, types = text.combine_segments(
+        trimmed,
+        start_of_sequence_id=SPECIAL["start_of_sequence_id"],
+        end_of_segment_id=SPECIAL["end_of_segment_id"],
+    )
     word_ids, mask = text.pad_model_inputs(ids, seq_length, pad_value=SPECIAL["padding_id"])
     type_ids, _ = text.pad_model_inputs(types, seq_length, pad_value=0)
     return {"input_word_ids": word_ids, "input_mask": mask, "input_type_ids": type_ids}
@@ -44,7 +47,7 @@ def random_segment(rng, batch, words=False):
     lengths = rng.integers(0, 16, size=batch)
     rows = [rng.integers(5, len(VOCAB), size=n).tolist() for n in lengths]
     if words:  # [B, (words), (pieces)]
-        rows = [[row[i:i + 2] for i in range(0, len(row), 2)] for row in rows]
+        rows = [[row[i : i + 2] for i in range(0, len(row), 2)] for row in rows]
     return tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=2 if words else 1)
 
 
@@ -59,16 +62,32 @@ def test_round_robin_packing_matches_tensorflow_text():
         num_segments, words = 1 + trial % 2, trial % 4 >= 2
         segments = [random_segment(rng, 7, words) for _ in range(num_segments)]
         seq_length = int(rng.integers(num_segments + 1, 40))
-        assert_same_inputs(pack_segments(segments, seq_length, SPECIAL), tf_text_pack(segments, seq_length))
+        assert_same_inputs(
+            pack_segments(segments, seq_length, SPECIAL), tf_text_pack(segments, seq_length)
+        )
     with pytest.raises(ValueError, match="one or two segments"):
         pack_segments([random_segment(rng, 2)] * 3, 10, SPECIAL)
 
 
 def test_tokenize_groups_word_pieces_by_word():
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##aff", "##able", "hello", "!", "##"]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        "un",
+        "##aff",
+        "##able",
+        "hello",
+        "!",
+        "##",
+    ]
     tokenizer = BertTokenizer(vocab)
     is_suffix = tf.constant([t.startswith("##") and t != "##" for t in vocab])
-    words = word_pieces(tokenizer(tf.constant(["Unaffable hello!", "", "xyz unaff " + "a" * 300])), is_suffix)
+    words = word_pieces(
+        tokenizer(tf.constant(["Unaffable hello!", "", "xyz unaff " + "a" * 300])), is_suffix
+    )
     assert words.to_list() == [[[5, 6, 7], [8], [9]], [], [[1], [5, 6], [1]]]
 
 
@@ -82,7 +101,9 @@ def test_hub_pair_with_saved_model_load(pretrained):
     tokens = preprocessor.tokenize(texts)
     assert tokens.shape.rank == 3 and tokens.dtype == tf.int32
     assert tokens.merge_dims(1, 2).to_list() == source.tokenizer(texts).to_list()
-    assert {k: int(v) for k, v in preprocessor.tokenize.get_special_tokens_dict().items()} == SPECIAL
+    assert {
+        k: int(v) for k, v in preprocessor.tokenize.get_special_tokens_dict().items()
+    } == SPECIAL
 
     # The root call and bert_pack_inputs (default and given seq_length, one or two segments).
     packed = preprocessor(texts)
@@ -91,10 +112,16 @@ def test_hub_pair_with_saved_model_load(pretrained):
     tokens_b = preprocessor.tokenize(tf.constant(TEXTS_B))
     assert_same_inputs(preprocessor.bert_pack_inputs([tokens]), packed)
     for seq_length in (5, 24):
-        assert_same_inputs(preprocessor.bert_pack_inputs([tokens, tokens_b], seq_length=seq_length),
-                           tf_text_pack([tokens, tokens_b], seq_length))
-        assert_same_inputs(preprocessor.bert_pack_inputs([tokens.merge_dims(1, 2)], seq_length=tf.constant(seq_length)),
-                           tf_text_pack([tokens], seq_length))
+        assert_same_inputs(
+            preprocessor.bert_pack_inputs([tokens, tokens_b], seq_length=seq_length),
+            tf_text_pack([tokens, tokens_b], seq_length),
+        )
+        assert_same_inputs(
+            preprocessor.bert_pack_inputs(
+                [tokens.merge_dims(1, 2)], seq_length=tf.constant(seq_length)
+            ),
+            tf_text_pack([tokens], seq_length),
+        )
 
     # The encoder: our encoder's outputs; training=True applies dropout.
     ours = pretrained["pretrainer"].encoder(packed)
@@ -105,8 +132,12 @@ def test_hub_pair_with_saved_model_load(pretrained):
     np.testing.assert_allclose(out["sequence_output"], ours["sequence_output"], atol=ATOL)
     assert len(out["encoder_outputs"]) == TINY["num_hidden_layers"]
     np.testing.assert_allclose(out["encoder_outputs"][-1], ours["sequence_output"], atol=ATOL)
-    assert not np.allclose(encoder(packed, training=True)["pooled_output"], out["pooled_output"], atol=1e-3)
-    assert len(encoder.trainable_variables) == len(pretrained["pretrainer"].encoder.trainable_variables)
+    assert not np.allclose(
+        encoder(packed, training=True)["pooled_output"], out["pooled_output"], atol=1e-3
+    )
+    assert len(encoder.trainable_variables) == len(
+        pretrained["pretrainer"].encoder.trainable_variables
+    )
     assert list(encoder.regularization_losses) == []
 
     # mlm: the pre-training head's logits at the masked positions.
@@ -123,16 +154,25 @@ def test_hub_pair_with_saved_model_load(pretrained):
 def test_hub_keras_layer_classifier_in_tf_keras(pretrained, tmp_path):
     out = str(tmp_path / "out.json")
     texts = [t for t in TEXTS if isinstance(t, str)]
-    spec = {"preprocessor": os.path.join(pretrained["hub"], "preprocessor"),
-            "encoder": os.path.join(pretrained["hub"], "encoder"), "texts": texts,
-            "labels": [i % 2 for i in range(len(texts))], "out": out}
-    run = subprocess.run([sys.executable, os.path.join(HERE, "hub_keras_layer.py"), json.dumps(spec)],
-                         capture_output=True, text=True)
+    spec = {
+        "preprocessor": os.path.join(pretrained["hub"], "preprocessor"),
+        "encoder": os.path.join(pretrained["hub"], "encoder"),
+        "texts": texts,
+        "labels": [i % 2 for i in range(len(texts))],
+        "out": out,
+    }
+    run = subprocess.run(
+        [sys.executable, os.path.join(HERE, "hub_keras_layer.py"), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     with open(out) as f:
         result = json.load(f)
     source = load_source(pretrained["checkpoint"])
-    ours = pretrained["pretrainer"].encoder(BertPreprocessor(source.tokenizer, source.seq_length)(tf.constant(texts)))
+    ours = pretrained["pretrainer"].encoder(
+        BertPreprocessor(source.tokenizer, source.seq_length)(tf.constant(texts))
+    )
     np.testing.assert_allclose(result["pooled_output"], ours["pooled_output"], atol=ATOL)
     np.testing.assert_allclose(result["default"], ours["pooled_output"], atol=ATOL)
     np.testing.assert_allclose(result["sequence_output"], ours["sequence_output"], atol=ATOL)
@@ -144,31 +184,58 @@ def test_hub_keras_layer_classifier_in_tf_keras(pretrained, tmp_path):
 
 def test_fine_tuned_model_exports_its_encoder_without_mlm(mnli, tmp_path):
     path = export_hub(mnli["model_dir"], str(tmp_path / "hub"), version=3)
-    assert path == str(tmp_path / "hub" / "3") and sorted(os.listdir(path)) == ["encoder", "preprocessor"]
+    assert path == str(tmp_path / "hub" / "3") and sorted(os.listdir(path)) == [
+        "encoder",
+        "preprocessor",
+    ]
     encoder = tf.saved_model.load(os.path.join(path, "encoder"))
     assert not hasattr(encoder, "mlm") and sorted(encoder.signatures) == ["serving_default"]
     source = load_source(mnli["model_dir"])
     packed = tf.saved_model.load(os.path.join(path, "preprocessor"))(tf.constant(TEXTS))
     assert packed["input_word_ids"].shape[1] == source.seq_length == 32
-    np.testing.assert_allclose(encoder(packed)["pooled_output"], source.encoder(packed)["pooled_output"], atol=ATOL)
+    np.testing.assert_allclose(
+        encoder(packed)["pooled_output"], source.encoder(packed)["pooled_output"], atol=ATOL
+    )
     with pytest.raises(ValueError, match="no masked-LM head"):
         export_hub(mnli["model_dir"], str(tmp_path / "hub"), mlm=True)
     assert sorted(os.listdir(tmp_path / "hub")) == ["3"]
 
 
 def test_pretraining_run_directory_gives_its_mlm_head(tmp_path):
-    train, _ = write_records(str(tmp_path), 8, vocab_size=len(VOCAB), seq_length=16, max_predictions_per_seq=3)
+    train, _ = write_records(
+        str(tmp_path), 8, vocab_size=len(VOCAB), seq_length=16, max_predictions_per_seq=3
+    )
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(t + "\n" for t in VOCAB))
     model_dir = str(tmp_path / "run")
     summary = runner.run_pretraining(
-        bert_config=keras_bert.BertConfig(**TINY), train_files=train, batch_size=4, seq_length=16,
-        max_predictions_per_seq=3, num_train_steps=1, num_warmup_steps=0, learning_rate=1e-2, model_dir=model_dir,
-        checkpoint_every=1, steps_per_loop=1, vocab_file=str(vocab), lower_case=True, verbose=False, plot=False)
+        bert_config=keras_bert.BertConfig(**TINY),
+        train_files=train,
+        batch_size=4,
+        seq_length=16,
+        max_predictions_per_seq=3,
+        num_train_steps=1,
+        num_warmup_steps=0,
+        learning_rate=1e-2,
+        model_dir=model_dir,
+        checkpoint_every=1,
+        steps_per_loop=1,
+        vocab_file=str(vocab),
+        lower_case=True,
+        verbose=False,
+        plot=False,
+    )
     source = load_source(model_dir)
-    assert (source.kind, source.tokenizer.lower_case, source.pretrainer is not None) == ("encoder", True, True)
-    inputs = dict(BertPreprocessor(source.tokenizer, 16)(tf.constant(TEXTS)),
-                  masked_lm_positions=tf.constant([[1, 2]] * len(TEXTS)))
-    np.testing.assert_allclose(source.pretrainer(inputs)["mlm_logits"], summary["model"](inputs)["mlm_logits"],
-                               atol=ATOL)
+    assert (source.kind, source.tokenizer.lower_case, source.pretrainer is not None) == (
+        "encoder",
+        True,
+        True,
+    )
+    inputs = dict(
+        BertPreprocessor(source.tokenizer, 16)(tf.constant(TEXTS)),
+        masked_lm_positions=tf.constant([[1, 2]] * len(TEXTS)),
+    )
+    np.testing.assert_allclose(
+        source.pretrainer(inputs)["mlm_logits"], summary["model"](inputs)["mlm_logits"], atol=ATOL
+    )
     assert load_source(model_dir, mlm=False).pretrainer is None

@@ -11,10 +11,10 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import keras_bert
 from export_cases import SEQ_LENGTH, TEXTS, TEXTS_B, keras_logits, softmax, write_task_model
 from finetune_cases import TINY
+
+import keras_bert
 from keras_bert.export import OpCheckError, export_saved_model, list_ops, ops, rest, versions
 from keras_bert.export.saved_model import write_saved_model
 from keras_bert.export.source import load_source
@@ -36,7 +36,10 @@ def test_sentence_classifier_answers_as_the_keras_model(sst2):
     assert len(set(want.argmax(-1))) == 2  # Both labels occur: the check can tell them apart.
     # predict_ids(preprocess(x)) gives the logits; preprocess pads only to the batch's longest row.
     inputs = loaded.signatures["preprocess"](text=tf.constant(TEXTS[:2]))
-    assert inputs["input_word_ids"].shape == (2, int(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], 1))))
+    assert inputs["input_word_ids"].shape == (
+        2,
+        int(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], 1))),
+    )
     logits = loaded.signatures["predict_ids"](**inputs)["logits"]
     np.testing.assert_allclose(logits, keras_logits(sst2["model_dir"], TEXTS[:2]), atol=ATOL)
 
@@ -51,7 +54,9 @@ def test_pair_classifier_and_regression_answers(mnli, stsb):
     assert [s.decode() for s in out["label"].numpy()] == [labels[i] for i in want.argmax(-1)]
     score = tf.saved_model.load(stsb["path"]).signatures["serving_default"](**pairs)
     assert sorted(score) == ["score"]
-    np.testing.assert_allclose(score["score"], keras_logits(stsb["model_dir"], TEXTS, TEXTS_B)[:, 0], atol=ATOL)
+    np.testing.assert_allclose(
+        score["score"], keras_logits(stsb["model_dir"], TEXTS, TEXTS_B)[:, 0], atol=ATOL
+    )
 
 
 def test_export_facts_and_layout(sst2):
@@ -59,9 +64,17 @@ def test_export_facts_and_layout(sst2):
     assert sorted(os.listdir(sst2["export_dir"])) == ["1"]  # No temporary directory left.
     with open(os.path.join(sst2["path"], "assets.extra", "task.json")) as f:
         info = json.load(f)
-    assert (info["task"], info["kind"], info["seq_length"], info["labels"]) == ("sst2", "classification", 32, ["0", "1"])
-    assert info["signatures"] == {"serving_default": ["text"], "preprocess": ["text"],
-                                  "predict_ids": ["input_mask", "input_type_ids", "input_word_ids"]}
+    assert (info["task"], info["kind"], info["seq_length"], info["labels"]) == (
+        "sst2",
+        "classification",
+        32,
+        ["0", "1"],
+    )
+    assert info["signatures"] == {
+        "serving_default": ["text"],
+        "preprocess": ["text"],
+        "predict_ids": ["input_mask", "input_type_ids", "input_word_ids"],
+    }
 
 
 def test_versions_increment_and_are_never_overwritten(sst2, tmp_path):
@@ -86,14 +99,25 @@ def test_versions_increment_and_are_never_overwritten(sst2, tmp_path):
 def test_command_line_writes_the_next_version(mnli, tmp_path):
     export_dir = str(tmp_path / "serving")
     os.makedirs(os.path.join(export_dir, "7"))
-    run = subprocess.run([sys.executable, "-m", "keras_bert.export", f"--model_dir={mnli['model_dir']}",
-                          f"--export_dir={export_dir}", "--seq_length=16"], capture_output=True, text=True)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_bert.export",
+            f"--model_dir={mnli['model_dir']}",
+            f"--export_dir={export_dir}",
+            "--seq_length=16",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip().splitlines()[-1] == os.path.join(export_dir, "8")
     with open(os.path.join(export_dir, "8", "assets.extra", "task.json")) as f:
         assert json.load(f)["seq_length"] == 16
     out = tf.saved_model.load(os.path.join(export_dir, "8")).signatures["serving_default"](
-        text=tf.constant(TEXTS), text_b=tf.constant(TEXTS_B))
+        text=tf.constant(TEXTS), text_b=tf.constant(TEXTS_B)
+    )
     want = softmax(keras_logits(mnli["model_dir"], TEXTS, TEXTS_B, seq_length=16))
     np.testing.assert_allclose(out["probabilities"], want, atol=ATOL)
 
@@ -124,11 +148,15 @@ def test_op_check_rejects_text_ops_newer_than_tf_serving(tmp_path):
     import tensorflow_text as text
 
     module = tf.Module()
-    module.trim = tf.function(lambda x: text.RoundRobinTrimmer(4).trim([x, x])[0],
-                              input_signature=[tf.RaggedTensorSpec([None, None], tf.int32)])
+    module.trim = tf.function(
+        lambda x: text.RoundRobinTrimmer(4).trim([x, x])[0],
+        input_signature=[tf.RaggedTensorSpec([None, None], tf.int32)],
+    )
     tf.saved_model.save(module, str(tmp_path))
     assert list_ops(str(tmp_path))["TFText>RoundRobinTrim"].library == "tensorflow-text"
-    with pytest.raises(OpCheckError, match=r"TFText>RoundRobinTrim is newer than the tensorflow-text 2\.12\.1"):
+    with pytest.raises(
+        OpCheckError, match=r"TFText>RoundRobinTrim is newer than the tensorflow-text 2\.12\.1"
+    ):
         ops.check_ops(str(tmp_path))
 
 
@@ -137,9 +165,14 @@ def test_op_inventory(sst2):
     assert {o.library for o in every.values()} == {"tensorflow", "tensorflow-text"}
     text_ops = {name for name, o in every.items() if o.library == "tensorflow-text"}
     # The tokenizer's ops (the Σ-context ones for uncased models); all in tensorflow-text 2.12.1.
-    assert text_ops == {"FastBertNormalize", "FastWordpieceTokenizeWithOffsets", "TFText>ByteSplitWithOffsets",
-                        "TFText>ByteSplitByOffsets", "TFText>NgramsStringJoin",
-                        "TFText>WhitespaceTokenizeWithOffsetsV2"}
+    assert text_ops == {
+        "FastBertNormalize",
+        "FastWordpieceTokenizeWithOffsets",
+        "TFText>ByteSplitWithOffsets",
+        "TFText>ByteSplitByOffsets",
+        "TFText>NgramsStringJoin",
+        "TFText>WhitespaceTokenizeWithOffsetsV2",
+    }
     assert not text_ops & ops.NEWER_TEXT_OPS
     assert all(o.nodes for o in every.values())
     assert text_ops <= set(list_ops(sst2["path"], "serving_default"))
@@ -153,12 +186,17 @@ def test_op_inventory(sst2):
 def _serve_fresh(path, requests, tmp_path):
     out = str(tmp_path / "responses.json")
     spec = {"saved_model": path, "rest_py": rest.__file__, "requests": requests, "out": out}
-    run = subprocess.run([sys.executable, os.path.join(HERE, "serve_fresh.py"), json.dumps(spec)],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, os.path.join(HERE, "serve_fresh.py"), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     with open(out) as f:
         result = json.load(f)
-    assert result["imported"] == []  # No Keras, tf_keras, keras_bert or tensorflow_text Python modules.
+    assert (
+        result["imported"] == []
+    )  # No Keras, tf_keras, keras_bert or tensorflow_text Python modules.
     return result["responses"]
 
 
@@ -169,14 +207,18 @@ def _json_text(text):
 def test_fresh_process_answers_rest_bodies(sst2, mnli, tmp_path):
     texts = [_json_text(t) for t in TEXTS]
     want = softmax(keras_logits(sst2["model_dir"], TEXTS))
-    responses = _serve_fresh(sst2["path"], [
-        {"instances": [{"text": t} for t in texts]},
-        {"instances": texts},
-        {"signature_name": "serving_default", "inputs": {"text": texts}},
-        {"inputs": texts[:3]},
-        {"signature_name": "preprocess", "instances": texts[:2]},
-        {"instances": [{"txt": "a"}]},
-    ], tmp_path)
+    responses = _serve_fresh(
+        sst2["path"],
+        [
+            {"instances": [{"text": t} for t in texts]},
+            {"instances": texts},
+            {"signature_name": "serving_default", "inputs": {"text": texts}},
+            {"inputs": texts[:3]},
+            {"signature_name": "preprocess", "instances": texts[:2]},
+            {"instances": [{"txt": "a"}]},
+        ],
+        tmp_path,
+    )
     for rows in responses[:2]:
         rows = rows["predictions"]
         np.testing.assert_allclose([r["probabilities"] for r in rows], want, atol=ATOL)
@@ -187,17 +229,30 @@ def test_fresh_process_answers_rest_bodies(sst2, mnli, tmp_path):
     assert columns["label"] == [["0", "1"][i] for i in want.argmax(-1)]
     np.testing.assert_allclose(responses[3]["outputs"]["probabilities"], want[:3], atol=ATOL)
     ids = responses[4]["predictions"]
-    expected = BertPreprocessor(load_source(sst2["model_dir"]).tokenizer, SEQ_LENGTH)(tf.constant(TEXTS[:2]))
+    expected = BertPreprocessor(load_source(sst2["model_dir"]).tokenizer, SEQ_LENGTH)(
+        tf.constant(TEXTS[:2])
+    )
     width = len(ids[0]["input_word_ids"])
-    assert [r["input_word_ids"] for r in ids] == expected["input_word_ids"][:, :width].numpy().tolist()
+    assert [r["input_word_ids"] for r in ids] == expected["input_word_ids"][
+        :, :width
+    ].numpy().tolist()
     assert "error" in responses[5] and "Unknown inputs ['txt']" in responses[5]["error"]
 
     pairs = [{"text": _json_text(a), "text_b": _json_text(b)} for a, b in zip(TEXTS, TEXTS_B)]
     want = softmax(keras_logits(mnli["model_dir"], TEXTS, TEXTS_B))
-    rows, columns = _serve_fresh(mnli["path"], [
-        {"instances": pairs},
-        {"inputs": {"text": [p["text"] for p in pairs], "text_b": [p["text_b"] for p in pairs]}},
-    ], tmp_path)
+    rows, columns = _serve_fresh(
+        mnli["path"],
+        [
+            {"instances": pairs},
+            {
+                "inputs": {
+                    "text": [p["text"] for p in pairs],
+                    "text_b": [p["text_b"] for p in pairs],
+                }
+            },
+        ],
+        tmp_path,
+    )
     np.testing.assert_allclose([r["probabilities"] for r in rows["predictions"]], want, atol=ATOL)
     np.testing.assert_allclose(columns["outputs"]["probabilities"], want, atol=ATOL)
     assert columns["outputs"]["label_id"] == want.argmax(-1).tolist()
@@ -213,7 +268,9 @@ def _cli_signatures(path):
         line = line.strip()
         if line.startswith("signature_def['"):
             current = signatures.setdefault(line.split("'")[1], {"inputs": {}, "outputs": {}})
-        elif current is not None and line.startswith("The given SavedModel SignatureDef contains the following"):
+        elif current is not None and line.startswith(
+            "The given SavedModel SignatureDef contains the following"
+        ):
             section = "inputs" if "input" in line else "outputs"
         elif current is not None and line.startswith(("inputs['", "outputs['")):
             name = line.split("'")[1]
@@ -225,11 +282,17 @@ def _cli_signatures(path):
 
 def test_saved_model_cli_lists_the_documented_signatures(mnli):
     signatures = _cli_signatures(mnli["path"])
-    assert sorted(k for k in signatures if not k.startswith("__")) == ["predict_ids", "preprocess", "serving_default"]
+    assert sorted(k for k in signatures if not k.startswith("__")) == [
+        "predict_ids",
+        "preprocess",
+        "serving_default",
+    ]
     texts = {"text": "DT_STRING", "text_b": "DT_STRING"}
     ids = {"input_word_ids": "DT_INT32", "input_mask": "DT_INT32", "input_type_ids": "DT_INT32"}
     assert signatures["serving_default"] == {
-        "inputs": texts, "outputs": {"label": "DT_STRING", "label_id": "DT_INT32", "probabilities": "DT_FLOAT"}}
+        "inputs": texts,
+        "outputs": {"label": "DT_STRING", "label_id": "DT_INT32", "probabilities": "DT_FLOAT"},
+    }
     assert signatures["preprocess"] == {"inputs": texts, "outputs": ids}
     assert signatures["predict_ids"] == {"inputs": ids, "outputs": {"logits": "DT_FLOAT"}}
 
@@ -246,9 +309,14 @@ def test_pretrained_encoder_exports_as_a_feature_extractor(pretrained):
     assert width == int(tf.reduce_max(tf.reduce_sum(inputs["input_mask"], 1)))
     np.testing.assert_allclose(out["pooled_output"], want["pooled_output"], atol=ATOL)
     mask = out["input_mask"].numpy()[..., None]
-    np.testing.assert_allclose(out["sequence_output"] * mask, want["sequence_output"][:, :width] * mask, atol=ATOL)
-    assert (source.kind, source.seq_length, source.pretrainer is not None) == ("encoder", TINY["max_position_embeddings"],
-                                                                              True)
+    np.testing.assert_allclose(
+        out["sequence_output"] * mask, want["sequence_output"][:, :width] * mask, atol=ATOL
+    )
+    assert (source.kind, source.seq_length, source.pretrainer is not None) == (
+        "encoder",
+        TINY["max_position_embeddings"],
+        True,
+    )
 
 
 def test_bad_sources_are_named(tmp_path, sst2):

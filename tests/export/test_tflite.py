@@ -15,13 +15,13 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
-
-import keras_bert
 from export_cases import TEXTS, TEXTS_B, keras_logits, softmax, write_task_model
 from finetune_cases import TINY, sentiment_rows, write_checkpoint, write_sst2
 from fuzz_cases import fuzz_batches
 from real_data import real_file
 from text.corpus import build_test_vocabulary, generate_corpus
+
+import keras_bert
 from keras_bert import checkpoints
 from keras_bert.export import export, tflite, versions
 from keras_bert.export.source import load_source
@@ -38,11 +38,21 @@ LABEL_TEXTS = [s for s, _ in sentiment_rows(400, seed=11)] + TEXTS
 # Full int8 flips a few texts outright (the largest difference is not bounded): it does not hold
 # accuracy (bench/bench_tflite.py); dynamic range does. The tiny model's file is mostly the
 # tokenizer, so sizes are only bounded here (the bench reports them at MiniLM size).
-BOUNDS = {"none": (1.0, 1e-5, 1.0), "float16": (0.99, 2e-3, 1.0), "dynamic_range": (0.99, 0.05, 1.0),
-          "int8": (0.95, 1.0, 1.05)}
+BOUNDS = {
+    "none": (1.0, 1e-5, 1.0),
+    "float16": (0.99, 2e-3, 1.0),
+    "dynamic_range": (0.99, 0.05, 1.0),
+    "int8": (0.95, 1.0, 1.05),
+}
 # The tokenizer's ops without a TFLite builtin: tensorflow-text's TFLite kernels run them.
-TEXT_OPS = ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets", "TFText>ByteSplitByOffsets",
-            "TFText>ByteSplitWithOffsets", "TFText>NgramsStringJoin", "TFText>WhitespaceTokenizeWithOffsetsV2"]
+TEXT_OPS = [
+    "FastBertNormalize",
+    "FastWordpieceTokenizeWithOffsets",
+    "TFText>ByteSplitByOffsets",
+    "TFText>ByteSplitWithOffsets",
+    "TFText>NgramsStringJoin",
+    "TFText>WhitespaceTokenizeWithOffsetsV2",
+]
 
 
 def run(path, signature, **texts):
@@ -58,15 +68,31 @@ def classifier(tmp_path_factory):
     """A tiny uncased SST-2 classifier fine-tuned on learnable sentences, exported in every
     quantization into one export directory (versions 1-4 in QUANTIZATIONS order)."""
     root = tmp_path_factory.mktemp("tflite_sst2")
-    run_finetuning(task="sst2", data_dir=write_sst2(str(root / "SST-2")), init_checkpoint=write_checkpoint(
-        str(root / "ckpt")), model_dir=str(root / "run"), do_train=True, do_eval=True, learning_rate=3e-3,
-        num_train_epochs=5, batch_size=16, seq_length=SEQ_LENGTH, verbose=False)
+    run_finetuning(
+        task="sst2",
+        data_dir=write_sst2(str(root / "SST-2")),
+        init_checkpoint=write_checkpoint(str(root / "ckpt")),
+        model_dir=str(root / "run"),
+        do_train=True,
+        do_eval=True,
+        learning_rate=3e-3,
+        num_train_epochs=5,
+        batch_size=16,
+        seq_length=SEQ_LENGTH,
+        verbose=False,
+    )
     model_dir, export_dir = str(root / "run" / "model"), str(root / "tflite")
     calibration = [s for s, _ in sentiment_rows(200, seed=12)]
-    paths = {q: tflite.export_tflite(model_dir, export_dir, quantize=q, representative_texts=calibration)
-             for q in BOUNDS}
-    return {"model_dir": model_dir, "export_dir": export_dir, "paths": paths,
-            "want": softmax(keras_logits(model_dir, LABEL_TEXTS, seq_length=SEQ_LENGTH))}
+    paths = {
+        q: tflite.export_tflite(model_dir, export_dir, quantize=q, representative_texts=calibration)
+        for q in BOUNDS
+    }
+    return {
+        "model_dir": model_dir,
+        "export_dir": export_dir,
+        "paths": paths,
+        "want": softmax(keras_logits(model_dir, LABEL_TEXTS, seq_length=SEQ_LENGTH)),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -76,15 +102,21 @@ def pairs(tmp_path_factory):
     root = tmp_path_factory.mktemp("tflite_pairs")
     mnli = write_task_model(root / "mnli", "mnli", seed=4, lower_case=False)
     stsb = write_task_model(root / "stsb", "stsb", seed=5, lower_case=False)
-    return {"mnli": mnli, "mnli_path": tflite.export_tflite(mnli, str(root / "mnli_tflite")),
-            "stsb": stsb, "stsb_path": export(stsb, str(root / "stsb_tflite"), format="tflite")}
+    return {
+        "mnli": mnli,
+        "mnli_path": tflite.export_tflite(mnli, str(root / "mnli_tflite")),
+        "stsb": stsb,
+        "stsb_path": export(stsb, str(root / "stsb_tflite"), format="tflite"),
+    }
 
 
 def _encoder_export(directory, vocabulary, lower_case, seed=0):
     """A tiny random encoder with `vocabulary` as a Google checkpoint, exported at seq_length 512
     (nothing truncated in the token-id checks); returns (checkpoint, version directory)."""
     keras.utils.set_random_seed(seed)
-    config = keras_bert.BertConfig(**dict(TINY, vocab_size=len(vocabulary), max_position_embeddings=512))
+    config = keras_bert.BertConfig(
+        **dict(TINY, vocab_size=len(vocabulary), max_position_embeddings=512)
+    )
     checkpoint = str(directory / ("uncased_L-1_H-32_A-2" if lower_case else "cased_L-1_H-32_A-2"))
     checkpoints.save(keras_bert.BertEncoder(config), checkpoint, format="google", vocab=vocabulary)
     return checkpoint, tflite.export_tflite(checkpoint, str(directory / "tflite"), seq_length=512)
@@ -103,20 +135,24 @@ def corpus_encoder(tmp_path_factory):
 
 def _packed_rows(tokenizer, texts, seq_length):
     """[CLS] first tokens [SEP] of each text, by `BertTokenizer` in Python (the training tokenizer)."""
-    return [[tokenizer.cls_id] + ids[:seq_length - 2] + [tokenizer.sep_id]
-            for ids in tokenizer(tf.constant(tflite.as_strings(texts))).to_list()]
+    return [
+        [tokenizer.cls_id] + ids[: seq_length - 2] + [tokenizer.sep_id]
+        for ids in tokenizer(tf.constant(tflite.as_strings(texts))).to_list()
+    ]
 
 
 def check_token_ids(path, tokenizer, texts, seq_length, batch=100):
     """TFLite `preprocess` rows equal `_packed_rows`, padded to each batch's longest row."""
     for start in range(0, len(texts), batch):
-        chunk = texts[start:start + batch]
+        chunk = texts[start : start + batch]
         out = run(path, "preprocess", text=chunk)
         want = _packed_rows(tokenizer, chunk, seq_length)
         width = max(len(row) for row in want)
         assert out["input_word_ids"].shape == (len(chunk), width)
         for i, row in enumerate(want):
-            assert out["input_word_ids"][i].tolist() == row + [tokenizer.pad_id] * (width - len(row)), chunk[i]
+            assert out["input_word_ids"][i].tolist() == row + [tokenizer.pad_id] * (
+                width - len(row)
+            ), chunk[i]
             assert out["input_mask"][i].tolist() == [1] * len(row) + [0] * (width - len(row))
         assert not out["input_type_ids"].any()
 
@@ -129,20 +165,31 @@ def test_float32_classifier_answers_as_the_keras_model(classifier):
     want = classifier["want"]
     np.testing.assert_allclose(out["probabilities"], want, atol=1e-5)
     np.testing.assert_array_equal(out["label_id"], want.argmax(-1))
-    assert [s.decode() for s in out["label"]] == [["0", "1"][i] for i in want.argmax(-1)]  # A TFLite string.
-    assert 0.2 < want.argmax(-1).mean() < 0.8 and np.median(want.max(-1)) > 0.9  # Both labels, decided.
+    assert [s.decode() for s in out["label"]] == [
+        ["0", "1"][i] for i in want.argmax(-1)
+    ]  # A TFLite string.
+    assert (
+        0.2 < want.argmax(-1).mean() < 0.8 and np.median(want.max(-1)) > 0.9
+    )  # Both labels, decided.
 
 
 @pytest.mark.parametrize("quantize", ["float16", "dynamic_range", "int8"])
 def test_quantized_answers_agree_with_the_keras_model(classifier, quantize):
     least_agreement, largest_difference, largest_size = BOUNDS[quantize]
-    probabilities = run(classifier["paths"][quantize], "serving_default", text=LABEL_TEXTS)["probabilities"]
+    probabilities = run(classifier["paths"][quantize], "serving_default", text=LABEL_TEXTS)[
+        "probabilities"
+    ]
     want = classifier["want"]
     agreement = np.mean(probabilities.argmax(-1) == want.argmax(-1))
     difference = np.abs(probabilities - want).max()
-    size = [os.path.getsize(os.path.join(classifier["paths"][q], tflite.MODEL_FILE)) for q in ("none", quantize)]
-    print(f"{quantize}: labels agree with Keras on {agreement:.2%} of {len(want)} texts, largest probability "
-          f"difference {difference:.3g}, size {size[1] / size[0]:.2f} of float32")
+    size = [
+        os.path.getsize(os.path.join(classifier["paths"][q], tflite.MODEL_FILE))
+        for q in ("none", quantize)
+    ]
+    print(
+        f"{quantize}: labels agree with Keras on {agreement:.2%} of {len(want)} texts, largest probability "
+        f"difference {difference:.3g}, size {size[1] / size[0]:.2f} of float32"
+    )
     assert agreement >= least_agreement and difference <= largest_difference
     assert size[1] <= largest_size * size[0]
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
@@ -156,7 +203,9 @@ def test_pair_classifier_regression_and_encoder_answers(pairs, corpus_encoder):
     assert [s.decode() for s in out["label"]] == [labels[i] for i in want.argmax(-1)]
     score = run(pairs["stsb_path"], "serving_default", text=TEXTS, text_b=TEXTS_B)
     assert sorted(score) == ["score"]
-    np.testing.assert_allclose(score["score"], keras_logits(pairs["stsb"], TEXTS, TEXTS_B)[:, 0], atol=1e-5)
+    np.testing.assert_allclose(
+        score["score"], keras_logits(pairs["stsb"], TEXTS, TEXTS_B)[:, 0], atol=1e-5
+    )
 
     source = load_source(corpus_encoder["checkpoint"], seq_length=512)
     texts = corpus_encoder["lines"][:20] + ["", "hello"]
@@ -174,14 +223,18 @@ def test_pair_classifier_regression_and_encoder_answers(pairs, corpus_encoder):
 def test_token_ids_equal_the_tokenizer_on_the_generated_corpus(corpus_encoder):
     tokenizer = BertTokenizer(corpus_encoder["vocabulary"], lower_case=True)
     lines = corpus_encoder["lines"]
-    assert len(lines) >= 1000 and any("Σ" in t for t in lines)  # Both branches of the uncased tokenizer.
+    assert len(lines) >= 1000 and any(
+        "Σ" in t for t in lines
+    )  # Both branches of the uncased tokenizer.
     check_token_ids(corpus_encoder["path"], tokenizer, lines, 512)
 
 
 def test_pairs_are_packed_as_in_training(pairs):
     out = run(pairs["mnli_path"], "preprocess", text=TEXTS, text_b=TEXTS_B)
     source = load_source(pairs["mnli"])
-    want = BertPreprocessor(source.tokenizer, seq_length=source.seq_length)([tf.constant(TEXTS), tf.constant(TEXTS_B)])
+    want = BertPreprocessor(source.tokenizer, seq_length=source.seq_length)(
+        [tf.constant(TEXTS), tf.constant(TEXTS_B)]
+    )
     width = out["input_word_ids"].shape[1]
     for name, value in want.items():
         np.testing.assert_array_equal(out[name], np.asarray(value)[:, :width])
@@ -190,8 +243,11 @@ def test_pairs_are_packed_as_in_training(pairs):
 
 def test_token_ids_equal_the_tokenizer_on_real_sentences(tmp_path):
     """SST-2 dev (872) and MRPC dev sentences (816) with the real uncased BERT vocabulary."""
-    vocab, sst2, mrpc = (real_file("bert_uncased", "vocab.txt"), real_file("sst2", "dev.tsv"),
-                         real_file("mrpc", "dev.tsv"))
+    vocab, sst2, mrpc = (
+        real_file("bert_uncased", "vocab.txt"),
+        real_file("sst2", "dev.tsv"),
+        real_file("mrpc", "dev.tsv"),
+    )
     if not (vocab and sst2 and mrpc):
         pytest.skip("the real data folder (shared/data) is absent")
     import csv
@@ -219,16 +275,26 @@ def test_ops_are_builtins_and_tensorflow_text_kernels_only(classifier):
         with open(os.path.join(path, "task.json")) as f:
             info = json.load(f)
         assert info["tflite_custom_ops"] == TEXT_OPS and info["quantize"] == quantize
-        assert info["tflite_builtin_ops"] == [name for name, library in found.items() if library == "builtin"]
+        assert info["tflite_builtin_ops"] == [
+            name for name, library in found.items() if library == "builtin"
+        ]
 
 
 def test_op_check_rejects_flex_and_other_custom_ops():
-    function = tf.function(lambda text: {"out": tf.strings.regex_replace(text, "a+", "b")},
-                           input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-    for ops_set, name, library in ((tf.lite.OpsSet.SELECT_TF_OPS, "FlexStaticRegexReplace", "flex"),
-                                   (None, "StaticRegexReplace", "unknown")):
-        converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()], function)
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS] + ([ops_set] if ops_set else [])
+    function = tf.function(
+        lambda text: {"out": tf.strings.regex_replace(text, "a+", "b")},
+        input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+    )
+    for ops_set, name, library in (
+        (tf.lite.OpsSet.SELECT_TF_OPS, "FlexStaticRegexReplace", "flex"),
+        (None, "StaticRegexReplace", "unknown"),
+    ):
+        converter = tf.lite.TFLiteConverter.from_concrete_functions(
+            [function.get_concrete_function()], function
+        )
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS] + (
+            [ops_set] if ops_set else []
+        )
         converter.allow_custom_ops = True
         flatbuffer = converter.convert()
         assert tflite.list_tflite_ops(flatbuffer)[name] == library
@@ -241,19 +307,36 @@ def test_op_check_rejects_flex_and_other_custom_ops():
 
 def test_versions_layout_and_metadata(classifier):
     export_dir = classifier["export_dir"]
-    assert versions.versions(export_dir) == [1, 2, 3, 4] and sorted(os.listdir(export_dir)) == ["1", "2", "3", "4"]
+    assert versions.versions(export_dir) == [1, 2, 3, 4] and sorted(os.listdir(export_dir)) == [
+        "1",
+        "2",
+        "3",
+        "4",
+    ]
     path = classifier["paths"]["dynamic_range"]
     assert sorted(os.listdir(path)) == ["labels.txt", "model.tflite", "task.json", "vocab.txt"]
     with open(os.path.join(path, "task.json")) as f:
         text = f.read()
     info = json.loads(text)
-    assert (info["task"], info["kind"], info["format"], info["seq_length"]) == ("sst2", "classification", "tflite", 32)
+    assert (info["task"], info["kind"], info["format"], info["seq_length"]) == (
+        "sst2",
+        "classification",
+        "tflite",
+        32,
+    )
     assert info["signatures"] == {
         "serving_default": {"inputs": ["text"], "outputs": ["label", "label_id", "probabilities"]},
-        "preprocess": {"inputs": ["text"], "outputs": ["input_mask", "input_type_ids", "input_word_ids"]}}
+        "preprocess": {
+            "inputs": ["text"],
+            "outputs": ["input_mask", "input_type_ids", "input_word_ids"],
+        },
+    }
     with open(os.path.join(path, "labels.txt")) as f:
         assert f.read() == "0\n1\n"
-    with open(os.path.join(path, "vocab.txt")) as f, open(os.path.join(classifier["model_dir"], "vocab.txt")) as g:
+    with (
+        open(os.path.join(path, "vocab.txt")) as f,
+        open(os.path.join(classifier["model_dir"], "vocab.txt")) as g,
+    ):
         assert f.read() == g.read()
     with open(os.path.join(path, tflite.MODEL_FILE), "rb") as f:
         assert tflite.read_metadata(f.read())[tflite.METADATA_NAME].decode() == text
@@ -282,7 +365,9 @@ def run_fuzz(classifier, total, sizes):
     answer per row, independent of the batch. Returns the rows fed."""
     path = classifier["paths"]["none"]
     interpreter = tflite.load_interpreter(os.path.join(path, tflite.MODEL_FILE))
-    serve, preprocess = (interpreter.get_signature_runner(n) for n in ("serving_default", "preprocess"))
+    serve, preprocess = (
+        interpreter.get_signature_runner(n) for n in ("serving_default", "preprocess")
+    )
     source = load_source(classifier["model_dir"])
     packer = TextPacker(source.tokenizer, source.seq_length)
     fed = 0
@@ -296,7 +381,9 @@ def run_fuzz(classifier, total, sizes):
         assert probabilities.shape == (len(batch), 2) and np.isfinite(probabilities).all()
         np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
         np.testing.assert_array_equal(out["label_id"], probabilities.argmax(-1))
-        assert [s.decode() for s in out["label"]] == [["0", "1"][i] for i in probabilities.argmax(-1)]
+        assert [s.decode() for s in out["label"]] == [
+            ["0", "1"][i] for i in probabilities.argmax(-1)
+        ]
         alone = serve(text=texts[-1:])["probabilities"][0]
         np.testing.assert_allclose(alone, probabilities[-1], atol=1e-5)
         fed += len(batch)
@@ -317,9 +404,20 @@ def test_hostile_text_gets_defined_answers_3000_inputs(classifier):
 @pytest.mark.slow
 def test_command_line_writes_a_tflite_version(pairs, tmp_path):
     export_dir = str(tmp_path / "tflite")
-    result = subprocess.run([sys.executable, "-m", "keras_bert.export", f"--model_dir={pairs['mnli']}",
-                             f"--export_dir={export_dir}", "--format=tflite", "--quantize=float16",
-                             "--seq_length=16"], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_bert.export",
+            f"--model_dir={pairs['mnli']}",
+            f"--export_dir={export_dir}",
+            "--format=tflite",
+            "--quantize=float16",
+            "--seq_length=16",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().splitlines()[-1] == os.path.join(export_dir, "1")
     out = run(os.path.join(export_dir, "1"), "serving_default", text=TEXTS, text_b=TEXTS_B)

@@ -15,13 +15,20 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from conftest import NER_VOCAB, SQUAD_OPTIONS
 from export_cases import SEQ_LENGTH, softmax, write_task_model
 from finetune_cases import sentiment_rows
 from real_data import real_file
-from test_task_signatures import (BLANK_TEXTS, NER_TEXTS, SQUAD_CASES, _exported_entities, _python_entities,
-                                  _python_squad, _words)
+from test_task_signatures import (
+    BLANK_TEXTS,
+    NER_TEXTS,
+    SQUAD_CASES,
+    _exported_entities,
+    _python_entities,
+    _python_squad,
+    _words,
+)
+
 from keras_bert.export import tflite
 from keras_bert.export.source import load_source
 from keras_bert.tasks import runner
@@ -30,10 +37,23 @@ from keras_bert.tasks.swag.task import SwagExample, SwagTask
 ATOL = 1e-5
 # Text that any export must answer: empty, blank, control characters, invalid UTF-8, emoji, CJK,
 # a capital sigma, long.
-HOSTILE = ["", "   \t\n ", "\x00\x07", b"the \xff\xfe movie \xc3\x28 film", "東京 the 🙂 film",
-           b"\xf0\x9f\x98 the e\xcc\x81 plot", "ΣΟΦΟΣ the film Σ.", "🙂" * 40, " ".join(["the movies"] * 30)]
-TEXT_OPS = ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets", "TFText>ByteSplitByOffsets",
-            "TFText>ByteSplitWithOffsets"]  # Cased models: the tokenizer, offsets and substrings.
+HOSTILE = [
+    "",
+    "   \t\n ",
+    "\x00\x07",
+    b"the \xff\xfe movie \xc3\x28 film",
+    "東京 the 🙂 film",
+    b"\xf0\x9f\x98 the e\xcc\x81 plot",
+    "ΣΟΦΟΣ the film Σ.",
+    "🙂" * 40,
+    " ".join(["the movies"] * 30),
+]
+TEXT_OPS = [
+    "FastBertNormalize",
+    "FastWordpieceTokenizeWithOffsets",
+    "TFText>ByteSplitByOffsets",
+    "TFText>ByteSplitWithOffsets",
+]  # Cased models: the tokenizer, offsets and substrings.
 AGREEMENT = 0.99  # Least share of inputs whose dynamic-range answer is the float32 one.
 
 
@@ -51,8 +71,10 @@ def _export(tmp_path_factory, task, **options):
             f.write("".join(t + "\n" for t in NER_VOCAB))
     source = load_source(model_dir)
     functions = tflite.text_functions(source)
-    paths = {q: tflite.write_tflite(source, str(root / "tflite"), quantize=q, functions=functions)
-             for q in ("none", "dynamic_range")}
+    paths = {
+        q: tflite.write_tflite(source, str(root / "tflite"), quantize=q, functions=functions)
+        for q in ("none", "dynamic_range")
+    }
     return {"model_dir": model_dir, "functions": functions, "paths": paths}
 
 
@@ -79,8 +101,12 @@ def run(export, quantize, **texts):
 
 def run_tf(export, **texts):
     """The TensorFlow function the SavedModel serves."""
-    return {k: v.numpy() for k, v in export["functions"]["serving_default"](
-        **{name: tf.constant(tflite.as_strings(values)) for name, values in texts.items()}).items()}
+    return {
+        k: v.numpy()
+        for k, v in export["functions"]["serving_default"](
+            **{name: tf.constant(tflite.as_strings(values)) for name, values in texts.items()}
+        ).items()
+    }
 
 
 def _rows(out):
@@ -89,8 +115,14 @@ def _rows(out):
 
 
 def _squad_answers(out):
-    return list(zip([a.decode("utf-8", "replace") for a in out["answer"]], out["start_char"].tolist(),
-                    out["end_char"].tolist(), out["has_answer"].tolist()))
+    return list(
+        zip(
+            [a.decode("utf-8", "replace") for a in out["answer"]],
+            out["start_char"].tolist(),
+            out["end_char"].tolist(),
+            out["has_answer"].tolist(),
+        )
+    )
 
 
 # === Ops and files ===
@@ -99,11 +131,20 @@ def _squad_answers(out):
 @pytest.mark.parametrize("name", ["ner", "swag", "squad2"])
 def test_tasks_convert_with_builtins_and_text_kernels_only(name, request):
     export = request.getfixturevalue(name)
-    kind, outputs = {"ner": ("token_classification", ["end_char", "entity_count", "entity_text", "entity_type",
-                                                      "start_char"]),
-                     "swag": ("multiple_choice", ["choice", "probabilities"]),
-                     "squad2": ("span", ["answer", "end_char", "has_answer", "null_odds", "score", "start_char"])}[name]
-    inputs = {"ner": ["text"], "swag": ["context", "endings"], "squad2": ["question", "context"]}[name]
+    kind, outputs = {
+        "ner": (
+            "token_classification",
+            ["end_char", "entity_count", "entity_text", "entity_type", "start_char"],
+        ),
+        "swag": ("multiple_choice", ["choice", "probabilities"]),
+        "squad2": (
+            "span",
+            ["answer", "end_char", "has_answer", "null_odds", "score", "start_char"],
+        ),
+    }[name]
+    inputs = {"ner": ["text"], "swag": ["context", "endings"], "squad2": ["question", "context"]}[
+        name
+    ]
     for quantize, path in export["paths"].items():
         with open(os.path.join(path, tflite.MODEL_FILE), "rb") as f:
             flatbuffer = f.read()
@@ -128,10 +169,32 @@ def test_code_point_offsets_of_any_bytes_count_as_python_decodes():
     from keras_bert.export import entities
 
     rng = np.random.default_rng(0)
-    alphabet = [0x41, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xE1, 0xED, 0xEE, 0xEF,
-                0xF0, 0xF1, 0xF4, 0xF5, 0xFF]
-    texts = [bytes(rng.choice(alphabet, int(rng.integers(0, 10)))) for _ in range(1500)] + [t.encode() for t in (
-        "東京 🙂 e\u0301", "\ufffd", "")]
+    alphabet = [
+        0x41,
+        0x80,
+        0x8F,
+        0x90,
+        0x9F,
+        0xA0,
+        0xBF,
+        0xC0,
+        0xC1,
+        0xC2,
+        0xDF,
+        0xE0,
+        0xE1,
+        0xED,
+        0xEE,
+        0xEF,
+        0xF0,
+        0xF1,
+        0xF4,
+        0xF5,
+        0xFF,
+    ]
+    texts = [bytes(rng.choice(alphabet, int(rng.integers(0, 10)))) for _ in range(1500)] + [
+        t.encode() for t in ("東京 🙂 e\u0301", "\ufffd", "")
+    ]
     row, offsets, want = [], [], []
     for i, text in enumerate(texts):
         whole = text.decode("utf-8", "replace")
@@ -150,14 +213,18 @@ def test_ner_entities_equal_the_tasks_predictions(ner):
     texts = [_words(c)[0] for c in NER_TEXTS]
     rows = _rows(run(ner, "none", text=texts + BLANK_TEXTS))
     assert rows == _python_entities(ner["model_dir"], NER_TEXTS) + [[]] * len(BLANK_TEXTS)
-    assert len({e[1] for row in rows for e in row}) == 4 and any(" " in e[0] for row in rows for e in row)
+    assert len({e[1] for row in rows for e in row}) == 4 and any(
+        " " in e[0] for row in rows for e in row
+    )
     varied = _varied(60, seed=21) + HOSTILE
     out = run(ner, "none", text=varied)
     want = run_tf(ner, text=varied)
     assert _rows(out) == _rows(want)
     for key in want:
         np.testing.assert_array_equal(out[key], want[key])
-    for text, row in zip(varied, _rows(out)):  # Code point offsets of any bytes (Python's "replace").
+    for text, row in zip(
+        varied, _rows(out)
+    ):  # Code point offsets of any bytes (Python's "replace").
         decoded = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
         assert all(decoded[start:end] == entity for entity, _, start, end in row)
     empty = run(ner, "none", text=[])
@@ -165,12 +232,22 @@ def test_ner_entities_equal_the_tasks_predictions(ner):
 
 
 def _swag_cases():
-    examples = [SwagExample({"": "0"}, "The actor walks in.", "He", ("was good .", "is a film", "sings", "the plot")),
-                SwagExample({"": "1"}, " ".join(["very"] * 40), "the film", ("was", "is " * 30, "fine", "")),
-                SwagExample({"": "2"}, "", "", ("good", "bad", "", "Ünïcödé 東京 🙂"))]
+    examples = [
+        SwagExample(
+            {"": "0"}, "The actor walks in.", "He", ("was good .", "is a film", "sings", "the plot")
+        ),
+        SwagExample(
+            {"": "1"}, " ".join(["very"] * 40), "the film", ("was", "is " * 30, "fine", "")
+        ),
+        SwagExample({"": "2"}, "", "", ("good", "bad", "", "Ünïcödé 東京 🙂")),
+    ]
     sentences = _varied(4 * 40, seed=22)
-    examples += [SwagExample({"": str(i)}, sentences[4 * i], "", tuple(sentences[4 * i + 1:4 * i + 4]) + ("",))
-                 for i in range(3, 40)]
+    examples += [
+        SwagExample(
+            {"": str(i)}, sentences[4 * i], "", tuple(sentences[4 * i + 1 : 4 * i + 4]) + ("",)
+        )
+        for i in range(3, 40)
+    ]
     return examples
 
 
@@ -178,16 +255,23 @@ def test_swag_choices_equal_the_keras_model(swag):
     examples = _swag_cases()
     source = load_source(swag["model_dir"])
     task = SwagTask()
-    logits = runner.predict(source.model, task, task.encode(examples, source.tokenizer, SEQ_LENGTH),
-                             batch_size=16)["logits"]
+    logits = runner.predict(
+        source.model, task, task.encode(examples, source.tokenizer, SEQ_LENGTH), batch_size=16
+    )["logits"]
     want = softmax(np.asarray(logits, np.float64))
-    context, endings = [e.context for e in examples], [[b for _, b in e.choices()] for e in examples]
+    context, endings = (
+        [e.context for e in examples],
+        [[b for _, b in e.choices()] for e in examples],
+    )
     out = run(swag, "none", context=context, endings=endings)
     np.testing.assert_allclose(out["probabilities"], want, atol=ATOL)
     np.testing.assert_array_equal(out["choice"], want.argmax(-1))
     assert len(set(want.argmax(-1))) > 1
     hostile = [[HOSTILE[(i + j) % len(HOSTILE)] for j in range(4)] for i in range(len(HOSTILE))]
-    out, want = run(swag, "none", context=HOSTILE, endings=hostile), run_tf(swag, context=HOSTILE, endings=hostile)
+    out, want = (
+        run(swag, "none", context=HOSTILE, endings=hostile),
+        run_tf(swag, context=HOSTILE, endings=hostile),
+    )
     np.testing.assert_allclose(out["probabilities"], want["probabilities"], atol=ATOL)
     np.testing.assert_array_equal(out["choice"], want["choice"])
     empty = run(swag, "none", context=[], endings=np.zeros([0, 4], object))
@@ -202,13 +286,21 @@ def test_squad_answers_equal_the_tasks_predictions(squad2):
     answers = [a.decode() for a in out["answer"]]
     assert answers == [prediction.predictions[e.qas_id] for e in examples]
     assert 0 < sum(map(bool, answers)) < len(answers) - 1  # Null and span answers both occur.
-    np.testing.assert_allclose(out["null_odds"], [prediction.null_odds[e.qas_id] for e in examples], atol=ATOL)
-    for e, answer, start, end, has in zip(examples, answers, out["start_char"], out["end_char"], out["has_answer"]):
-        assert has == bool(answer) and (e.context[start:end] == answer if has else start == end == -1)
+    np.testing.assert_allclose(
+        out["null_odds"], [prediction.null_odds[e.qas_id] for e in examples], atol=ATOL
+    )
+    for e, answer, start, end, has in zip(
+        examples, answers, out["start_char"], out["end_char"], out["has_answer"]
+    ):
+        assert has == bool(answer) and (
+            e.context[start:end] == answer if has else start == end == -1
+        )
     # Hostile questions and contexts: the TensorFlow function's answers, -inf scores included.
     question, context = HOSTILE + ["the film"] * len(HOSTILE), HOSTILE[::-1] + HOSTILE
-    out, want = run(squad2, "none", question=question, context=context), run_tf(squad2, question=question,
-                                                                                 context=context)
+    out, want = (
+        run(squad2, "none", question=question, context=context),
+        run_tf(squad2, question=question, context=context),
+    )
     assert _squad_answers(out) == _squad_answers(want)
     np.testing.assert_array_equal(out["answer"], want["answer"])
     for key in ("score", "null_odds"):
@@ -225,9 +317,11 @@ def _squad_inputs(n, seed):
     """(questions, contexts): varied sentences; every fourth context is 3-9 sentences (several windows)."""
     rng = np.random.default_rng(seed)
     sentences = _varied(10 * n, seed=seed)
-    questions = [" ".join(s.split()[:int(rng.integers(1, 8))]) + " ?" for s in sentences[:n]]
-    contexts = [" ".join(sentences[n + 9 * i:n + 9 * i + (int(rng.integers(3, 10)) if i % 4 == 0 else 1)])
-                for i in range(n)]
+    questions = [" ".join(s.split()[: int(rng.integers(1, 8))]) + " ?" for s in sentences[:n]]
+    contexts = [
+        " ".join(sentences[n + 9 * i : n + 9 * i + (int(rng.integers(3, 10)) if i % 4 == 0 else 1)])
+        for i in range(n)
+    ]
     return questions, contexts
 
 
@@ -241,23 +335,29 @@ def test_dynamic_range_answers_agree(ner, swag, squad2):
     ner_agreement = np.mean([a == b for a, b in zip(float_rows, quantized_rows)])
 
     sentences = _varied(5 * 200, seed=24)
-    context, endings = sentences[:200], [sentences[200 + 4 * i:204 + 4 * i] for i in range(200)]
-    float_out, quantized = (run(swag, q, context=context, endings=endings) for q in ("none", "dynamic_range"))
+    context, endings = sentences[:200], [sentences[200 + 4 * i : 204 + 4 * i] for i in range(200)]
+    float_out, quantized = (
+        run(swag, q, context=context, endings=endings) for q in ("none", "dynamic_range")
+    )
     swag_same = float_out["choice"] == quantized["choice"]
     top2 = np.sort(float_out["probabilities"], -1)[:, -2:]
     decided = top2[:, 1] - top2[:, 0] >= 0.05
     swag_difference = np.abs(float_out["probabilities"] - quantized["probabilities"]).max()
 
     question, context = _squad_inputs(200, seed=25)
-    float_out, quantized = (run(squad2, q, question=question, context=context) for q in ("none", "dynamic_range"))
+    float_out, quantized = (
+        run(squad2, q, question=question, context=context) for q in ("none", "dynamic_range")
+    )
     same = np.array([a == b for a, b in zip(_squad_answers(float_out), _squad_answers(quantized))])
     both = same & float_out["has_answer"]
     score_difference = np.abs(float_out["score"] - quantized["score"])[both].max()
     odds_difference = np.abs(float_out["null_odds"] - quantized["null_odds"]).max()
-    print(f"dynamic range vs float32: NER entities agree on {ner_agreement:.1%} of {len(texts)} texts; SWAG "
-          f"choices on {swag_same.mean():.1%} ({swag_same[decided].mean():.1%} of the {decided.sum()} decided; "
-          f"largest probability difference {swag_difference:.3g}); SQuAD answers on {same.mean():.1%} "
-          f"(largest score difference {score_difference:.3g}, null odds {odds_difference:.3g})")
+    print(
+        f"dynamic range vs float32: NER entities agree on {ner_agreement:.1%} of {len(texts)} texts; SWAG "
+        f"choices on {swag_same.mean():.1%} ({swag_same[decided].mean():.1%} of the {decided.sum()} decided; "
+        f"largest probability difference {swag_difference:.3g}); SQuAD answers on {same.mean():.1%} "
+        f"(largest score difference {score_difference:.3g}, null odds {odds_difference:.3g})"
+    )
     assert swag_same[decided].mean() >= AGREEMENT and decided.sum() >= 10
     assert ner_agreement >= 0.75 and swag_same.mean() >= 0.9 and same.mean() >= 0.95
     assert swag_difference < 0.05 and score_difference < 0.2 and odds_difference < 0.2
@@ -289,10 +389,15 @@ def test_real_squad_and_conll_inputs(ner, squad2):
         pytest.skip("the real data folder (shared/data) is absent")
     with open(squad, encoding="utf-8") as f:
         articles = json.load(f)["data"]
-    pairs = [(qa["question"], p["context"]) for a in articles[:3] for p in a["paragraphs"][:10] for qa in p["qas"][:1]]
+    pairs = [
+        (qa["question"], p["context"])
+        for a in articles[:3]
+        for p in a["paragraphs"][:10]
+        for qa in p["qas"][:1]
+    ]
     question, context = [q for q, _ in pairs], [c for _, c in pairs]
     for start in range(0, len(pairs), 10):
-        part = dict(question=question[start:start + 10], context=context[start:start + 10])
+        part = dict(question=question[start : start + 10], context=context[start : start + 10])
         out, want = run(squad2, "none", **part), run_tf(squad2, **part)
         assert _squad_answers(out) == _squad_answers(want)
         np.testing.assert_allclose(out["score"], want["score"], atol=ATOL)
@@ -300,4 +405,3 @@ def test_real_squad_and_conll_inputs(ner, squad2):
     assert len(sentences) == 300
     out, want = run(ner, "none", text=sentences), run_tf(ner, text=sentences)
     assert _rows(out) == _rows(want)
-

@@ -35,10 +35,16 @@ def test_replicas_draw_different_masks():
             a, b = (m.numpy() != 0 for m in masks)
             print(type(layer).__name__, int((a != b).sum()), round(float(a.mean()), 2))
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    results = {name: (int(diff), float(kept)) for name, diff, kept in
-               (line.split() for line in out.stdout.strip().splitlines())}
+    results = {
+        name: (int(diff), float(kept))
+        for name, diff, kept in (line.split() for line in out.stdout.strip().splitlines())
+    }
     assert results["Dropout"][0] == 0  # What Keras does: one mask for all replicas.
-    assert results["ReplicaDropout"][0] > 8 * 256 * 0.3  # Ours: independent masks (about half differ).
+    assert (
+        results["ReplicaDropout"][0] > 8 * 256 * 0.3
+    )  # Ours: independent masks (about half differ).
     assert 0.4 < results["ReplicaDropout"][1] < 0.6

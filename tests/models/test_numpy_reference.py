@@ -2,22 +2,45 @@
 
 import numpy as np
 import pytest
+import reference
 import tensorflow as tf
 
 import keras_bert
-import reference
 
 CONFIGS = [
-    dict(vocab_size=97, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64),
-    dict(vocab_size=50, hidden_size=24, num_hidden_layers=3, num_attention_heads=3, intermediate_size=40,
-         type_vocab_size=3, max_position_embeddings=20),
-    dict(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=1, intermediate_size=16,
-         hidden_act="gelu_new"),
+    dict(
+        vocab_size=97,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+    ),
+    dict(
+        vocab_size=50,
+        hidden_size=24,
+        num_hidden_layers=3,
+        num_attention_heads=3,
+        intermediate_size=40,
+        type_vocab_size=3,
+        max_position_embeddings=20,
+    ),
+    dict(
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        intermediate_size=16,
+        hidden_act="gelu_new",
+    ),
 ]
 
 
 def _np_gelu_tanh_patch(monkeypatch):
-    monkeypatch.setattr(reference, "gelu", lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))))
+    monkeypatch.setattr(
+        reference,
+        "gelu",
+        lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+    )
 
 
 @pytest.mark.parametrize("fields", CONFIGS)
@@ -29,7 +52,9 @@ def test_encoder_matches_numpy(fields, monkeypatch):
     reference.randomize_weights(encoder, seed=1)
     inputs = reference.random_inputs(np.random.default_rng(0), config, batch=4, seq=9)
     out = encoder(inputs, training=False)
-    seq, pooled, layers = reference.encoder_forward(reference.weights_by_path(encoder), config, **_np_args(inputs))
+    seq, pooled, layers = reference.encoder_forward(
+        reference.weights_by_path(encoder), config, **_np_args(inputs)
+    )
     np.testing.assert_allclose(out["sequence_output"], seq, atol=1e-5, rtol=1e-5)
     np.testing.assert_allclose(out["pooled_output"], pooled, atol=1e-5, rtol=1e-5)
     assert len(out["encoder_outputs"]) == config.num_hidden_layers
@@ -58,8 +83,9 @@ def test_pretrainer_matches_numpy():
     inputs = reference.random_inputs(rng, config, batch=3, seq=10)
     positions = np.sort(rng.integers(0, 6, size=(3, 4)), axis=1).astype(np.int32)
     out = pretrainer({**inputs, "masked_lm_positions": positions}, training=False)
-    mlm, nsp = reference.pretrainer_forward(reference.weights_by_path(pretrainer), config,
-                                            **_np_args(inputs), positions=positions)
+    mlm, nsp = reference.pretrainer_forward(
+        reference.weights_by_path(pretrainer), config, **_np_args(inputs), positions=positions
+    )
     np.testing.assert_allclose(out["mlm_logits"], mlm, atol=1e-4, rtol=1e-5)
     np.testing.assert_allclose(out["nsp_logits"], nsp, atol=1e-5, rtol=1e-5)
 
@@ -74,7 +100,8 @@ def test_pretraining_loss_matches_numpy():
     nsp_labels = np.array([[0], [1], [1]])
     losses = keras_bert.models.pretrainer.pretraining_loss(
         {"masked_lm_ids": ids, "masked_lm_weights": weights, "next_sentence_labels": nsp_labels},
-        {"mlm_logits": tf.constant(logits), "nsp_logits": tf.constant(nsp_logits)})
+        {"mlm_logits": tf.constant(logits), "nsp_logits": tf.constant(nsp_logits)},
+    )
 
     def xent(lg, y):
         lg = lg - lg.max(-1, keepdims=True)
@@ -92,14 +119,25 @@ def test_mlm_head_is_tied_to_word_embeddings():
     config = keras_bert.BertConfig(**CONFIGS[0])
     pretrainer = keras_bert.BertPretrainer(keras_bert.BertEncoder(config))
     table_ids = {id(w) for w in pretrainer.weights if w.path.endswith("word_embeddings")}
-    assert len(table_ids) == 1  # One variable, used by both the embedding lookup and the output layer.
+    assert (
+        len(table_ids) == 1
+    )  # One variable, used by both the embedding lookup and the output layer.
     n_embeddings = config.vocab_size * config.hidden_size
-    head = (config.hidden_size * config.hidden_size + config.hidden_size  # transform dense
-            + 2 * config.hidden_size + config.vocab_size  # LayerNorm + output bias
-            + 2 * config.hidden_size + 2)  # NSP
+    head = (
+        config.hidden_size * config.hidden_size
+        + config.hidden_size  # transform dense
+        + 2 * config.hidden_size
+        + config.vocab_size  # LayerNorm + output bias
+        + 2 * config.hidden_size
+        + 2
+    )  # NSP
     assert pretrainer.count_params() == pretrainer.encoder.count_params() + head
     assert n_embeddings < pretrainer.count_params()
 
 
 def _np_args(inputs):
-    return dict(word_ids=inputs["input_word_ids"], mask=inputs["input_mask"], type_ids=inputs["input_type_ids"])
+    return dict(
+        word_ids=inputs["input_word_ids"],
+        mask=inputs["input_mask"],
+        type_ids=inputs["input_type_ids"],
+    )

@@ -13,17 +13,29 @@ import keras
 import keras_hub
 import numpy as np
 import pytest
+import reference
 import tensorflow as tf
 
 import keras_bert
-import reference
 
 CONFIGS = {
-    "L2_H32_A4": keras_bert.BertConfig(vocab_size=71, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                       intermediate_size=64, max_position_embeddings=40),
-    "L3_H48_A3_types3": keras_bert.BertConfig(vocab_size=50, hidden_size=48, num_hidden_layers=3,
-                                              num_attention_heads=3, intermediate_size=80,
-                                              max_position_embeddings=30, type_vocab_size=3),
+    "L2_H32_A4": keras_bert.BertConfig(
+        vocab_size=71,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=40,
+    ),
+    "L3_H48_A3_types3": keras_bert.BertConfig(
+        vocab_size=50,
+        hidden_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=3,
+        intermediate_size=80,
+        max_position_embeddings=30,
+        type_vocab_size=3,
+    ),
     "mini": keras_bert.BertConfig.preset("mini", vocab_size=120, max_position_embeddings=64),
 }
 ATOL = 1e-5
@@ -64,7 +76,7 @@ def rename(path, names):
     for ours, theirs in names.items():
         match = re.match("^" + re.escape(ours).replace(r"\{i\}", r"(?P<i>\d+)") + "(?=/|$)", path)
         if match:
-            return theirs.format(**match.groupdict()) + path[match.end():]
+            return theirs.format(**match.groupdict()) + path[match.end() :]
     raise KeyError(path)
 
 
@@ -99,10 +111,15 @@ HUB_NAMES = {
 def hub_backbone(encoder, exact_gelu):
     config = encoder.config
     backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-        num_heads=config.num_attention_heads, hidden_dim=config.hidden_size,
-        intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
-        max_sequence_length=config.max_position_embeddings, num_segments=config.type_vocab_size)
+        vocabulary_size=config.vocab_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size,
+        dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings,
+        num_segments=config.type_vocab_size,
+    )
     if exact_gelu:  # keras-hub ships the tanh approximation; the paper uses erf.
         for layer in backbone.transformer_layers:
             layer._feedforward_intermediate_dense.activation = keras.activations.gelu
@@ -111,13 +128,23 @@ def hub_backbone(encoder, exact_gelu):
 
 
 def hub_inputs(inputs):
-    return {"token_ids": inputs["input_word_ids"], "segment_ids": inputs["input_type_ids"],
-            "padding_mask": inputs["input_mask"]}
+    return {
+        "token_ids": inputs["input_word_ids"],
+        "segment_ids": inputs["input_type_ids"],
+        "padding_mask": inputs["input_mask"],
+    }
 
 
-@pytest.mark.parametrize("name, hidden_act", [("L2_H32_A4", "gelu"), ("L2_H32_A4", "gelu_tanh"),
-                                               ("L3_H48_A3_types3", "gelu"), ("L3_H48_A3_types3", "gelu_tanh"),
-                                               ("mini", "gelu")])
+@pytest.mark.parametrize(
+    "name, hidden_act",
+    [
+        ("L2_H32_A4", "gelu"),
+        ("L2_H32_A4", "gelu_tanh"),
+        ("L3_H48_A3_types3", "gelu"),
+        ("L3_H48_A3_types3", "gelu_tanh"),
+        ("mini", "gelu"),
+    ],
+)
 def test_encoder_matches_keras_hub_backbone(name, hidden_act):
     encoder = our_encoder(CONFIGS[name].replace(hidden_act=hidden_act))
     backbone = hub_backbone(encoder, exact_gelu=hidden_act == "gelu")
@@ -133,7 +160,9 @@ def test_activation_mismatch_is_detected():
     encoder = our_encoder(CONFIGS["L2_H32_A4"])
     backbone = hub_backbone(encoder, exact_gelu=False)
     inputs = padded_inputs(encoder.config)
-    diff = np.abs(encoder(inputs)["sequence_output"] - backbone(hub_inputs(inputs))["sequence_output"]).max()
+    diff = np.abs(
+        encoder(inputs)["sequence_output"] - backbone(hub_inputs(inputs))["sequence_output"]
+    ).max()
     assert diff > 10 * ATOL
 
 
@@ -144,14 +173,26 @@ def test_pretrainer_mlm_logits_match_keras_hub_masked_lm():
     backbone = hub_backbone(pretrainer.encoder, exact_gelu=True)
     masked_lm = keras_hub.models.BertMaskedLM(backbone=backbone, preprocessor=None)
     head = masked_lm.masked_lm_head
-    head._intermediate_layer_norm.epsilon = config.layer_norm_eps  # BertMaskedLM uses 1e-5; BERT 1e-12.
-    head_arrays = {w.path: w.numpy() for w in pretrainer.masked_lm_head.weights
-                   if w.path.startswith("cls_predictions/")}
-    head_variables = {w.path: w for w in head.weights if w.path.startswith("mlm_head/")}  # Not the tied table.
-    copy_weights(head_arrays, head_variables, {
-        "cls_predictions/transform_dense": "mlm_head/intermediate_dense",
-        "cls_predictions/transform_LayerNorm": "mlm_head/intermediate_layer_norm",
-        "cls_predictions/output_bias": "mlm_head/output_bias"})
+    head._intermediate_layer_norm.epsilon = (
+        config.layer_norm_eps
+    )  # BertMaskedLM uses 1e-5; BERT 1e-12.
+    head_arrays = {
+        w.path: w.numpy()
+        for w in pretrainer.masked_lm_head.weights
+        if w.path.startswith("cls_predictions/")
+    }
+    head_variables = {
+        w.path: w for w in head.weights if w.path.startswith("mlm_head/")
+    }  # Not the tied table.
+    copy_weights(
+        head_arrays,
+        head_variables,
+        {
+            "cls_predictions/transform_dense": "mlm_head/intermediate_dense",
+            "cls_predictions/transform_LayerNorm": "mlm_head/intermediate_layer_norm",
+            "cls_predictions/output_bias": "mlm_head/output_bias",
+        },
+    )
     inputs = padded_inputs(config)
     positions = np.random.default_rng(3).integers(0, 13, size=(4, 5)).astype(np.int32)
     ours = pretrainer({**inputs, "masked_lm_positions": positions})["mlm_logits"]
@@ -185,14 +226,23 @@ def tf_models_encoder(encoder):
     tf_keras.backend.clear_session()  # Deterministic variable names.
     config = encoder.config
     network = networks.BertEncoder(
-        vocab_size=config.vocab_size, hidden_size=config.hidden_size, num_layers=config.num_hidden_layers,
-        num_attention_heads=config.num_attention_heads, max_sequence_length=config.max_position_embeddings,
-        type_vocab_size=config.type_vocab_size, inner_dim=config.intermediate_size,
+        vocab_size=config.vocab_size,
+        hidden_size=config.hidden_size,
+        num_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        max_sequence_length=config.max_position_embeddings,
+        type_vocab_size=config.type_vocab_size,
+        inner_dim=config.intermediate_size,
         inner_activation=lambda x: tf_keras.activations.gelu(x, approximate=False),
-        output_dropout=config.hidden_dropout_prob, attention_dropout=config.attention_probs_dropout_prob,
-        dict_outputs=True)
-    copy_weights(per_head_arrays(encoder), {w.name.removesuffix(":0"): w for w in network.weights},
-                 TF_MODELS_NAMES)
+        output_dropout=config.hidden_dropout_prob,
+        attention_dropout=config.attention_probs_dropout_prob,
+        dict_outputs=True,
+    )
+    copy_weights(
+        per_head_arrays(encoder),
+        {w.name.removesuffix(":0"): w for w in network.weights},
+        TF_MODELS_NAMES,
+    )
     return network
 
 

@@ -8,12 +8,27 @@ import numpy as np
 import pytest
 
 import keras_bert
-from keras_bert.models.task_models import BertClassifier, BertMultipleChoice, BertSpanLabeler, BertTokenClassifier
+from keras_bert.models.task_models import (
+    BertClassifier,
+    BertMultipleChoice,
+    BertSpanLabeler,
+    BertTokenClassifier,
+)
 
-CONFIG = dict(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-              max_position_embeddings=16)
+CONFIG = dict(
+    vocab_size=50,
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=16,
+)
 IDS = np.array([[2, 5, 6, 3, 0], [2, 7, 3, 0, 0]], np.int32)
-INPUTS = {"input_word_ids": IDS, "input_mask": (IDS > 0).astype(np.int32), "input_type_ids": np.zeros_like(IDS)}
+INPUTS = {
+    "input_word_ids": IDS,
+    "input_mask": (IDS > 0).astype(np.int32),
+    "input_type_ids": np.zeros_like(IDS),
+}
 
 
 def _encoder(dtype=None):
@@ -25,9 +40,14 @@ def _dense(model, name):
     return layer.kernel.numpy(), layer.bias.numpy()
 
 
-@pytest.mark.parametrize("cls, output, args", [(BertClassifier, "pooled_output", (3,)),
-                                                (BertTokenClassifier, "sequence_output", (4,)),
-                                                (BertSpanLabeler, "sequence_output", ())])
+@pytest.mark.parametrize(
+    "cls, output, args",
+    [
+        (BertClassifier, "pooled_output", (3,)),
+        (BertTokenClassifier, "sequence_output", (4,)),
+        (BertSpanLabeler, "sequence_output", ()),
+    ],
+)
 def test_heads_against_numpy_and_round_trip(cls, output, args, tmp_path):
     encoder = _encoder()
     model = cls(encoder, *args)

@@ -18,15 +18,19 @@ def write_vocab(path):
 
 
 def sentence(rng, min_words=3, max_words=20):
-    words = [rng.choice(STEMS) + rng.choice(["", "", ""] + SUFFIXES)
-             for _ in range(rng.randint(min_words, max_words))]
+    words = [
+        rng.choice(STEMS) + rng.choice(["", "", ""] + SUFFIXES)
+        for _ in range(rng.randint(min_words, max_words))
+    ]
     return " ".join(words) + " ."
 
 
 def documents(num_documents, seed=0, max_sentences=12):
     """Lists of sentences; the first documents are long enough for real next-sentence pairs."""
     rng = random.Random(seed)
-    return [[sentence(rng) for _ in range(rng.randint(1, max_sentences))] for _ in range(num_documents)]
+    return [
+        [sentence(rng) for _ in range(rng.randint(1, max_sentences))] for _ in range(num_documents)
+    ]
 
 
 def write_corpus(path, docs):

@@ -7,11 +7,17 @@ from keras_bert.pretraining import corpus
 
 
 def test_split_sentences_rules():
-    text = ('Dr. Smith met J. R. Tolkien in the U.S. on Monday. It rained!  "Really?" she asked. '
-            "Prices rose 3.5 percent, e.g. for bread... 2020 was odd. ok then.")
+    text = (
+        'Dr. Smith met J. R. Tolkien in the U.S. on Monday. It rained!  "Really?" she asked. '
+        "Prices rose 3.5 percent, e.g. for bread... 2020 was odd. ok then."
+    )
     assert corpus.split_sentences(text) == [
-        "Dr. Smith met J. R. Tolkien in the U.S. on Monday.", "It rained!", '"Really?" she asked.',
-        "Prices rose 3.5 percent, e.g. for bread...", "2020 was odd. ok then."]
+        "Dr. Smith met J. R. Tolkien in the U.S. on Monday.",
+        "It rained!",
+        '"Really?" she asked.',
+        "Prices rose 3.5 percent, e.g. for bread...",
+        "2020 was odd. ok then.",
+    ]
     assert corpus.split_sentences("一句。二句！三") == ["一句。", "二句！", "三"]
     assert corpus.split_sentences("  \n ") == []
 
@@ -27,11 +33,17 @@ def test_text_and_lines_formats(tmp_path):
     path = tmp_path / "book.txt"
     path.write_text("A wrapped\nparagraph. It has two sentences.\n\nNext paragraph here.\n")
     assert list(corpus.read_documents(str(path), file_format="text")) == [
-        ["A wrapped paragraph.", "It has two sentences.", "Next paragraph here."]]
+        ["A wrapped paragraph.", "It has two sentences.", "Next paragraph here."]
+    ]
     assert list(corpus.read_documents(str(path), file_format="text", max_document_sentences=2)) == [
-        ["A wrapped paragraph.", "It has two sentences."], ["Next paragraph here."]]
+        ["A wrapped paragraph.", "It has two sentences."],
+        ["Next paragraph here."],
+    ]
     assert list(corpus.read_documents(str(path), file_format="lines")) == [
-        ["A wrapped"], ["paragraph.", "It has two sentences."], ["Next paragraph here."]]
+        ["A wrapped"],
+        ["paragraph.", "It has two sentences."],
+        ["Next paragraph here."],
+    ]
 
 
 def test_streaming_reads_lazily(tmp_path):
@@ -54,9 +66,14 @@ def test_invalid_utf8_and_bad_arguments(tmp_path):
 
 
 def test_dataset_documents():
-    ds = tf.data.Dataset.from_tensor_slices({"text": ["One. Two here.\nThree.", "", "Four."], "id": [1, 2, 3]})
+    ds = tf.data.Dataset.from_tensor_slices(
+        {"text": ["One. Two here.\nThree.", "", "Four."], "id": [1, 2, 3]}
+    )
     assert list(corpus.dataset_documents(ds)) == [["One.", "Two here.", "Three."], ["Four."]]
-    assert list(corpus.dataset_documents([b"Aa bb. Cc dd.", "E."])) == [["Aa bb.", "Cc dd."], ["E."]]
+    assert list(corpus.dataset_documents([b"Aa bb. Cc dd.", "E."])) == [
+        ["Aa bb.", "Cc dd."],
+        ["E."],
+    ]
     with pytest.raises(KeyError, match="body"):
         list(corpus.dataset_documents(ds, field="body"))
 

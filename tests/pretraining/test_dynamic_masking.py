@@ -1,10 +1,10 @@
 """Dynamic masking in tf.data: new masks every epoch, seeded, the masking statistics, whole words."""
 
+import generated_corpus
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import generated_corpus
 from keras_bert.pretraining.dynamic import dynamic_masking
 from keras_bert.text.tokenizer import BertTokenizer
 
@@ -25,10 +25,15 @@ def packed(tokenizer):
     sep = tf.fill([ids.nrows() // 2, 1], tokenizer.sep_id)
     first, second = ids[0::2][: ids.nrows() // 2], ids[1::2][: ids.nrows() // 2]
     rows = tf.concat([cls, first, sep, second, sep], axis=1)
-    types = tf.concat([tf.zeros_like(tf.concat([cls, first, sep], 1)), tf.ones_like(tf.concat([second, sep], 1))], 1)
-    return {"input_word_ids": rows.to_tensor(0, shape=[None, S]).numpy(),
-            "input_type_ids": types.to_tensor(0, shape=[None, S]).numpy(),
-            "next_sentence_labels": np.arange(rows.nrows()) % 2}
+    types = tf.concat(
+        [tf.zeros_like(tf.concat([cls, first, sep], 1)), tf.ones_like(tf.concat([second, sep], 1))],
+        1,
+    )
+    return {
+        "input_word_ids": rows.to_tensor(0, shape=[None, S]).numpy(),
+        "input_type_ids": types.to_tensor(0, shape=[None, S]).numpy(),
+        "next_sentence_labels": np.arange(rows.nrows()) % 2,
+    }
 
 
 def _epoch(dataset):
@@ -47,15 +52,22 @@ def test_masks_differ_each_epoch_and_follow_the_seed(tokenizer, packed):
     # Everything but the masks passes through, typed as the records reader's batches.
     np.testing.assert_array_equal(first[0]["input_type_ids"], packed["input_type_ids"])
     np.testing.assert_array_equal(first[0]["input_mask"], packed["input_word_ids"] != 0)
-    np.testing.assert_array_equal(first[1]["next_sentence_labels"][:, 0], packed["next_sentence_labels"])
-    assert first[0]["input_word_ids"].dtype == np.int32 and first[1]["masked_lm_weights"].dtype == np.float32
+    np.testing.assert_array_equal(
+        first[1]["next_sentence_labels"][:, 0], packed["next_sentence_labels"]
+    )
+    assert (
+        first[0]["input_word_ids"].dtype == np.int32
+        and first[1]["masked_lm_weights"].dtype == np.float32
+    )
 
 
 @pytest.mark.parametrize("whole_word", [False, True])
 def test_masking_statistics(tokenizer, packed, whole_word):
     P = 100 if not whole_word else 4
     ds = tf.data.Dataset.from_tensor_slices(packed).batch(128)
-    inputs, labels = _epoch(dynamic_masking(ds, tokenizer, P, whole_word_masking=whole_word, seed=1))
+    inputs, labels = _epoch(
+        dynamic_masking(ds, tokenizer, P, whole_word_masking=whole_word, seed=1)
+    )
     ids = packed["input_word_ids"]
     special = np.isin(ids, [tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id])
     weights = labels["masked_lm_weights"]
@@ -104,9 +116,14 @@ def test_from_raw_text(tokenizer):
     texts = [s for d in generated_corpus.documents(30, seed=6) for s in d]
     ds = tf.data.Dataset.from_tensor_slices(texts).batch(64)
     inputs, labels = _epoch(dynamic_masking(pack_texts(ds, tokenizer, 24), tokenizer, 5, seed=2))
-    expected = [[tokenizer.cls_id] + ids[:22] + [tokenizer.sep_id] for ids in tokenizer(tf.constant(texts)).to_list()]
+    expected = [
+        [tokenizer.cls_id] + ids[:22] + [tokenizer.sep_id]
+        for ids in tokenizer(tf.constant(texts)).to_list()
+    ]
     rows, slots = np.nonzero(labels["masked_lm_weights"])
-    for r, p, label in zip(rows, inputs["masked_lm_positions"][rows, slots], labels["masked_lm_ids"][rows, slots]):
+    for r, p, label in zip(
+        rows, inputs["masked_lm_positions"][rows, slots], labels["masked_lm_ids"][rows, slots]
+    ):
         assert expected[r][p] == label and 0 < p < len(expected[r]) - 1
     np.testing.assert_array_equal(inputs["input_mask"].sum(1), [len(e) for e in expected])
     assert "next_sentence_labels" not in labels
@@ -117,18 +134,33 @@ def test_from_records_with_original_names(tmp_path, tokenizer):
     from keras_bert.pretraining.create_pretraining_data import create_pretraining_data
 
     vocab_file = generated_corpus.write_vocab(tmp_path / "vocab.txt")
-    corpus = generated_corpus.write_corpus(tmp_path / "corpus.txt", generated_corpus.documents(40, seed=9))
-    files = create_pretraining_data(corpus, str(tmp_path / "records"), vocab_file, max_seq_length=S,
-                                    max_predictions_per_seq=6, dupe_factor=1)
-    spec = {k: v for k, v in records.feature_spec(S, 6).items()
-            if k in ("input_ids", "input_mask", "segment_ids", "next_sentence_labels")}
+    corpus = generated_corpus.write_corpus(
+        tmp_path / "corpus.txt", generated_corpus.documents(40, seed=9)
+    )
+    files = create_pretraining_data(
+        corpus,
+        str(tmp_path / "records"),
+        vocab_file,
+        max_seq_length=S,
+        max_predictions_per_seq=6,
+        dupe_factor=1,
+    )
+    spec = {
+        k: v
+        for k, v in records.feature_spec(S, 6).items()
+        if k in ("input_ids", "input_mask", "segment_ids", "next_sentence_labels")
+    }
     ds = tf.data.TFRecordDataset(files).batch(32).map(lambda r: tf.io.parse_example(r, spec))
     inputs, labels = _epoch(dynamic_masking(ds, vocab_file, 6, seed=5))
     raw = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(files)]
     ids = np.stack([r["input_ids"].numpy() for r in raw])
     rows, slots = np.nonzero(labels["masked_lm_weights"])
-    np.testing.assert_array_equal(labels["masked_lm_ids"][rows, slots],
-                                  ids[rows, inputs["masked_lm_positions"][rows, slots]])
-    np.testing.assert_array_equal(inputs["input_type_ids"], np.stack([r["segment_ids"].numpy() for r in raw]))
-    np.testing.assert_array_equal(labels["next_sentence_labels"],
-                                  np.stack([r["next_sentence_labels"].numpy() for r in raw]))
+    np.testing.assert_array_equal(
+        labels["masked_lm_ids"][rows, slots], ids[rows, inputs["masked_lm_positions"][rows, slots]]
+    )
+    np.testing.assert_array_equal(
+        inputs["input_type_ids"], np.stack([r["segment_ids"].numpy() for r in raw])
+    )
+    np.testing.assert_array_equal(
+        labels["next_sentence_labels"], np.stack([r["next_sentence_labels"].numpy() for r in raw])
+    )

@@ -3,13 +3,13 @@ interoperability with tf-models-official's create_pretraining_data (the original
 
 import random
 
+import generated_corpus
 import numpy as np
 import pytest
 import tensorflow as tf
 from official.nlp.data import create_pretraining_data as original
 from official.nlp.tools import tokenization
 
-import generated_corpus
 from keras_bert.pretraining import corpus as corpus_lib
 from keras_bert.pretraining import examples, records
 from keras_bert.pretraining.create_pretraining_data import ExampleFactory, create_pretraining_data
@@ -17,8 +17,15 @@ from keras_bert.pretraining.example_proto import serialize_examples
 from keras_bert.text.tokenizer import BertTokenizer
 
 S, P = 64, 10
-SETTINGS = dict(max_seq_length=S, max_predictions_per_seq=P, masked_lm_prob=0.15, short_seq_prob=0.1,
-                dupe_factor=1, whole_word_masking=False, seed=3)
+SETTINGS = dict(
+    max_seq_length=S,
+    max_predictions_per_seq=P,
+    masked_lm_prob=0.15,
+    short_seq_prob=0.1,
+    dupe_factor=1,
+    whole_word_masking=False,
+    seed=3,
+)
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +41,21 @@ def chunk(tokenizer):
 def _mask(tokenizer, chunk, whole_word, seed=0, max_predictions=P):
     pairs = examples.create_pairs(chunk, S, 0.1, random.Random(seed))
     pairs = examples.truncate_pairs(pairs, S - 3, np.random.default_rng(seed))
-    ids, _, lengths = examples.pack_pairs(chunk.token_ids, pairs, S, tokenizer.cls_id, tokenizer.sep_id)
+    ids, _, lengths = examples.pack_pairs(
+        chunk.token_ids, pairs, S, tokenizer.cls_id, tokenizer.sep_id
+    )
     is_cont = np.array([t.startswith("##") for t in tokenizer.vocabulary]) if whole_word else None
-    out = examples.mask_tokens(ids, lengths, max_predictions, 0.15, tokenizer.vocab_size, tokenizer.mask_id,
-                               (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id),
-                               np.random.default_rng(seed + 1), is_cont)
+    out = examples.mask_tokens(
+        ids,
+        lengths,
+        max_predictions,
+        0.15,
+        tokenizer.vocab_size,
+        tokenizer.mask_id,
+        (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id),
+        np.random.default_rng(seed + 1),
+        is_cont,
+    )
     return ids, lengths, out
 
 
@@ -57,9 +74,13 @@ def test_masking_statistics(tokenizer, chunk, whole_word):
     # Labels are the original ids; positions are sorted and never special tokens or padding.
     np.testing.assert_array_equal(out["masked_lm_ids"][rows, slots], ids[rows, positions])
     assert np.all(np.diff(out["masked_lm_positions"], axis=1)[weights[:, 1:] > 0] > 0)
-    assert not np.isin(ids[rows, positions], [tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id]).any()
+    assert not np.isin(
+        ids[rows, positions], [tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id]
+    ).any()
     assert np.all(positions < lengths[rows])
-    assert np.all(out["masked_lm_positions"][weights == 0] == 0) and np.all(out["masked_lm_ids"][weights == 0] == 0)
+    assert np.all(out["masked_lm_positions"][weights == 0] == 0) and np.all(
+        out["masked_lm_ids"][weights == 0] == 0
+    )
     # Unchosen tokens are unchanged; chosen ones are 80% [MASK], 10% unchanged, 10% random.
     chosen = np.zeros(ids.shape, bool)
     chosen[rows, positions] = True
@@ -106,15 +127,28 @@ def test_pairs_follow_the_original_algorithm(tokenizer, chunk):
     np.testing.assert_array_equal(pairs.b_start[~rand], (pairs.a_start + pairs.a_length)[~rand])
     assert np.all(doc_a[~rand] == doc_b[~rand]) and np.all(doc_a[rand] != doc_b[rand])
     # Segments are whole sentences before truncation.
-    assert np.isin(pairs.a_start, chunk.sentence_starts).all() and np.isin(pairs.b_start, chunk.sentence_starts).all()
+    assert (
+        np.isin(pairs.a_start, chunk.sentence_starts).all()
+        and np.isin(pairs.b_start, chunk.sentence_starts).all()
+    )
     # Same statistics as the original create_instances_from_document on the same documents.
     vocab = list(tokenizer.vocabulary)
-    docs = [[[vocab[t] for t in chunk.token_ids[chunk.sentence_starts[s]:chunk.sentence_starts[s + 1]]]
-             for s in range(chunk.document_starts[d], chunk.document_starts[d + 1])]
-            for d in range(chunk.num_documents)]
+    docs = [
+        [
+            [
+                vocab[t]
+                for t in chunk.token_ids[chunk.sentence_starts[s] : chunk.sentence_starts[s + 1]]
+            ]
+            for s in range(chunk.document_starts[d], chunk.document_starts[d + 1])
+        ]
+        for d in range(chunk.num_documents)
+    ]
     rng = random.Random(5)
-    reference = [inst for d in range(len(docs)) for inst in original.create_instances_from_document(
-        docs, d, S, 0.1, 0.15, P, vocab, rng)]
+    reference = [
+        inst
+        for d in range(len(docs))
+        for inst in original.create_instances_from_document(docs, d, S, 0.1, 0.15, P, vocab, rng)
+    ]
     ref_random = np.mean([inst.is_random_next for inst in reference])
     ref_len = np.mean([len(inst.tokens) for inst in reference])
     ours_len = np.mean(np.minimum(pairs.a_length + pairs.b_length, S - 3) + 3)
@@ -126,7 +160,9 @@ def test_pairs_follow_the_original_algorithm(tokenizer, chunk):
 def test_truncation_matches_the_original_loop():
     rng = np.random.default_rng(0)
     la, lb = rng.integers(1, 90, 2000), rng.integers(1, 90, 2000)
-    pairs = examples.PairRanges(np.full(2000, 1000), la, np.full(2000, 5000), lb, np.zeros(2000, bool))
+    pairs = examples.PairRanges(
+        np.full(2000, 1000), la, np.full(2000, 5000), lb, np.zeros(2000, bool)
+    )
     out = examples.truncate_pairs(pairs, 61, np.random.default_rng(1))
     for i in range(2000):
         a, b = list(range(la[i])), list(range(lb[i]))
@@ -140,26 +176,47 @@ def test_truncation_matches_the_original_loop():
 
 def test_serialized_records_equal_tf_train_example():
     rng = np.random.default_rng(0)
-    features = {"input_ids": rng.integers(0, 2**40, (5, 7)), "input_mask": rng.integers(0, 2, (5, 7)),
-                "masked_lm_weights": rng.random((5, 3)).astype(np.float32),
-                "next_sentence_labels": rng.integers(0, 300, (5, 1))}
+    features = {
+        "input_ids": rng.integers(0, 2**40, (5, 7)),
+        "input_mask": rng.integers(0, 2, (5, 7)),
+        "masked_lm_weights": rng.random((5, 3)).astype(np.float32),
+        "next_sentence_labels": rng.integers(0, 300, (5, 1)),
+    }
     for i, record in enumerate(serialize_examples(features)):
-        expected = tf.train.Example(features=tf.train.Features(feature={
-            k: tf.train.Feature(float_list=tf.train.FloatList(value=v[i])) if v.dtype == np.float32
-            else tf.train.Feature(int64_list=tf.train.Int64List(value=v[i])) for k, v in features.items()}))
+        expected = tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    k: tf.train.Feature(float_list=tf.train.FloatList(value=v[i]))
+                    if v.dtype == np.float32
+                    else tf.train.Feature(int64_list=tf.train.Int64List(value=v[i]))
+                    for k, v in features.items()
+                }
+            )
+        )
         assert tf.train.Example.FromString(record) == expected
 
 
 def _parse(files, spec):
-    return [{k: v.numpy() for k, v in tf.io.parse_single_example(r, spec).items()}
-            for r in tf.data.TFRecordDataset(files)]
+    return [
+        {k: v.numpy() for k, v in tf.io.parse_single_example(r, spec).items()}
+        for r in tf.data.TFRecordDataset(files)
+    ]
 
 
 def _original_records(tmp_path, corpus, vocab_file):
     """Runs tf-models-official's create_pretraining_data functions on the corpus."""
     tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     instances = original.create_training_instances(
-        [corpus], tokenizer, original.get_processor_text_fn(False, True), S, 2, 0.1, 0.15, P, random.Random(1))
+        [corpus],
+        tokenizer,
+        original.get_processor_text_fn(False, True),
+        S,
+        2,
+        0.1,
+        0.15,
+        P,
+        random.Random(1),
+    )
     path = str(tmp_path / "original.tfrecord")
     original.write_instance_to_example_files(instances, tokenizer, S, P, [path], False, False)
     return path
@@ -167,14 +224,26 @@ def _original_records(tmp_path, corpus, vocab_file):
 
 def test_records_match_the_original_format(tmp_path):
     vocab_file = generated_corpus.write_vocab(tmp_path / "vocab.txt")
-    corpus = generated_corpus.write_corpus(tmp_path / "corpus.txt", generated_corpus.documents(60, seed=2))
-    ours = create_pretraining_data(corpus, str(tmp_path / "ours"), vocab_file, max_seq_length=S,
-                                   max_predictions_per_seq=P, dupe_factor=2, num_shards=3, seed=1)
+    corpus = generated_corpus.write_corpus(
+        tmp_path / "corpus.txt", generated_corpus.documents(60, seed=2)
+    )
+    ours = create_pretraining_data(
+        corpus,
+        str(tmp_path / "ours"),
+        vocab_file,
+        max_seq_length=S,
+        max_predictions_per_seq=P,
+        dupe_factor=2,
+        num_shards=3,
+        seed=1,
+    )
     theirs = _original_records(tmp_path, corpus, vocab_file)
     # Same feature names and kinds (int64_list / float_list) and lengths as the original's records.
     first = lambda f: tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(f))).numpy())  # noqa: E731
-    kinds = lambda ex: {k: (v.WhichOneof("kind"), len(getattr(v, v.WhichOneof("kind")).value))  # noqa: E731
-                        for k, v in ex.features.feature.items()}
+    kinds = lambda ex: {
+        k: (v.WhichOneof("kind"), len(getattr(v, v.WhichOneof("kind")).value))  # noqa: E731
+        for k, v in ex.features.feature.items()
+    }
     assert kinds(first(ours[0])) == kinds(first(theirs))
     # Both parse with the reader's spec; examples are well formed.
     spec = records.feature_spec(S, P)
@@ -182,7 +251,11 @@ def test_records_match_the_original_format(tmp_path):
     assert abs(len(ours_parsed) - len(theirs_parsed)) < 0.1 * len(theirs_parsed)
     for ex in ours_parsed:
         length = ex["input_mask"].sum()
-        assert ex["input_ids"][0] == 2 and ex["input_ids"][length - 1] == 3 and not ex["input_ids"][length:].any()
+        assert (
+            ex["input_ids"][0] == 2
+            and ex["input_ids"][length - 1] == 3
+            and not ex["input_ids"][length:].any()
+        )
         assert ex["segment_ids"][length - 1] == 1 and not ex["segment_ids"][length:].any()
     for key in ("next_sentence_labels", "masked_lm_weights"):
         ours_mean = np.mean([ex[key].sum() for ex in ours_parsed])
@@ -192,25 +265,50 @@ def test_records_match_the_original_format(tmp_path):
 
 def test_deterministic_across_workers_and_atomic(tmp_path):
     vocab_file = generated_corpus.write_vocab(tmp_path / "vocab.txt")
-    corpus = generated_corpus.write_corpus(tmp_path / "corpus.txt", generated_corpus.documents(120, seed=3))
+    corpus = generated_corpus.write_corpus(
+        tmp_path / "corpus.txt", generated_corpus.documents(120, seed=3)
+    )
     run = lambda name, workers, seed=7: create_pretraining_data(  # noqa: E731
-        corpus, str(tmp_path / name), vocab_file, max_seq_length=S, max_predictions_per_seq=P, dupe_factor=2,
-        num_shards=2, num_workers=workers, seed=seed, documents_per_chunk=30, whole_word_masking=True)
+        corpus,
+        str(tmp_path / name),
+        vocab_file,
+        max_seq_length=S,
+        max_predictions_per_seq=P,
+        dupe_factor=2,
+        num_shards=2,
+        num_workers=workers,
+        seed=seed,
+        documents_per_chunk=30,
+        whole_word_masking=True,
+    )
     one, two, again, other = run("one", 1), run("two", 2), run("again", 1), run("other", 1, seed=8)
     read = lambda files: [r.numpy() for f in files for r in tf.data.TFRecordDataset(f)]  # noqa: E731
     assert read(one) == read(two) == read(again)
     assert read(one) != read(other)
     # Documents from any source (here tf.data, as tfds corpora come) give the same records as the file.
-    dataset = tf.data.Dataset.from_tensor_slices(["\n".join(d) for d in generated_corpus.documents(120, seed=3)])
+    dataset = tf.data.Dataset.from_tensor_slices(
+        ["\n".join(d) for d in generated_corpus.documents(120, seed=3)]
+    )
     from_dataset = create_pretraining_data(
-        None, str(tmp_path / "dataset"), vocab_file, max_seq_length=S, max_predictions_per_seq=P, dupe_factor=2,
-        num_shards=2, seed=7, documents_per_chunk=30, whole_word_masking=True,
-        documents=corpus_lib.dataset_documents(dataset))
+        None,
+        str(tmp_path / "dataset"),
+        vocab_file,
+        max_seq_length=S,
+        max_predictions_per_seq=P,
+        dupe_factor=2,
+        num_shards=2,
+        seed=7,
+        documents_per_chunk=30,
+        whole_word_masking=True,
+        documents=corpus_lib.dataset_documents(dataset),
+    )
     assert read(from_dataset) == read(one)
     assert not list((tmp_path / "two").glob("*.tmp"))
 
 
-def test_helper_process_gives_the_same_examples_and_imports_only_what_it_needs(tmp_path, capfd, monkeypatch):
+def test_helper_process_gives_the_same_examples_and_imports_only_what_it_needs(
+    tmp_path, capfd, monkeypatch
+):
     """A spawned helper (as create_pretraining_data starts them) imports the writer and the
     tokenizer, not the runner, models, checkpoints or tasks (its imports: -X importtime on stderr)."""
     import multiprocessing
@@ -236,8 +334,14 @@ def test_helper_process_gives_the_same_examples_and_imports_only_what_it_needs(t
     assert [records for records, _ in theirs] == [records for records, _ in ours]
     imported = set(re.findall(r"^import time:.*\|\s+(\S+)$", capfd.readouterr().err, re.MULTILINE))
     assert {"keras_bert.pretraining.static_records", "keras_bert.text.tokenizer"} <= imported
-    needless = ("keras_bert.pretraining.runner", "keras_bert.models", "keras_bert.checkpoints", "keras_bert.tasks",
-                "keras_bert.training.optimizers", "keras_bert.config")
+    needless = (
+        "keras_bert.pretraining.runner",
+        "keras_bert.models",
+        "keras_bert.checkpoints",
+        "keras_bert.tasks",
+        "keras_bert.training.optimizers",
+        "keras_bert.config",
+    )
     assert not [m for m in imported if m.startswith(needless)]
 
 
@@ -245,7 +349,9 @@ def test_chunks_keep_other_documents_for_random_next():
     from keras_bert.pretraining.static_records import _chunks
 
     sizes = lambda n, per=10, cap=10**6: [len(c) for c in _chunks([["s."]] * n, per, cap)]  # noqa: E731
-    assert sizes(25) == [10, 10, 5] and sizes(24) == [10, 14] and sizes(10) == [10] and sizes(3) == [3]
+    assert (
+        sizes(25) == [10, 10, 5] and sizes(24) == [10, 14] and sizes(10) == [10] and sizes(3) == [3]
+    )
     big = [["s."] * 30] * 5
     assert [len(c) for c in _chunks(big, 10, 50)] == [2, 3]  # The sentence cap keeps 2+ documents.
 
@@ -271,12 +377,27 @@ def test_command_line(tmp_path):
     import sys
 
     vocab_file = generated_corpus.write_vocab(tmp_path / "vocab.txt")
-    corpus = generated_corpus.write_corpus(tmp_path / "corpus.txt", generated_corpus.documents(20, seed=5))
+    corpus = generated_corpus.write_corpus(
+        tmp_path / "corpus.txt", generated_corpus.documents(20, seed=5)
+    )
     result = subprocess.run(
-        [sys.executable, "-m", "keras_bert.pretraining.create_pretraining_data", f"--input_file={corpus}",
-         f"--output_dir={tmp_path / 'cli'}", f"--vocab_file={vocab_file}", "--max_seq_length=32",
-         "--max_predictions_per_seq=5", "--dupe_factor=1", "--num_shards=2", "--num_workers=1"],
-        capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "keras_bert.pretraining.create_pretraining_data",
+            f"--input_file={corpus}",
+            f"--output_dir={tmp_path / 'cli'}",
+            f"--vocab_file={vocab_file}",
+            "--max_seq_length=32",
+            "--max_predictions_per_seq=5",
+            "--dupe_factor=1",
+            "--num_shards=2",
+            "--num_workers=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     files = result.stdout.split()
     assert len(files) == 2 and "examples/s" in result.stderr

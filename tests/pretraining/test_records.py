@@ -4,9 +4,9 @@ resume position, and clear errors for missing or malformed files."""
 import numpy as np
 import pytest
 import tensorflow as tf
+from pretraining_data import serialize, write_records
 
 from keras_bert.pretraining import records
-from pretraining_data import serialize, write_records
 
 S, P = 24, 4
 
@@ -20,7 +20,12 @@ def test_eval_batches_equal_the_written_records(tmp_path):
     batches = list(records.make_dataset(pattern, 4, S, P, is_training=False, drop_remainder=False))
     assert [b[0]["input_word_ids"].shape[0] for b in batches] == [4, 4, 2]
     inputs, labels = batches[0]
-    assert sorted(inputs) == ["input_mask", "input_type_ids", "input_word_ids", "masked_lm_positions"]
+    assert sorted(inputs) == [
+        "input_mask",
+        "input_type_ids",
+        "input_word_ids",
+        "masked_lm_positions",
+    ]
     assert sorted(labels) == ["masked_lm_ids", "masked_lm_weights", "next_sentence_labels"]
     for spec in (inputs, labels):
         for name, tensor in spec.items():
@@ -36,7 +41,9 @@ def test_eval_batches_equal_the_written_records(tmp_path):
 
 
 def test_training_order_is_seeded_and_resumable(tmp_path):
-    pattern, examples = write_records(str(tmp_path), 40, seq_length=S, max_predictions_per_seq=P, num_shards=3)
+    pattern, examples = write_records(
+        str(tmp_path), 40, seq_length=S, max_predictions_per_seq=P, num_shards=3
+    )
     take = lambda ds, n: list(ds.take(n))  # noqa: E731
     a = take(records.make_dataset(pattern, 8, S, P, seed=5, shuffle_buffer=16), 12)
     b = take(records.make_dataset(pattern, 8, S, P, seed=5, shuffle_buffer=16), 12)
@@ -48,7 +55,9 @@ def test_training_order_is_seeded_and_resumable(tmp_path):
     ds = records.make_dataset(pattern, 8, S, P, seed=5, shuffle_buffer=16)
     np.testing.assert_array_equal(ids(take(ds, 3)), ids(take(ds, 3)))
     # skip_batches resumes the stream exactly where it was.
-    resumed = take(records.make_dataset(pattern, 8, S, P, seed=5, shuffle_buffer=16, skip_batches=7), 5)
+    resumed = take(
+        records.make_dataset(pattern, 8, S, P, seed=5, shuffle_buffer=16, skip_batches=7), 5
+    )
     np.testing.assert_array_equal(ids(resumed), ids(a[7:]))
     # Without record shuffling, each epoch (of 40 records) holds every record exactly once.
     epochs = ids(take(records.make_dataset(pattern, 8, S, P, seed=5, shuffle_buffer=1), 10))
@@ -58,17 +67,28 @@ def test_training_order_is_seeded_and_resumable(tmp_path):
 
 
 def test_input_context_shards_reproduce_the_global_batch(tmp_path):
-    pattern, _ = write_records(str(tmp_path), 48, seq_length=S, max_predictions_per_seq=P, num_shards=2)
+    pattern, _ = write_records(
+        str(tmp_path), 48, seq_length=S, max_predictions_per_seq=P, num_shards=2
+    )
     full = list(records.make_dataset(pattern, 8, S, P, seed=1, shuffle_buffer=20).take(4))
     parts = []
     for index in range(2):
-        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=index, num_replicas_in_sync=2)
-        parts.append(list(records.make_dataset(pattern, 8, S, P, seed=1, shuffle_buffer=20,
-                                               input_context=context).take(4)))
+        context = tf.distribute.InputContext(
+            num_input_pipelines=2, input_pipeline_id=index, num_replicas_in_sync=2
+        )
+        parts.append(
+            list(
+                records.make_dataset(
+                    pattern, 8, S, P, seed=1, shuffle_buffer=20, input_context=context
+                ).take(4)
+            )
+        )
     for step in range(4):
         assert parts[0][step][0]["input_word_ids"].shape[0] == 4  # Per-replica batch.
         union = np.concatenate([parts[i][step][0]["input_word_ids"].numpy() for i in range(2)])
-        np.testing.assert_array_equal(np.sort(union, axis=0), np.sort(full[step][0]["input_word_ids"].numpy(), axis=0))
+        np.testing.assert_array_equal(
+            np.sort(union, axis=0), np.sort(full[step][0]["input_word_ids"].numpy(), axis=0)
+        )
 
 
 def test_file_patterns(tmp_path):
@@ -89,8 +109,11 @@ def test_bad_records_are_reported(tmp_path):
         records.make_dataset(pattern, 2, 32, P)
     with pytest.raises(ValueError, match="'masked_lm_positions' has length 4, expected 5"):
         records.make_dataset(pattern, 2, S, 5)
-    missing = {k: v for k, v in write_records(str(tmp_path), 1, prefix="m")[1][0].items()
-               if k != "next_sentence_labels"}
+    missing = {
+        k: v
+        for k, v in write_records(str(tmp_path), 1, prefix="m")[1][0].items()
+        if k != "next_sentence_labels"
+    }
     with tf.io.TFRecordWriter(str(tmp_path / "nolabel.tfrecord")) as w:
         w.write(serialize(missing))
     with pytest.raises(ValueError, match="no feature 'next_sentence_labels'"):
@@ -104,11 +127,17 @@ def test_bad_records_are_reported(tmp_path):
 
 
 def test_non_deterministic_mode_shards_files_per_worker(tmp_path):
-    pattern, examples = write_records(str(tmp_path), 20, seq_length=S, max_predictions_per_seq=P, num_shards=2)
+    pattern, examples = write_records(
+        str(tmp_path), 20, seq_length=S, max_predictions_per_seq=P, num_shards=2
+    )
     seen = []
     for index in range(2):
-        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=index, num_replicas_in_sync=2)
-        ds = records.make_dataset(pattern, 4, S, P, input_context=context, deterministic=False, shuffle_buffer=1)
+        context = tf.distribute.InputContext(
+            num_input_pipelines=2, input_pipeline_id=index, num_replicas_in_sync=2
+        )
+        ds = records.make_dataset(
+            pattern, 4, S, P, input_context=context, deterministic=False, shuffle_buffer=1
+        )
         seen.append({tuple(r) for r in _rows(list(ds.take(10)), "input_word_ids")})
     # Each worker reads its own file: examples[0::2] went to shard 0, examples[1::2] to shard 1.
     assert seen[0] == {tuple(e["input_ids"]) for e in examples[0::2]}

@@ -3,10 +3,9 @@ deterministic plans for exact resume, replica splits; and text encoding in tf.da
 original tokenizer's packing."""
 
 import numpy as np
-import pytest
 import tensorflow as tf
-
 from finetune_cases import VOCAB, sentiment_rows, write_checkpoint, write_sst2
+
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks import runner
 from keras_bert.tasks.features import FeatureSet, batch_plan, make_dataset
@@ -17,9 +16,13 @@ def _features(lengths, seed=0):
     rng = np.random.default_rng(seed)
     rows = [rng.integers(5, 40, size=n).astype(np.int32) for n in lengths]
     ids = tf.ragged.constant(rows, dtype=tf.int32, row_splits_dtype=tf.int64)
-    types = tf.ragged.constant([np.arange(n) % 2 for n in lengths], dtype=tf.int32, row_splits_dtype=tf.int64)
-    return FeatureSet({"input_word_ids": ids, "input_type_ids": types},
-                      {"label": np.arange(len(lengths), dtype=np.int32)}), rows
+    types = tf.ragged.constant(
+        [np.arange(n) % 2 for n in lengths], dtype=tf.int32, row_splits_dtype=tf.int64
+    )
+    return FeatureSet(
+        {"input_word_ids": ids, "input_type_ids": types},
+        {"label": np.arange(len(lengths), dtype=np.int32)},
+    ), rows
 
 
 def test_training_plan_covers_every_feature_once_and_groups_by_length():
@@ -45,7 +48,9 @@ def test_eval_plan_is_sorted_and_fixed_buckets_round_up():
     assert np.concatenate(batches).tolist() == np.argsort(lengths, kind="stable").tolist()
     _, bucketed = batch_plan(lengths, 3, buckets=[16, 64, 128])
     assert bucketed.tolist() == [16, 64, 128]
-    assert feature_lib.padded_length(200, [16, 64, 128]) == 128  # Longer than every bucket: the largest.
+    assert (
+        feature_lib.padded_length(200, [16, 64, 128]) == 128
+    )  # Longer than every bucket: the largest.
 
 
 def test_dataset_pads_each_batch_to_its_longest_feature():
@@ -75,25 +80,30 @@ def test_replica_split_and_static_batch_padding():
     static = list(make_dataset(feats, batches, padded, pad_batch_to=4, label_keys=()))
     assert {tuple(x["input_word_ids"].shape)[0] for x, _ in static} == {4}
     last = static[-1][0]
-    assert last["input_mask"].numpy()[len(batches[-1]):].sum() == 0  # Padding rows are empty.
+    assert last["input_mask"].numpy()[len(batches[-1]) :].sum() == 0  # Padding rows are empty.
 
 
 def test_multiple_choice_features_batch_to_b_k_s():
-    ids = tf.ragged.constant([[[2, 5, 3], [2, 6, 7, 3]], [[2, 3], [2, 8, 3]]], dtype=tf.int32,
-                             row_splits_dtype=tf.int64)
-    feats = FeatureSet({"input_word_ids": ids, "input_type_ids": ids * 0}, {"label": np.array([1, 0])})
+    ids = tf.ragged.constant(
+        [[[2, 5, 3], [2, 6, 7, 3]], [[2, 3], [2, 8, 3]]], dtype=tf.int32, row_splits_dtype=tf.int64
+    )
+    feats = FeatureSet(
+        {"input_word_ids": ids, "input_type_ids": ids * 0}, {"label": np.array([1, 0])}
+    )
     assert feats.lengths.tolist() == [4, 3]
     batches, padded = batch_plan(feats.lengths, 2)
-    (x, y), = make_dataset(feats, batches, padded, pad_batch_to=3)
+    ((x, y),) = make_dataset(feats, batches, padded, pad_batch_to=3)
     assert x["input_word_ids"].shape == (3, 2, 4)
     assert x["input_mask"].numpy().sum(axis=-1).tolist() == [[2, 3], [3, 4], [0, 0]]
 
 
 def test_encode_texts_equals_the_original_packing():
     """Ids of [CLS] A [SEP] B [SEP] with longest-first truncation, as the original run_classifier."""
-    from official.nlp.tools import tokenization
     import os
     import tempfile
+
+    from official.nlp.tools import tokenization
+
     vocab_file = os.path.join(tempfile.mkdtemp(), "vocab.txt")
     with open(vocab_file, "w") as f:
         f.write("".join(t + "\n" for t in VOCAB))
@@ -106,8 +116,12 @@ def test_encode_texts_equals_the_original_packing():
         while len(ta) + len(tb) > 21:
             (ta if len(ta) > len(tb) else tb).pop()
         tokens = ["[CLS]"] + ta + ["[SEP]"] + tb + ["[SEP]"]
-        assert encoded["input_word_ids"][i].numpy().tolist() == reference.convert_tokens_to_ids(tokens)
-        assert encoded["input_type_ids"][i].numpy().tolist() == [0] * (len(ta) + 2) + [1] * (len(tb) + 1)
+        assert encoded["input_word_ids"][i].numpy().tolist() == reference.convert_tokens_to_ids(
+            tokens
+        )
+        assert encoded["input_type_ids"][i].numpy().tolist() == [0] * (len(ta) + 2) + [1] * (
+            len(tb) + 1
+        )
 
 
 def test_under_xla_only_the_bucket_shapes_are_compiled(tmp_path):
@@ -127,10 +141,23 @@ def test_under_xla_only_the_bucket_shapes_are_compiled(tmp_path):
 
     feature_lib.make_dataset = recording
     try:
-        summary = runner.run_finetuning(task="sst2", data_dir=data, init_checkpoint=ckpt, model_dir=str(tmp_path / "r"),
-                                          do_train=True, do_eval=True, jit_compile=True, seq_length=64, batch_size=16,
-                                          eval_batch_size=16, num_train_epochs=2, learning_rate=1e-3, verbose=False,
-                                          buckets="8,16,32", plot=False)
+        summary = runner.run_finetuning(
+            task="sst2",
+            data_dir=data,
+            init_checkpoint=ckpt,
+            model_dir=str(tmp_path / "r"),
+            do_train=True,
+            do_eval=True,
+            jit_compile=True,
+            seq_length=64,
+            batch_size=16,
+            eval_batch_size=16,
+            num_train_epochs=2,
+            learning_rate=1e-3,
+            verbose=False,
+            buckets="8,16,32",
+            plot=False,
+        )
     finally:
         feature_lib.make_dataset = make
     shapes = set(seen)

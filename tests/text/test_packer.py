@@ -31,7 +31,7 @@ def _reference(a, b, seq_length):
         if b:
             _truncate_seq_pair(a, b, seq_length - 3)
         else:
-            a = a[:seq_length - 2]
+            a = a[: seq_length - 2]
     ids = [CLS] + a + [SEP]
     types = [0] * len(ids)
     if b:
@@ -41,12 +41,17 @@ def _reference(a, b, seq_length):
 
 
 def _reference_batch(rows_a, rows_b, seq_length):
-    packed = [_reference(a, None if rows_b is None else rows_b[i], seq_length) for i, a in enumerate(rows_a)]
+    packed = [
+        _reference(a, None if rows_b is None else rows_b[i], seq_length)
+        for i, a in enumerate(rows_a)
+    ]
     width = seq_length or max(len(ids) for ids, _ in packed)
     pad = lambda xs, v: xs + [v] * (width - len(xs))  # noqa: E731
-    return {"input_word_ids": np.array([pad(ids, PAD) for ids, _ in packed]),
-            "input_mask": np.array([pad([1] * len(ids), 0) for ids, _ in packed]),
-            "input_type_ids": np.array([pad(types, 0) for _, types in packed])}
+    return {
+        "input_word_ids": np.array([pad(ids, PAD) for ids, _ in packed]),
+        "input_mask": np.array([pad([1] * len(ids), 0) for ids, _ in packed]),
+        "input_type_ids": np.array([pad(types, 0) for _, types in packed]),
+    }
 
 
 def _random_rows(rng, n, max_len):
@@ -66,8 +71,12 @@ def test_pairs_match_reference(seq_length):
     fn = tf.function(packer)
     for max_len in (0, 3, 10, 30):
         rows_a, rows_b = _random_rows(rng, 64, max_len), _random_rows(rng, 64, max_len)
-        out = fn((tf.ragged.constant(rows_a, tf.int32, ragged_rank=1, inner_shape=()),
-                  tf.ragged.constant(rows_b, tf.int32, ragged_rank=1, inner_shape=())))
+        out = fn(
+            (
+                tf.ragged.constant(rows_a, tf.int32, ragged_rank=1, inner_shape=()),
+                tf.ragged.constant(rows_b, tf.int32, ragged_rank=1, inner_shape=()),
+            )
+        )
         _assert_packed(out, _reference_batch(rows_a, rows_b, seq_length))
 
 
@@ -94,15 +103,25 @@ def test_longest_first_closed_form_exhaustive():
 
 def test_waterfall_keeps_first_segment():
     packer = BertPacker(8, cls_id=CLS, sep_id=SEP, truncation="waterfall")
-    out = packer((tf.ragged.constant([[1, 2, 3, 4], [1, 2, 3, 4, 5, 6, 7]]), tf.ragged.constant([[9, 9, 9], [9]])))
+    out = packer(
+        (
+            tf.ragged.constant([[1, 2, 3, 4], [1, 2, 3, 4, 5, 6, 7]]),
+            tf.ragged.constant([[9, 9, 9], [9]]),
+        )
+    )
     assert out["input_word_ids"].numpy().tolist() == [
-        [CLS, 1, 2, 3, 4, SEP, 9, SEP], [CLS, 1, 2, 3, 4, 5, SEP, 0]]
+        [CLS, 1, 2, 3, 4, SEP, 9, SEP],
+        [CLS, 1, 2, 3, 4, 5, SEP, 0],
+    ]
 
 
 def test_word_level_ragged_and_dense_inputs():
     packer = BertPacker(6, cls_id=CLS, sep_id=SEP)
     words = tf.ragged.constant([[[5, 6], [7]], [[8]]])  # (B, (words), (pieces))
-    assert packer(words)["input_word_ids"].numpy().tolist() == [[CLS, 5, 6, 7, SEP, 0], [CLS, 8, SEP, 0, 0, 0]]
+    assert packer(words)["input_word_ids"].numpy().tolist() == [
+        [CLS, 5, 6, 7, SEP, 0],
+        [CLS, 8, SEP, 0, 0, 0],
+    ]
     dense = packer(tf.constant([[5, 6, 7, 8, 9]]))
     assert dense["input_word_ids"].numpy().tolist() == [[CLS, 5, 6, 7, 8, SEP]]
 
@@ -119,8 +138,10 @@ def test_in_tf_data_batched_and_unbatched():
     rows_a, rows_b = _random_rows(rng, 20, 12), _random_rows(rng, 20, 12)
     expected = _reference_batch(rows_a, rows_b, 16)
     packer = BertPacker(16, cls_id=CLS, sep_id=SEP)
-    ragged = (tf.ragged.constant(rows_a, ragged_rank=1, inner_shape=()),
-              tf.ragged.constant(rows_b, ragged_rank=1, inner_shape=()))
+    ragged = (
+        tf.ragged.constant(rows_a, ragged_rank=1, inner_shape=()),
+        tf.ragged.constant(rows_b, ragged_rank=1, inner_shape=()),
+    )
     batched = tf.data.Dataset.from_tensor_slices(ragged).batch(8).map(lambda a, b: packer((a, b)))
     got = {k: np.concatenate([x[k].numpy() for x in batched]) for k in expected}
     _assert_packed({k: tf.constant(v) for k, v in got.items()}, expected)
@@ -129,12 +150,16 @@ def test_in_tf_data_batched_and_unbatched():
 
 
 def test_dynamic_length_in_functional_model_and_save(tmp_path):
-    inputs = (keras.Input(shape=(None,), dtype="int32", ragged=True),
-              keras.Input(shape=(None,), dtype="int32", ragged=True))
+    inputs = (
+        keras.Input(shape=(None,), dtype="int32", ragged=True),
+        keras.Input(shape=(None,), dtype="int32", ragged=True),
+    )
     model = keras.Model(inputs, BertPacker(None, cls_id=CLS, sep_id=SEP)(inputs))
     rows_a, rows_b = [[1, 2, 3], [], [4]], [[5], [6, 7], []]
-    batch = (tf.ragged.constant(rows_a, tf.int32, ragged_rank=1, inner_shape=()),
-             tf.ragged.constant(rows_b, tf.int32, ragged_rank=1, inner_shape=()))
+    batch = (
+        tf.ragged.constant(rows_a, tf.int32, ragged_rank=1, inner_shape=()),
+        tf.ragged.constant(rows_b, tf.int32, ragged_rank=1, inner_shape=()),
+    )
     expected = _reference_batch(rows_a, rows_b, None)
     _assert_packed(model(batch), expected)
     assert expected["input_word_ids"].shape == (3, 7)
@@ -155,11 +180,15 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="truncation"):
         BertPacker(8, cls_id=CLS, sep_id=SEP, truncation="random")
     with pytest.raises(ValueError, match="pairs need seq_length >= 3"):
-        BertPacker(2, cls_id=CLS, sep_id=SEP)((tf.ragged.constant([[1]]), tf.ragged.constant([[2]])))
+        BertPacker(2, cls_id=CLS, sep_id=SEP)(
+            (tf.ragged.constant([[1]]), tf.ragged.constant([[2]]))
+        )
     with pytest.raises(ValueError, match="one or two"):
         BertPacker(8, cls_id=CLS, sep_id=SEP)([tf.ragged.constant([[1]])] * 3)
     with pytest.raises(ValueError, match="different batch sizes"):
-        BertPacker(8, cls_id=CLS, sep_id=SEP)((tf.ragged.constant([[1], [2]]), tf.ragged.constant([[3]])))
+        BertPacker(8, cls_id=CLS, sep_id=SEP)(
+            (tf.ragged.constant([[1], [2]]), tf.ragged.constant([[3]]))
+        )
     spec = tf.RaggedTensorSpec([None, None], tf.int32)
     traced = tf.function(BertPacker(8, cls_id=CLS, sep_id=SEP), input_signature=[(spec, spec)])
     with pytest.raises(tf.errors.InvalidArgumentError, match="different batch sizes"):
@@ -177,10 +206,16 @@ def test_tflite_builtins_only():
 
     @tf.function(input_signature=[values, splits, values, splits])
     def pack(values_a, splits_a, values_b, splits_b):
-        return packer((tf.RaggedTensor.from_row_splits(values_a, splits_a, validate=False),
-                       tf.RaggedTensor.from_row_splits(values_b, splits_b, validate=False)))
+        return packer(
+            (
+                tf.RaggedTensor.from_row_splits(values_a, splits_a, validate=False),
+                tf.RaggedTensor.from_row_splits(values_b, splits_b, validate=False),
+            )
+        )
 
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([pack.get_concrete_function()], packer)
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [pack.get_concrete_function()], packer
+    )
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     runner = Interpreter(model_content=converter.convert()).get_signature_runner()
     rng = random.Random(5)
@@ -190,4 +225,6 @@ def test_tflite_builtins_only():
         feed[f"values_{name}"] = np.array(sum(rows, []), np.int32)
         feed[f"splits_{name}"] = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
     got = runner(**feed)
-    _assert_packed({k: tf.constant(v) for k, v in got.items()}, _reference_batch(rows_a, rows_b, 12))
+    _assert_packed(
+        {k: tf.constant(v) for k, v in got.items()}, _reference_batch(rows_a, rows_b, 12)
+    )

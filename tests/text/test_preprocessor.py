@@ -16,14 +16,18 @@ from keras_bert.text.vocab import write_vocabulary
 from keras_bert.text.vocab_builder import build_vocabulary
 
 KEYS = ("input_word_ids", "input_mask", "input_type_ids")
-WORDS = ("the quick brown fox jumps over lazy dog café naïve Zürich Straße über señor "
-         "transformer attention bidirectional pre-training 北京 大学 東京 ½ don't 3.14 e-mail").split()
+WORDS = (
+    "the quick brown fox jumps over lazy dog café naïve Zürich Straße über señor "
+    "transformer attention bidirectional pre-training 北京 大学 東京 ½ don't 3.14 e-mail"
+).split()
 
 
 def _lines(n, seed):
     rng = random.Random(seed)
-    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 25))) + rng.choice(["", ".", "?!"])
-            for _ in range(n)]
+    return [
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 25))) + rng.choice(["", ".", "?!"])
+        for _ in range(n)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +48,9 @@ def _original_features(vocab_file, texts_a, texts_b, seq_length):
     full = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
     rows = {k: [] for k in KEYS}
     for i, a in enumerate(texts_a):
-        example = classifier_data_lib.InputExample(str(i), a, None if texts_b is None else texts_b[i], label=0)
+        example = classifier_data_lib.InputExample(
+            str(i), a, None if texts_b is None else texts_b[i], label=0
+        )
         f = classifier_data_lib.convert_single_example(10, example, None, seq_length, full)
         for key, value in zip(KEYS, (f.input_ids, f.input_mask, f.segment_ids)):
             rows[key].append(value)
@@ -81,19 +87,31 @@ def test_single_text_dict_and_tf_data(vocab_file, tokenizer):
 
 def test_dynamic_length_pads_to_longest(vocab_file, tokenizer):
     texts_a, texts_b = _lines(8, 4), _lines(8, 5)
-    got = BertPreprocessor(tokenizer, seq_length=None)({"text_a": tf.constant(texts_a), "text_b": tf.constant(texts_b)})
+    got = BertPreprocessor(tokenizer, seq_length=None)(
+        {"text_a": tf.constant(texts_a), "text_b": tf.constant(texts_b)}
+    )
     longest = int(got["input_mask"].numpy().sum(axis=1).max())
     assert got["input_word_ids"].shape[1] == longest
     _assert_same(got, _original_features(vocab_file, texts_a, texts_b, longest))
 
 
 def _text_to_encoder_model(tokenizer, pair):
-    text_inputs = [keras.Input(shape=(), dtype="string", name=f"text_{n}") for n in ("a", "b")[:1 + pair]]
+    text_inputs = [
+        keras.Input(shape=(), dtype="string", name=f"text_{n}") for n in ("a", "b")[: 1 + pair]
+    ]
     encoder_inputs = BertPreprocessor(tokenizer, seq_length=32)(text_inputs)
-    config = keras_bert.BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size, num_hidden_layers=1)
+    config = keras_bert.BertConfig.preset(
+        "tiny", vocab_size=tokenizer.vocab_size, num_hidden_layers=1
+    )
     outputs = keras_bert.BertEncoder(config)(encoder_inputs)
-    return keras.Model(text_inputs, {"pooled_output": outputs["pooled_output"],
-                                     "sequence_output": outputs["sequence_output"], **encoder_inputs})
+    return keras.Model(
+        text_inputs,
+        {
+            "pooled_output": outputs["pooled_output"],
+            "sequence_output": outputs["sequence_output"],
+            **encoder_inputs,
+        },
+    )
 
 
 def test_text_to_encoder_model_keras_save_load(tokenizer, tmp_path):
@@ -114,15 +132,23 @@ def test_saved_model_serving_signature_takes_raw_strings(vocab_file, tokenizer, 
     model = _text_to_encoder_model(tokenizer, pair=False)
     module = tf.Module()
     module.model = model
-    module.serve = tf.function(lambda text: model([text]), input_signature=[tf.TensorSpec([None], tf.string)])
+    module.serve = tf.function(
+        lambda text: model([text]), input_signature=[tf.TensorSpec([None], tf.string)]
+    )
     path = str(tmp_path / "saved_model")
     tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
-    texts = [t.encode("utf-8") for t in _lines(6, 8)] + [b"", b"\xff\xfe invalid UTF-8 bytes are dropped"]
+    texts = [t.encode("utf-8") for t in _lines(6, 8)] + [
+        b"",
+        b"\xff\xfe invalid UTF-8 bytes are dropped",
+    ]
     expected = model([tf.constant(texts)])
     served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(texts))
     for key in expected:  # a graph may fuse float ops differently from eager: ulp-level tolerance
         np.testing.assert_allclose(served[key].numpy(), expected[key].numpy(), rtol=1e-5, atol=1e-6)
-    clean = _lines(6, 8) + ["", " invalid UTF-8 bytes are dropped"]  # as the original's decode("utf-8", "ignore")
+    clean = _lines(6, 8) + [
+        "",
+        " invalid UTF-8 bytes are dropped",
+    ]  # as the original's decode("utf-8", "ignore")
     _assert_same(served, _original_features(vocab_file, clean, None, 32))
 
 
@@ -159,12 +185,20 @@ def test_tflite_conversion_with_tensorflow_text_kernels(vocab_file, tokenizer):
     pre = BertPreprocessor(tokenizer, seq_length=24)
     spec = tf.TensorSpec([None], tf.string)
     serve = tf.function(lambda a, b: pre((a, b)), input_signature=[spec, spec])
-    converter = tf.lite.TFLiteConverter.from_concrete_functions([serve.get_concrete_function()], pre)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]  # no Flex (select TF) ops
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [serve.get_concrete_function()], pre
+    )
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.TFLITE_BUILTINS
+    ]  # no Flex (select TF) ops
     converter.allow_custom_ops = True
-    interpreter = InterpreterWithCustomOps(model_content=converter.convert(),
-                                           custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
+    interpreter = InterpreterWithCustomOps(
+        model_content=converter.convert(),
+        custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS,
+    )
     texts_a, texts_b = _lines(6, 9), _lines(6, 10)
     texts_b[2] = ""
-    got = interpreter.get_signature_runner()(a=np.array(texts_a, dtype=object), b=np.array(texts_b, dtype=object))
+    got = interpreter.get_signature_runner()(
+        a=np.array(texts_a, dtype=object), b=np.array(texts_b, dtype=object)
+    )
     _assert_same(got, _original_features(vocab_file, texts_a, texts_b, 24))

@@ -51,7 +51,9 @@ def _ref_ids(reference, text):
 
 
 def _ours(tokenizer, texts):
-    return tokenizer(tf.constant([t.encode("utf-8") if isinstance(t, str) else t for t in texts])).to_list()
+    return tokenizer(
+        tf.constant([t.encode("utf-8") if isinstance(t, str) else t for t in texts])
+    ).to_list()
 
 
 # === Exact ids against the original ===
@@ -60,8 +62,29 @@ def _ours(tokenizer, texts):
 def test_corpus_is_broad(lines, uncased):
     vocab, _, _ = uncased
     text = "".join(lines)
-    for sample in ["½", "ﬁ", "ＡＢＣ", "²", "℃", "Ⅻ", "İ", "ß", "ς", "\u0301", "\u200d", "\x00",
-                   "\x07", "\ufffd", "\t", "\r", "中", "😀", "ש", "ع", "\u2028"]:
+    for sample in [
+        "½",
+        "ﬁ",
+        "ＡＢＣ",
+        "²",
+        "℃",
+        "Ⅻ",
+        "İ",
+        "ß",
+        "ς",
+        "\u0301",
+        "\u200d",
+        "\x00",
+        "\x07",
+        "\ufffd",
+        "\t",
+        "\r",
+        "中",
+        "😀",
+        "ש",
+        "ع",
+        "\u2028",
+    ]:
         assert sample in text, sample
     assert max(len(w) for line in lines for w in line.split()) > 400
     assert len(vocab) > 5000 and sum(t.startswith("##") for t in vocab) > 1000
@@ -87,14 +110,47 @@ def test_uncased_ids_equal_original(lines, uncased):
 
 def test_final_sigma_follows_str_lower(tmp_path):
     """U+03A3 -> ς or σ by its context, as Python's str.lower in the original."""
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "οδος", "οδοσ", "σοφος", "σ", "##σ",
-             "##ς", "ς", "ο", "##ο", "##δ", "##φ", "α", "##α", ".", ",", "'", "2", "##2", "##ά"]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        "οδος",
+        "οδοσ",
+        "σοφος",
+        "σ",
+        "##σ",
+        "##ς",
+        "ς",
+        "ο",
+        "##ο",
+        "##δ",
+        "##φ",
+        "α",
+        "##α",
+        ".",
+        ",",
+        "'",
+        "2",
+        "##2",
+        "##ά",
+    ]
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(vocab), encoding="utf-8")
     reference = tokenization.FullTokenizer(str(path), do_lower_case=True)
     tokenizer = BertTokenizer(vocab)
-    texts = ["ΟΔΟΣ ΣΟΦΟΣ", "ΟΔΟΣ.Α ΟΔΟΣ,ΟΔΟΣ", "ΟΔΟΣ2 Σ ΑΣ", "ΣΣΣ ΑΣΣ", "x\tΟΔΟΣ\u200b",
-             "Α\u0301Σ'Α ΑΣ'", "ΑΣ\u0301Α", "(ΣΟΦΟΣ)", "οδοΣ σοφοσ"]
+    texts = [
+        "ΟΔΟΣ ΣΟΦΟΣ",
+        "ΟΔΟΣ.Α ΟΔΟΣ,ΟΔΟΣ",
+        "ΟΔΟΣ2 Σ ΑΣ",
+        "ΣΣΣ ΑΣΣ",
+        "x\tΟΔΟΣ\u200b",
+        "Α\u0301Σ'Α ΑΣ'",
+        "ΑΣ\u0301Α",
+        "(ΣΟΦΟΣ)",
+        "οδοΣ σοφοσ",
+    ]
     assert _ours(tokenizer, texts) == [_ref_ids(reference, t) for t in texts]
     assert _ours(tokenizer, ["ΟΔΟΣ"]) != _ours(tokenizer, ["ΟΔΟσ"])
     # Documented residual: past 16 capital sigmas in one word, the rest stay "σς".
@@ -119,7 +175,8 @@ def test_compatibility_characters_unlike_stock_tf_text(uncased):
     """tensorflow-text's own normalizer (NFKC case folding) gives other ids; ours does not."""
     vocab, reference, tokenizer = uncased
     stock = tf_text.FastBertTokenizer(
-        vocab=vocab, token_out_type=tf.int32, lower_case_nfd_strip_accents=True)
+        vocab=vocab, token_out_type=tf.int32, lower_case_nfd_strip_accents=True
+    )
     for text in ["½", "ﬁne", "ＡＢＣ", "x²", "℃", "Ⅻ", "a\x07b", "㎏", "①", "İstanbul", "Straße"]:
         expected = _ref_ids(reference, text)
         assert _ours(tokenizer, [text])[0] == expected, text
@@ -128,9 +185,26 @@ def test_compatibility_characters_unlike_stock_tf_text(uncased):
 
 
 def test_long_words_follow_each_limit(tmp_path_factory):
-    lines = ["a" * n + " " + "é" * n + " " + "日本" + "б" * n for n in (199, 200, 201, 399, 400, 401)]
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##a", "é", "##é", "e", "##e",
-             "б", "##б", "日", "本"]
+    lines = [
+        "a" * n + " " + "é" * n + " " + "日本" + "б" * n for n in (199, 200, 201, 399, 400, 401)
+    ]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        "a",
+        "##a",
+        "é",
+        "##é",
+        "e",
+        "##e",
+        "б",
+        "##б",
+        "日",
+        "本",
+    ]
     vocab += [c * 50 for c in "aéeб"] + ["##" + c * 50 for c in "aéeб"]  # Keeps the reference fast.
     path = tmp_path_factory.mktemp("long") / "vocab.txt"
     path.write_text("\n".join(vocab), encoding="utf-8")
@@ -144,7 +218,18 @@ def test_long_words_follow_each_limit(tmp_path_factory):
 
 def test_tokens_longer_than_the_op_allows(tmp_path):
     """Tokens over 256 bytes (the op's limit) are kept in the vocabulary, never matched."""
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hi", "ж", "##ж", "ж" * 150, "##" + "a" * 300]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        "hi",
+        "ж",
+        "##ж",
+        "ж" * 150,
+        "##" + "a" * 300,
+    ]
     path = tmp_path / "vocab.txt"
     path.write_text("\n".join(vocab), encoding="utf-8")
     reference = tokenization.FullTokenizer(str(path), do_lower_case=True)
@@ -159,7 +244,8 @@ def test_tokens_longer_than_the_op_allows(tmp_path):
 def test_every_split_character_is_known_to_the_normalizer():
     """Sweeps all code points through the op's pre-tokenizer (tensorflow-text's ICU tables)."""
     op = tf_text.FastWordpieceTokenizer(
-        vocab=["[UNK]", "a", "##a"], token_out_type=tf.int32, no_pretokenization=False)
+        vocab=["[UNK]", "a", "##a"], token_out_type=tf.int32, no_pretokenization=False
+    )
     cps = [cp for cp in range(1, 0x110000) if not 0xD800 <= cp <= 0xDFFF and cp != ord("a")]
     pieces = op.tokenize(tf.constant([("a" + chr(cp) + "a").encode() for cp in cps]))
     counts = pieces.row_lengths().numpy()
@@ -179,8 +265,11 @@ def test_every_assigned_code_point_matches_the_original(lower_case, tmp_path):
     vocabulary holding every character the original produces (whole and "##")."""
     import unicodedata
 
-    cps = [cp for cp in list(range(1, 0x30000)) + list(range(0xE0000, 0xF0000))
-           if not 0xD800 <= cp <= 0xDFFF and unicodedata.category(chr(cp)) != "Cn"]
+    cps = [
+        cp
+        for cp in list(range(1, 0x30000)) + list(range(0xE0000, 0xF0000))
+        if not 0xD800 <= cp <= 0xDFFF and unicodedata.category(chr(cp)) != "Cn"
+    ]
     texts = [f"a{chr(cp)}b {chr(cp)}\u0301{chr(cp)}" for cp in cps]
     basic = tokenization.BasicTokenizer(do_lower_case=lower_case)
     chars = sorted({c for text in texts for word in basic.tokenize(text) for c in word})
@@ -189,8 +278,12 @@ def test_every_assigned_code_point_matches_the_original(lower_case, tmp_path):
     path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
     reference = tokenization.FullTokenizer(str(path), do_lower_case=lower_case)
     tokenizer = BertTokenizer(vocab, lower_case=lower_case)
-    ours = [ids for i in range(0, len(texts), 20000) for ids in _ours(tokenizer, texts[i:i + 20000])]
-    mismatches = [hex(cp) for cp, text, ids in zip(cps, texts, ours) if ids != _ref_ids(reference, text)]
+    ours = [
+        ids for i in range(0, len(texts), 20000) for ids in _ours(tokenizer, texts[i : i + 20000])
+    ]
+    mismatches = [
+        hex(cp) for cp, text, ids in zip(cps, texts, ours) if ids != _ref_ids(reference, text)
+    ]
     assert len(texts) > 140000 and mismatches == []
 
 
@@ -206,8 +299,21 @@ def _random_bytes(rng):
         elif r < 0.7:
             parts.append(bytes(rng.randrange(256) for _ in range(rng.randint(1, 4))))
         else:
-            parts.append(rng.choice([b"\xe4\xb8", b"\xed\xa0\x80", b"\xf0\x9f", b"\xc0\xaf",
-                                     b"\xff", b"\x80", b"\xf4\x90\x80\x80", b" ", b"\x00"]))
+            parts.append(
+                rng.choice(
+                    [
+                        b"\xe4\xb8",
+                        b"\xed\xa0\x80",
+                        b"\xf0\x9f",
+                        b"\xc0\xaf",
+                        b"\xff",
+                        b"\x80",
+                        b"\xf4\x90\x80\x80",
+                        b" ",
+                        b"\x00",
+                    ]
+                )
+            )
     return b"".join(parts)
 
 
@@ -216,7 +322,9 @@ def test_invalid_utf8_bytes_are_deleted_like_the_original(uncased):
     _, reference, tokenizer = uncased
     rng = random.Random(0)
     texts = [_random_bytes(rng) for _ in range(500)]
-    assert sum(1 for t in texts if t.decode("utf-8", "replace") != t.decode("utf-8", "ignore")) > 300
+    assert (
+        sum(1 for t in texts if t.decode("utf-8", "replace") != t.decode("utf-8", "ignore")) > 300
+    )
     ours = _ours(tokenizer, texts)
     for text, ids in zip(texts, ours):
         assert ids == _ref_ids(reference, text.decode("utf-8", "ignore")), text
@@ -226,13 +334,19 @@ def test_empty_whitespace_and_shapes(uncased):
     _, reference, tokenizer = uncased
     assert _ours(tokenizer, ["", " ", "\t\r\n", "\x00\u200b"]) == [[], [], [], []]
     scalar = tokenizer(tf.constant("Hello world"))
-    assert isinstance(scalar, tf.Tensor) and scalar.numpy().tolist() == _ref_ids(reference, "Hello world")
+    assert isinstance(scalar, tf.Tensor) and scalar.numpy().tolist() == _ref_ids(
+        reference, "Hello world"
+    )
     pairs = tf.constant([["Hello world", "café"], ["", "中文 text"]])
     out = tokenizer(pairs)
     assert out.shape.rank == 3
-    assert out.to_list() == [[_ref_ids(reference, t.decode()) for t in row] for row in pairs.numpy()]
+    assert out.to_list() == [
+        [_ref_ids(reference, t.decode()) for t in row] for row in pairs.numpy()
+    ]
     ragged = tf.ragged.constant([["a b", "c"], ["d"]])
-    assert tokenizer(ragged).to_list() == [[_ref_ids(reference, t) for t in row] for row in [["a b", "c"], ["d"]]]
+    assert tokenizer(ragged).to_list() == [
+        [_ref_ids(reference, t) for t in row] for row in [["a b", "c"], ["d"]]
+    ]
     assert tokenizer(tf.constant([], tf.string)).to_list() == []
 
 
@@ -271,7 +385,11 @@ def test_offsets_point_at_the_tokens(lines, uncased):
 
 def test_detokenize_joins_pieces(lines, uncased):
     vocab, reference, tokenizer = uncased
-    texts = [t for t, ids in zip(lines[:300], _ours(tokenizer, lines[:300])) if tokenizer.unk_id not in ids]
+    texts = [
+        t
+        for t, ids in zip(lines[:300], _ours(tokenizer, lines[:300]))
+        if tokenizer.unk_id not in ids
+    ]
     assert len(texts) > 20 and any("\u1b4e" in t for t in texts)  # A stand-in character.
     strings = tokenizer.detokenize(tokenizer(tf.constant(texts))).numpy()
     for text, string in zip(texts, strings):
@@ -282,8 +400,13 @@ def test_detokenize_joins_pieces(lines, uncased):
 def test_vocabulary_accessors(uncased):
     vocab, _, tokenizer = uncased
     assert tokenizer.vocabulary == vocab and tokenizer.vocab_size == len(vocab)
-    assert [tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id] == [
-        vocab.index(t) for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]]
+    assert [
+        tokenizer.pad_id,
+        tokenizer.unk_id,
+        tokenizer.cls_id,
+        tokenizer.sep_id,
+        tokenizer.mask_id,
+    ] == [vocab.index(t) for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]]
     assert tokenizer.id_to_token(tokenizer.token_to_id(vocab[100])) == vocab[100]
     with pytest.raises(KeyError, match="not in the vocabulary"):
         tokenizer.token_to_id("no-such-token")
@@ -345,8 +468,12 @@ def _serving_module(tokenizer, with_offsets=False):
                 ids = self.tokenizer(texts)
                 return {"ids": ids.flat_values, "row_splits": ids.row_splits}
             ids, starts, ends = self.tokenizer.tokenize_with_offsets(texts)
-            return {"ids": ids.flat_values, "row_splits": ids.row_splits,
-                    "starts": starts.flat_values, "ends": ends.flat_values}
+            return {
+                "ids": ids.flat_values,
+                "row_splits": ids.row_splits,
+                "starts": starts.flat_values,
+                "ends": ends.flat_values,
+            }
 
     return Serving()
 
@@ -379,13 +506,14 @@ def test_tflite_conversion_and_interpreter(lines, uncased):
     _, _, tokenizer = uncased
     module = _serving_module(tokenizer, with_offsets=True)  # Ids as the call's, plus offsets.
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
-        [module.serve.get_concrete_function()], module)
+        [module.serve.get_concrete_function()], module
+    )
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     converter.allow_custom_ops = True
     flatbuffer = converter.convert()
     interpreter = InterpreterWithCustomOps(
-        model_content=flatbuffer,
-        custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
+        model_content=flatbuffer, custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS
+    )
     runner = interpreter.get_signature_runner()
     for texts in ([t for t in lines[:60] if t], ["plain text, no capital sigma"]):
         assert any("Σ" in t for t in texts) == (len(texts) > 1)  # Both graph branches.

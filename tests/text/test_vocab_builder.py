@@ -60,9 +60,18 @@ def _original_tokens(vocab, lines, lower_case, tmp_path):
 
 def test_pretokenize_matches_original_basic_tokenizer():
     rng = random.Random(1)
-    ranges = [(0, 0x250), (0x300, 0x370), (0x2000, 0x2070), (0x3000, 0x3010), (0x4E00, 0x4E10), (0xFF00, 0xFF20)]
+    ranges = [
+        (0, 0x250),
+        (0x300, 0x370),
+        (0x2000, 0x2070),
+        (0x3000, 0x3010),
+        (0x4E00, 0x4E10),
+        (0xFF00, 0xFF20),
+    ]
     pool = [chr(c) for a, b in ranges for c in range(a, b)]
-    pool += [chr(c) for c in (0x1F600, 0xFFFD, 0x2028, 0x85, 0xAD, 0x200B, 0xFEFF, 0x130, 0xBD, 0xFB01)]
+    pool += [
+        chr(c) for c in (0x1F600, 0xFFFD, 0x2028, 0x85, 0xAD, 0x200B, 0xFEFF, 0x130, 0xBD, 0xFB01)
+    ]
     lines = ["".join(rng.choice(pool) for _ in range(rng.randint(0, 40))) for _ in range(2000)]
     lines += ["Héllo, Wörld! 你好 ½ ﬁne ＡＢＣ x²", "  ", ""]
     for lower_case in (True, False):
@@ -93,7 +102,9 @@ def test_uncased_vocab_layout_and_coverage(corpus, uncased_vocab, tmp_path):
     assert len(tokens) < 1.5 * len(_seen_words(lines, True))
     # The in-graph tokenizer normalizes as the vocabulary was built: same pieces, no [UNK].
     tokenizer = BertTokenizer(vocab, lower_case=True)
-    assert tokenizer(tf.constant(lines)).flat_values.numpy().tolist() == [vocab.index(t) for t in tokens]
+    assert tokenizer(tf.constant(lines)).flat_values.numpy().tolist() == [
+        vocab.index(t) for t in tokens
+    ]
 
 
 def test_cased_vocab_keeps_case_and_accents(corpus, tmp_path):
@@ -127,7 +138,9 @@ def test_size_is_never_exceeded_and_keeps_characters(corpus):
 def test_custom_reserved_tokens_come_first(corpus):
     _, lines = corpus
     reserved = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]"]
-    vocab = build_vocabulary(tf.data.Dataset.from_tensor_slices(lines[:200]), 200, reserved_tokens=reserved)
+    vocab = build_vocabulary(
+        tf.data.Dataset.from_tensor_slices(lines[:200]), 200, reserved_tokens=reserved
+    )
     assert vocab[:6] == reserved
 
 
@@ -159,8 +172,15 @@ def test_write_vocabulary_atomic_and_validated(tmp_path):
 def test_command_line(corpus, uncased_vocab, tmp_path):
     root, _ = corpus
     out = tmp_path / "vocab.txt"
-    cmd = [sys.executable, "-m", "keras_bert.text.build_vocab", f"--input={root}/part-*.txt",
-           "--vocab_size=400", "--lower_case=true", f"--output={out}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "keras_bert.text.build_vocab",
+        f"--input={root}/part-*.txt",
+        "--vocab_size=400",
+        "--lower_case=true",
+        f"--output={out}",
+    ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
     assert out.read_text(encoding="utf-8").splitlines() == uncased_vocab
 
@@ -168,11 +188,14 @@ def test_command_line(corpus, uncased_vocab, tmp_path):
 def test_command_line_missing_input(tmp_path):
     from absl import flags
     from absl.testing import flagsaver
+
     from keras_bert.text import build_vocab
 
     build_vocab.define_flags()
     flags.FLAGS.mark_as_parsed()
-    with flagsaver.flagsaver(input=[str(tmp_path / "nothing*.txt")], output=str(tmp_path / "v.txt")):
+    with flagsaver.flagsaver(
+        input=[str(tmp_path / "nothing*.txt")], output=str(tmp_path / "v.txt")
+    ):
         with pytest.raises(FileNotFoundError, match="matches no file"):
             build_vocab.main(["build_vocab"])
     assert not (tmp_path / "v.txt").exists()

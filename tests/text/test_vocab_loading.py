@@ -32,7 +32,9 @@ def test_file_variants(tmp_path):
     assert load_vocabulary(bom) == VOCAB
 
 
-@pytest.mark.parametrize("relative", ["vocab.txt", "assets/vocab.txt", "assets/tokenizer/vocabulary.txt"])
+@pytest.mark.parametrize(
+    "relative", ["vocab.txt", "assets/vocab.txt", "assets/tokenizer/vocabulary.txt"]
+)
 def test_model_directories(tmp_path, relative):
     """Hugging Face / original checkpoint dir, TF Hub SavedModel, keras-hub preset."""
     _write(str(tmp_path / relative), "\n".join(VOCAB) + "\n")

@@ -10,28 +10,56 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from logical_cpus import run_on_logical_cpus
+from pretraining_data import write_records
+from train_job import JOB, run_config
 
 from keras_bert.training import distribute
-from logical_cpus import run_on_logical_cpus
-from train_job import JOB, run_config
-from pretraining_data import write_records
 
-BERT = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=32, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+BERT = dict(
+    vocab_size=48,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=32,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
 
 
 def _config(tmp_path, name, steps=4):
-    train, _ = write_records(str(tmp_path), 256, vocab_size=48, seq_length=24, max_predictions_per_seq=4)
-    return dict(bert_config=BERT, train_files=train, batch_size=8, seq_length=24, max_predictions_per_seq=4,
-                num_train_steps=steps, num_warmup_steps=1, learning_rate=1e-3, steps_per_loop=1,
-                checkpoint_every=steps, model_dir=str(tmp_path / name), verbose=False, plot=False, seed=3)
+    train, _ = write_records(
+        str(tmp_path), 256, vocab_size=48, seq_length=24, max_predictions_per_seq=4
+    )
+    return dict(
+        bert_config=BERT,
+        train_files=train,
+        batch_size=8,
+        seq_length=24,
+        max_predictions_per_seq=4,
+        num_train_steps=steps,
+        num_warmup_steps=1,
+        learning_rate=1e-3,
+        steps_per_loop=1,
+        checkpoint_every=steps,
+        model_dir=str(tmp_path / name),
+        verbose=False,
+        plot=False,
+        seed=3,
+    )
 
 
 def _start(tmp_path, name, configs, env=None, **extra):
     out = tmp_path / f"{name}.json"
     spec = dict(configs=configs, out=str(out), **extra)
-    proc = subprocess.Popen([sys.executable, JOB, json.dumps(spec)], env={**os.environ, **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, JOB, json.dumps(spec)],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     return proc, out
 
 
@@ -63,12 +91,18 @@ def test_unknown_strategy_and_missing_tf_config(monkeypatch):
 
 def test_auto_falls_back_to_the_cpu_and_picks_float32_here():
     # No TPU and no GPU on this machine: the TPU resolver fails and "auto" is the default strategy.
-    assert distribute.resolve_auto("auto", None, "auto") == {"strategy": "default", "tpu": "local",
-                                                             "mixed_precision": "none"}
+    assert distribute.resolve_auto("auto", None, "auto") == {
+        "strategy": "default",
+        "tpu": "local",
+        "mixed_precision": "none",
+    }
     assert distribute.get_strategy("auto") is tf.distribute.get_strategy()
     # Explicit settings pass through untouched.
     assert distribute.resolve_auto("mirrored", None, "mixed_bfloat16") == {
-        "strategy": "mirrored", "tpu": None, "mixed_precision": "mixed_bfloat16"}
+        "strategy": "mirrored",
+        "tpu": None,
+        "mixed_precision": "mixed_bfloat16",
+    }
 
 
 def test_auto_takes_a_tpu_that_answers_once_and_bfloat16(monkeypatch):
@@ -80,15 +114,22 @@ def test_auto_takes_a_tpu_that_answers_once_and_bfloat16(monkeypatch):
         return "a TPUStrategy"
 
     monkeypatch.setattr(distribute, "get_strategy", fake_tpu)
-    assert distribute.resolve_auto("auto", None, "auto") == {"strategy": "tpu", "tpu": "local",
-                                                             "mixed_precision": "mixed_bfloat16"}
+    assert distribute.resolve_auto("auto", None, "auto") == {
+        "strategy": "tpu",
+        "tpu": "local",
+        "mixed_precision": "mixed_bfloat16",
+    }
     assert made == ["local"]
 
 
 def test_a_tpu_system_is_initialized_once_per_address(monkeypatch):
     calls = []
-    monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver", lambda tpu: calls.append(tpu) or tpu)
-    monkeypatch.setattr(tf.tpu.experimental, "initialize_tpu_system", lambda resolver: calls.append("init"))
+    monkeypatch.setattr(
+        tf.distribute.cluster_resolver, "TPUClusterResolver", lambda tpu: calls.append(tpu) or tpu
+    )
+    monkeypatch.setattr(
+        tf.tpu.experimental, "initialize_tpu_system", lambda resolver: calls.append("init")
+    )
     monkeypatch.setattr(tf.distribute, "TPUStrategy", lambda resolver: ("strategy", resolver))
     monkeypatch.setattr(distribute, "_TPU_STRATEGIES", {})
     first = distribute.get_strategy("tpu", "local")
@@ -103,15 +144,21 @@ def test_default_strategy_is_chief():
 
 def test_mirrored_two_devices_matches_one_device(tmp_path):
     config = _config(tmp_path, "one")
-    one, two = _run(tmp_path, "runs", [config, dict(config, strategy="mirrored", model_dir=str(tmp_path / "two"))],
-                    logical_cpus=2)
+    one, two = _run(
+        tmp_path,
+        "runs",
+        [config, dict(config, strategy="mirrored", model_dir=str(tmp_path / "two"))],
+        logical_cpus=2,
+    )
     assert one["replicas"] == 1 and two["replicas"] == 2
     assert len(_losses(one)) == 4
     # The losses change over the steps (the comparison below is not of constants) ...
     assert np.ptp(_losses(one)) > 1e-3
     # ... and the two-replica run follows the one-device run step for step.
     for key in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"):
-        np.testing.assert_allclose(_losses(two, key), _losses(one, key), rtol=2e-5, atol=2e-6, err_msg=key)
+        np.testing.assert_allclose(
+            _losses(two, key), _losses(one, key), rtol=2e-5, atol=2e-6, err_msg=key
+        )
 
 
 def _single_process(config):
@@ -122,8 +169,11 @@ def _single_process(config):
 @pytest.mark.slow
 def test_mirrored_with_dropout_and_mixed_float16_trains(tmp_path):
     config = _config(tmp_path, "mixed", steps=2)
-    config.update(strategy="mirrored", mixed_precision="mixed_float16",
-                  bert_config=dict(BERT, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1))
+    config.update(
+        strategy="mirrored",
+        mixed_precision="mixed_float16",
+        bert_config=dict(BERT, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    )
     (result,) = _run(tmp_path, "mixed", [config], logical_cpus=2)
     assert result["replicas"] == 2 and result["steps"] == 2 and np.all(np.isfinite(_losses(result)))
 
@@ -141,9 +191,14 @@ def test_multi_worker_mirrored_two_processes_match_one_process(tmp_path):
     procs = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        procs.append(_start(tmp_path, f"worker{index}",
-                            [dict(config, strategy="multi_worker_mirrored", model_dir=str(tmp_path / "multi"))],
-                            env={"TF_CONFIG": json.dumps(tf_config)}))
+        procs.append(
+            _start(
+                tmp_path,
+                f"worker{index}",
+                [dict(config, strategy="multi_worker_mirrored", model_dir=str(tmp_path / "multi"))],
+                env={"TF_CONFIG": json.dumps(tf_config)},
+            )
+        )
     results = [_finish(*p)[0] for p in procs]
     assert [r["replicas"] for r in results] == [2, 2]
     for result in results:

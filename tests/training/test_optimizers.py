@@ -7,11 +7,11 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from logical_cpus import run_on_logical_cpus
 
 import keras_bert
-from keras_bert.training import optimizers
 from keras_bert.checkpoints.training import TrainingCheckpoint
-from logical_cpus import run_on_logical_cpus
+from keras_bert.training import optimizers
 
 B1, B2, EPS, WD = 0.9, 0.999, 1e-6, 0.01
 
@@ -25,9 +25,13 @@ def reference_lr(step, peak, total, warmup):
 def test_schedule_matches_formula():
     schedule = optimizers.WarmupLinearDecay(1e-3, num_train_steps=100, num_warmup_steps=10)
     for step in (0, 1, 5, 9, 10, 11, 50, 99, 100, 130):
-        np.testing.assert_allclose(float(schedule(step)), reference_lr(step, 1e-3, 100, 10), rtol=1e-6, atol=1e-12)
+        np.testing.assert_allclose(
+            float(schedule(step)), reference_lr(step, 1e-3, 100, 10), rtol=1e-6, atol=1e-12
+        )
     accumulated = optimizers.WarmupLinearDecay(1e-3, 100, 10, steps_per_update=4)
-    np.testing.assert_allclose(float(accumulated(4 * 37 + 3)), reference_lr(37, 1e-3, 100, 10), rtol=1e-6)
+    np.testing.assert_allclose(
+        float(accumulated(4 * 37 + 3)), reference_lr(37, 1e-3, 100, 10), rtol=1e-6
+    )
     clone = optimizers.WarmupLinearDecay.from_config(schedule.get_config())
     assert float(clone(42)) == float(schedule(42))
     with pytest.raises(ValueError, match="num_warmup_steps"):
@@ -37,8 +41,12 @@ def test_schedule_matches_formula():
 def _toy_model():
     """A Dense and a LayerNorm: paths dense/kernel, dense/bias, LayerNorm/gamma, LayerNorm/beta."""
     inputs = keras.Input((3,))
-    model = keras.Model(inputs, keras.layers.LayerNormalization(name="LayerNorm")(
-        keras.layers.Dense(4, name="dense")(inputs)))
+    model = keras.Model(
+        inputs,
+        keras.layers.LayerNormalization(name="LayerNorm")(
+            keras.layers.Dense(4, name="dense")(inputs)
+        ),
+    )
     for v in model.trainable_variables:
         v.assign(np.random.default_rng(len(v.path)).normal(size=v.shape))
     return model
@@ -63,7 +71,7 @@ def _reference_adamw(weights, grads_per_step, lrs, decayed, clip=1.0):
     v = [np.zeros_like(x) for x in w]
     for t, (grads, lr) in enumerate(zip(grads_per_step, lrs), start=1):
         grads = _clip_by_global_norm(grads, clip)
-        alpha = lr * np.sqrt(1 - B2 ** t) / (1 - B1 ** t)
+        alpha = lr * np.sqrt(1 - B2**t) / (1 - B1**t)
         for i, g in enumerate(grads):
             if decayed[i]:
                 w[i] = w[i] - lr * WD * w[i]
@@ -76,14 +84,18 @@ def _reference_adamw(weights, grads_per_step, lrs, decayed, clip=1.0):
 def test_adamw_matches_numpy_reference():
     variables = _toy_variables()
     start = [v.numpy() for v in variables]
-    opt = optimizers.create_optimizer(1e-2, num_train_steps=10, num_warmup_steps=2, variables=variables)
+    opt = optimizers.create_optimizer(
+        1e-2, num_train_steps=10, num_warmup_steps=2, variables=variables
+    )
     rng = np.random.default_rng(0)
     steps = [_grads(variables, rng) for _ in range(4)]
     for grads in steps:
         opt.apply(grads, variables)
     decayed = [v.path in ("dense/kernel",) for v in variables]
     assert decayed.count(True) == 1
-    expected = _reference_adamw(start, steps, [reference_lr(t, 1e-2, 10, 2) for t in range(4)], decayed)
+    expected = _reference_adamw(
+        start, steps, [reference_lr(t, 1e-2, 10, 2) for t in range(4)], decayed
+    )
     for v, e in zip(variables, expected):
         np.testing.assert_allclose(v.numpy(), e, rtol=2e-5, atol=1e-6, err_msg=v.path)
     assert int(opt.iterations.numpy()) == 4
@@ -101,9 +113,14 @@ def test_gradient_accumulation_is_one_update_with_the_mean_gradient():
             for v, s in zip(variables, start):
                 np.testing.assert_array_equal(v.numpy(), s)
     assert int(opt.iterations.numpy()) == 2
-    means = [[(a + b) / 2 for a, b in zip(micro[0], micro[1])], [(a + b) / 2 for a, b in zip(micro[2], micro[3])]]
+    means = [
+        [(a + b) / 2 for a, b in zip(micro[0], micro[1])],
+        [(a + b) / 2 for a, b in zip(micro[2], micro[3])],
+    ]
     decayed = [v.path == "dense/kernel" for v in variables]
-    expected = _reference_adamw(start, means, [reference_lr(t, 1e-2, 10, 0) for t in range(2)], decayed)
+    expected = _reference_adamw(
+        start, means, [reference_lr(t, 1e-2, 10, 0) for t in range(2)], decayed
+    )
     for v, e in zip(variables, expected):
         np.testing.assert_allclose(v.numpy(), e, rtol=2e-5, atol=1e-6, err_msg=v.path)
 
@@ -111,7 +128,9 @@ def test_gradient_accumulation_is_one_update_with_the_mean_gradient():
 def test_lamb_matches_numpy_reference():
     variables = _toy_variables()
     w = [v.numpy().astype(np.float64) for v in variables]
-    opt = optimizers.create_optimizer(1e-2, 10, 0, variables=variables, optimizer="lamb", clip_norm=None)
+    opt = optimizers.create_optimizer(
+        1e-2, 10, 0, variables=variables, optimizer="lamb", clip_norm=None
+    )
     grads = _grads(variables, np.random.default_rng(2))
     opt.apply(grads, variables)
     lr = reference_lr(0, 1e-2, 10, 0)
@@ -119,12 +138,16 @@ def test_lamb_matches_numpy_reference():
         x = w[i] - lr * WD * w[i] if v.path == "dense/kernel" else w[i]
         update = ((1 - B1) * g / (1 - B1)) / (np.sqrt((1 - B2) * g * g / (1 - B2)) + EPS)
         ratio = np.linalg.norm(x) / np.linalg.norm(update)
-        np.testing.assert_allclose(v.numpy(), x - lr * ratio * update, rtol=2e-5, atol=1e-6, err_msg=v.path)
+        np.testing.assert_allclose(
+            v.numpy(), x - lr * ratio * update, rtol=2e-5, atol=1e-6, err_msg=v.path
+        )
 
 
 @pytest.mark.parametrize("name", ["adamw", "adam_weight_decay"])
 def test_weight_decay_skips_layer_norm_and_bias_of_bert(name):
-    model = keras_bert.BertPretrainer(keras_bert.BertEncoder(keras_bert.BertConfig.preset("tiny", vocab_size=40)))
+    model = keras_bert.BertPretrainer(
+        keras_bert.BertEncoder(keras_bert.BertConfig.preset("tiny", vocab_size=40))
+    )
     variables = model.trainable_variables
     excluded = {v.path for v in optimizers.decay_excluded(variables)}
     assert "cls_predictions/output_bias" in excluded and "embeddings/LayerNorm/gamma" in excluded
@@ -146,12 +169,19 @@ def test_options_and_errors():
     assert isinstance(scaled.inner_optimizer, optimizers.AdamW)
     plain = optimizers.create_optimizer(1e-3, 10, 1, variables=variables)
     assert plain.global_clipnorm == 1.0 and plain.epsilon == 1e-6 and plain.beta_2 == 0.999
-    original = optimizers.create_optimizer(1e-3, 10, 1, variables=variables, optimizer="adam_weight_decay")
+    original = optimizers.create_optimizer(
+        1e-3, 10, 1, variables=variables, optimizer="adam_weight_decay"
+    )
     assert isinstance(original, optimizers.AdamWeightDecay) and original.global_clipnorm == 1.0
-    assert original.weight_decay is None  # Keras' own decay stays off: decay happens once, in the update.
+    assert (
+        original.weight_decay is None
+    )  # Keras' own decay stays off: decay happens once, in the update.
     defaults = optimizers.AdamWeightDecay()
     assert (defaults.beta_1, defaults.beta_2, defaults.epsilon) == (0.9, 0.999, 1e-6)
-    assert defaults.weight_decay_rate == 0.01 and defaults.no_decay_pattern == "LayerNorm|layer_norm|bias"
+    assert (
+        defaults.weight_decay_rate == 0.01
+        and defaults.no_decay_pattern == "LayerNorm|layer_norm|bias"
+    )
     with pytest.raises(ValueError, match="weight_decay_rate"):
         optimizers.AdamWeightDecay(weight_decay=0.01)
     with pytest.raises(ValueError, match="Unknown optimizer 'sgd'"):
@@ -189,15 +219,24 @@ def _assert_weights(variables, expected, rtol=1e-5):
 def test_adam_weight_decay_matches_the_original_update_rule():
     variables = _toy_variables()
     start = [v.numpy() for v in variables]
-    opt = optimizers.create_optimizer(1e-2, num_train_steps=6, num_warmup_steps=2, variables=variables,
-                                      optimizer="adam_weight_decay")
+    opt = optimizers.create_optimizer(
+        1e-2,
+        num_train_steps=6,
+        num_warmup_steps=2,
+        variables=variables,
+        optimizer="adam_weight_decay",
+    )
     rng = np.random.default_rng(3)
     steps = [_grads(variables, rng) for _ in range(5)]  # Through warmup, the peak and the decay.
-    assert min(np.sqrt(sum((g ** 2).sum() for g in grads)) for grads in steps) > 2.0  # Clipping is active.
+    assert (
+        min(np.sqrt(sum((g**2).sum() for g in grads)) for grads in steps) > 2.0
+    )  # Clipping is active.
     for grads in steps:
         opt.apply(grads, variables)
     decayed = [v.path == "dense/kernel" for v in variables]
-    expected = _reference_adam_weight_decay(start, steps, [reference_lr(t, 1e-2, 6, 2) for t in range(5)], decayed)
+    expected = _reference_adam_weight_decay(
+        start, steps, [reference_lr(t, 1e-2, 6, 2) for t in range(5)], decayed
+    )
     _assert_weights(variables, expected)
     assert int(opt.iterations.numpy()) == 5
 
@@ -209,16 +248,23 @@ def test_adam_weight_decay_has_no_bias_correction_unlike_adamw():
     moved = {}
     for name in ("adamw", "adam_weight_decay"):
         variables = _toy_model().trainable_variables
-        opt = optimizers.create_optimizer(1e-2, 10, 0, variables=variables, optimizer=name, clip_norm=None)
+        opt = optimizers.create_optimizer(
+            1e-2, 10, 0, variables=variables, optimizer=name, clip_norm=None
+        )
         opt.apply(grads, variables)
         moved[name] = [s - v.numpy() for s, v in zip(start, variables)]
     # First step, LayerNorm and bias (no decay): Adam moves each weight by ~lr * sign(g), the
     # original, without bias correction, by ~lr * (1 - b1) / sqrt(1 - b2), 3.16 times more.
     for i in (1, 2, 3):
         g = grads[i].astype(np.float64)
-        np.testing.assert_allclose(moved["adamw"][i], 1e-2 * g / (np.abs(g) + EPS / np.sqrt(1 - B2)), rtol=1e-5)
-        np.testing.assert_allclose(moved["adam_weight_decay"][i],
-                                   1e-2 * (1 - B1) * g / (np.sqrt(1 - B2) * np.abs(g) + EPS), rtol=1e-5)
+        np.testing.assert_allclose(
+            moved["adamw"][i], 1e-2 * g / (np.abs(g) + EPS / np.sqrt(1 - B2)), rtol=1e-5
+        )
+        np.testing.assert_allclose(
+            moved["adam_weight_decay"][i],
+            1e-2 * (1 - B1) * g / (np.sqrt(1 - B2) * np.abs(g) + EPS),
+            rtol=1e-5,
+        )
     # The decayed kernel: the original's reference matches one and not the other.
     decayed = [v.path == "dense/kernel" for v in model.trainable_variables]
     expected = _reference_adam_weight_decay(start, [grads], [1e-2], decayed, clip=None)
@@ -231,8 +277,9 @@ def test_adam_weight_decay_accumulation_equals_one_update_with_the_mean_gradient
     start = [v.numpy() for v in variables]
     rng = np.random.default_rng(5)
     micro = [_grads(variables, rng) for _ in range(6)]
-    opt = optimizers.create_optimizer(1e-2, 4, 0, variables=variables, optimizer="adam_weight_decay",
-                                      grad_accumulation_steps=3)
+    opt = optimizers.create_optimizer(
+        1e-2, 4, 0, variables=variables, optimizer="adam_weight_decay", grad_accumulation_steps=3
+    )
     for i, grads in enumerate(micro):
         opt.apply(grads, variables)
         if i < 2:  # Nothing moves before the third micro-batch.
@@ -242,9 +289,11 @@ def test_adam_weight_decay_accumulation_equals_one_update_with_the_mean_gradient
 
     for v, s in zip(variables, start):
         v.assign(s)
-    opt = optimizers.create_optimizer(1e-2, 4, 0, variables=variables, optimizer="adam_weight_decay")
+    opt = optimizers.create_optimizer(
+        1e-2, 4, 0, variables=variables, optimizer="adam_weight_decay"
+    )
     for k in (0, 3):
-        opt.apply([np.mean(gs, axis=0) for gs in zip(*micro[k:k + 3])], variables)
+        opt.apply([np.mean(gs, axis=0) for gs in zip(*micro[k : k + 3])], variables)
     _assert_weights(variables, accumulated)
     assert not np.allclose(accumulated[0], start[0])
 
@@ -258,7 +307,10 @@ def test_sparse_gradients_with_repeated_rows_update_as_their_dense_sum(name):
     rng = np.random.default_rng(10)
     parts = [rng.normal(size=(4, 3)).astype("float32") for _ in range(2)]
     kernel_grads = [rng.normal(size=(3, 3)).astype("float32") for _ in range(2)]
-    sparse = [tf.IndexedSlices(tf.constant(p), tf.constant([0, 1, 0, 0]), tf.constant([2, 3])) for p in parts]
+    sparse = [
+        tf.IndexedSlices(tf.constant(p), tf.constant([0, 1, 0, 0]), tf.constant([2, 3]))
+        for p in parts
+    ]
     results = []
     for table_grads in (sparse, [tf.convert_to_tensor(g) for g in sparse]):
         for v in (table, kernel):
@@ -272,21 +324,30 @@ def test_sparse_gradients_with_repeated_rows_update_as_their_dense_sum(name):
 
 
 def test_adam_weight_decay_config_round_trip():
-    opt = optimizers.AdamWeightDecay(optimizers.WarmupLinearDecay(1e-3, 10, 2), weight_decay_rate=0.02,
-                                     epsilon=1e-5, no_decay_pattern="bias", global_clipnorm=1.0,
-                                     gradient_accumulation_steps=2)
+    opt = optimizers.AdamWeightDecay(
+        optimizers.WarmupLinearDecay(1e-3, 10, 2),
+        weight_decay_rate=0.02,
+        epsilon=1e-5,
+        no_decay_pattern="bias",
+        global_clipnorm=1.0,
+        gradient_accumulation_steps=2,
+    )
     assert "weight_decay" not in opt.get_config()
     for original in (opt, optimizers.LossScaleOptimizer(opt)):
         clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(original))
         assert type(clone) is type(original) and clone.get_config() == original.get_config()
-    assert clone.inner_optimizer.weight_decay_rate == 0.02 and clone.inner_optimizer.no_decay_pattern == "bias"
+    assert (
+        clone.inner_optimizer.weight_decay_rate == 0.02
+        and clone.inner_optimizer.no_decay_pattern == "bias"
+    )
 
 
 def test_adam_weight_decay_loss_scaling_skips_an_overflowing_step():
     variables = _toy_variables()
     start = [v.numpy() for v in variables]
-    opt = optimizers.create_optimizer(1e-2, 10, 0, variables=variables, optimizer="adam_weight_decay",
-                                      loss_scale=True)
+    opt = optimizers.create_optimizer(
+        1e-2, 10, 0, variables=variables, optimizer="adam_weight_decay", loss_scale=True
+    )
     opt.build(variables)
     scale = float(opt.dynamic_scale.numpy())
     grads = _grads(variables, np.random.default_rng(6))
@@ -294,7 +355,9 @@ def test_adam_weight_decay_loss_scaling_skips_an_overflowing_step():
     overflow[0][0, 0] = np.inf
     opt.apply(overflow, variables)
     _assert_weights(variables, start, rtol=0)
-    assert all(not np.any(v.numpy()) for v in opt.inner_optimizer.variables)  # m, v and the step untouched.
+    assert all(
+        not np.any(v.numpy()) for v in opt.inner_optimizer.variables
+    )  # m, v and the step untouched.
     assert float(opt.dynamic_scale.numpy()) == scale / 2
     # The next, finite step is the original's first step on the unscaled gradient.
     opt.apply([g * scale / 2 for g in grads], variables)
@@ -305,15 +368,18 @@ def test_adam_weight_decay_loss_scaling_skips_an_overflowing_step():
 def test_adam_weight_decay_state_is_checkpointed(tmp_path):
     def trained_state():
         model = _toy_model()
-        opt = optimizers.create_optimizer(1e-2, 10, 0, variables=model.trainable_variables,
-                                          optimizer="adam_weight_decay")
+        opt = optimizers.create_optimizer(
+            1e-2, 10, 0, variables=model.trainable_variables, optimizer="adam_weight_decay"
+        )
         opt.build(model.trainable_variables)
         return model, opt
 
     grads = _grads(_toy_variables(), np.random.default_rng(7))
     model, opt = trained_state()
     opt.apply(grads, model.trainable_variables)
-    assert len(opt.variables) == 1 + 2 * len(model.trainable_variables)  # The step, m and v of each.
+    assert len(opt.variables) == 1 + 2 * len(
+        model.trainable_variables
+    )  # The step, m and v of each.
     TrainingCheckpoint(str(tmp_path), model, opt).save(1)
 
     restored_model, restored_opt = trained_state()
@@ -323,7 +389,9 @@ def test_adam_weight_decay_state_is_checkpointed(tmp_path):
     # One more step from the restored m and v goes where the uninterrupted one goes.
     for m, o in ((model, opt), (restored_model, restored_opt)):
         o.apply(grads, m.trainable_variables)
-    _assert_weights(restored_model.trainable_variables, [v.numpy() for v in model.trainable_variables], rtol=0)
+    _assert_weights(
+        restored_model.trainable_variables, [v.numpy() for v in model.trainable_variables], rtol=0
+    )
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
@@ -336,12 +404,20 @@ def test_adam_weight_decay_fits_the_same_with_xla(policy):
         keras.utils.set_random_seed(9)
         model = keras.Sequential([_toy_model(), keras.layers.Dense(1, name="head")])
         start = [v.numpy() for v in model.trainable_variables]
-        opt = optimizers.create_optimizer(1e-2, 8, 0, variables=model.trainable_variables,
-                                          optimizer="adam_weight_decay", grad_accumulation_steps=2,
-                                          loss_scale=policy == "mixed_float16")
+        opt = optimizers.create_optimizer(
+            1e-2,
+            8,
+            0,
+            variables=model.trainable_variables,
+            optimizer="adam_weight_decay",
+            grad_accumulation_steps=2,
+            loss_scale=policy == "mixed_float16",
+        )
         model.compile(optimizer=opt, loss="mse", jit_compile=jit_compile)
         model.fit(x, y, batch_size=4, shuffle=False, verbose=0)  # 16 micro-batches, 8 updates ...
-        assert int(opt.iterations.numpy()) >= 2  # ... less those the loss scaling skips (overflows).
+        assert (
+            int(opt.iterations.numpy()) >= 2
+        )  # ... less those the loss scaling skips (overflows).
         assert not np.allclose(model.trainable_variables[0].numpy(), start[0])
         return [v.numpy() for v in model.trainable_variables]
 

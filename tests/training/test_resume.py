@@ -8,29 +8,49 @@ import signal
 import subprocess
 import sys
 
-import keras
 import numpy as np
 import pytest
+from pretraining_data import write_records
+from train_job import JOB, run_config
 
 import keras_bert
-from keras_bert.training import optimizers
 from keras_bert.checkpoints.training import TrainingCheckpoint
 from keras_bert.errors import CheckpointError
-from train_job import JOB, run_config
-from pretraining_data import write_records
+from keras_bert.training import optimizers
 
 # Dropout stays on (0.1): the resumed run must draw the same dropout masks.
-BERT = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=32)
+BERT = dict(
+    vocab_size=48,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=32,
+)
 
 
 def _config(tmp_path, name):
-    train, _ = write_records(str(tmp_path), 200, vocab_size=48, seq_length=24, max_predictions_per_seq=4,
-                             num_shards=2)
-    return dict(bert_config=BERT, train_files=train, batch_size=8, seq_length=24, max_predictions_per_seq=4,
-                num_train_steps=6, num_warmup_steps=2, learning_rate=2e-3, steps_per_loop=1, checkpoint_every=2,
-                keep_checkpoints=2, model_dir=str(tmp_path / name), verbose=False, plot=False, seed=7,
-                shuffle_buffer=50)
+    train, _ = write_records(
+        str(tmp_path), 200, vocab_size=48, seq_length=24, max_predictions_per_seq=4, num_shards=2
+    )
+    return dict(
+        bert_config=BERT,
+        train_files=train,
+        batch_size=8,
+        seq_length=24,
+        max_predictions_per_seq=4,
+        num_train_steps=6,
+        num_warmup_steps=2,
+        learning_rate=2e-3,
+        steps_per_loop=1,
+        checkpoint_every=2,
+        keep_checkpoints=2,
+        model_dir=str(tmp_path / name),
+        verbose=False,
+        plot=False,
+        seed=7,
+        shuffle_buffer=50,
+    )
 
 
 def test_killed_run_resumes_exactly(tmp_path):
@@ -39,7 +59,9 @@ def test_killed_run_resumes_exactly(tmp_path):
 
     killed = dict(config, model_dir=str(tmp_path / "killed"))
     spec = dict(configs=[killed], out=str(tmp_path / "never.json"), kill_after_checkpoint=4)
-    proc = subprocess.run([sys.executable, JOB, json.dumps(spec)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, JOB, json.dumps(spec)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert not (tmp_path / "never.json").exists()
     ckpts = sorted(p for p in os.listdir(tmp_path / "killed") if p.endswith(".index"))
@@ -48,22 +70,38 @@ def test_killed_run_resumes_exactly(tmp_path):
     resumed = run_config(killed)
     assert resumed["start_step"] == 4 and resumed["steps"] == 6
     by_step = {h["step"]: h for h in full["history"]}
-    assert [h["step"] for h in resumed["history"]] == [1, 2, 3, 4, 5, 6]  # history.json kept across the kill
+    assert [h["step"] for h in resumed["history"]] == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+    ]  # history.json kept across the kill
     for record in resumed["history"][4:]:
         expected = by_step[record["step"]]
         for key in ("loss", "mlm_loss", "nsp_loss", "learning_rate"):
-            np.testing.assert_allclose(record[key], expected[key], rtol=1e-6, err_msg=f"{key} @ {record['step']}")
+            np.testing.assert_allclose(
+                record[key], expected[key], rtol=1e-6, err_msg=f"{key} @ {record['step']}"
+            )
     # The losses do change from step to step, so equality above is not of constants.
     assert abs(by_step[5]["loss"] - by_step[6]["loss"]) > 1e-4
     for a, b in zip(resumed["model"].weights, full["model"].weights):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-7, err_msg=a.path)
     # Optimizer state (Adam moments) equal too.
     for a, b in zip(resumed["model"].optimizer.variables, full["model"].optimizer.variables):
-        np.testing.assert_allclose(np.asarray(a.numpy(), float), np.asarray(b.numpy(), float),
-                                   rtol=1e-5, atol=1e-8, err_msg=a.path)
+        np.testing.assert_allclose(
+            np.asarray(a.numpy(), float),
+            np.asarray(b.numpy(), float),
+            rtol=1e-5,
+            atol=1e-8,
+            err_msg=a.path,
+        )
     # max_to_keep=2: only the newest two are left.
-    assert sorted(p for p in os.listdir(tmp_path / "killed") if p.endswith(".index")) == \
-        ["ckpt-4.index", "ckpt-6.index"]
+    assert sorted(p for p in os.listdir(tmp_path / "killed") if p.endswith(".index")) == [
+        "ckpt-4.index",
+        "ckpt-6.index",
+    ]
     # A finished run given more time to run does nothing but report.
     again = run_config(killed)
     assert again["start_step"] == 6 and again["steps"] == 6
@@ -114,7 +152,9 @@ def _assert_restore_fails_cleanly(directory, model, optimizer, match):
 def test_checkpoint_of_another_model_is_rolled_back(tmp_path):
     model, optimizer = _state(vocab_size=48)
     TrainingCheckpoint(str(tmp_path), model, optimizer).save(1)
-    _assert_restore_fails_cleanly(tmp_path, *_state(vocab_size=52), match="does not match this model")
+    _assert_restore_fails_cleanly(
+        tmp_path, *_state(vocab_size=52), match="does not match this model"
+    )
 
 
 def test_missing_checkpoint_file_is_reported(tmp_path):

@@ -12,38 +12,82 @@ import sys
 
 import numpy as np
 import pytest
-
 from finetune_cases import write_checkpoint, write_sst2
 from pretraining_data import write_records
 from train_job import JOB
 
-BERT = dict(vocab_size=48, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=32)
+BERT = dict(
+    vocab_size=48,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=32,
+)
 KILL_AT = 4  # Steps 1..4 done and checkpointed, then the process dies; 5 and 6 follow on resume.
 
 
 def _pretrain(tmp_path, name):
-    train, _ = write_records(str(tmp_path), 200, vocab_size=48, seq_length=24, max_predictions_per_seq=4,
-                             num_shards=2)
-    return dict(bert_config=BERT, train_files=train, batch_size=8, seq_length=24, max_predictions_per_seq=4,
-                num_train_steps=6, num_warmup_steps=2, learning_rate=2e-3, steps_per_loop=1, checkpoint_every=2,
-                model_dir=str(tmp_path / name), verbose=False, plot=False, seed=7, shuffle_buffer=50)
+    train, _ = write_records(
+        str(tmp_path), 200, vocab_size=48, seq_length=24, max_predictions_per_seq=4, num_shards=2
+    )
+    return dict(
+        bert_config=BERT,
+        train_files=train,
+        batch_size=8,
+        seq_length=24,
+        max_predictions_per_seq=4,
+        num_train_steps=6,
+        num_warmup_steps=2,
+        learning_rate=2e-3,
+        steps_per_loop=1,
+        checkpoint_every=2,
+        model_dir=str(tmp_path / name),
+        verbose=False,
+        plot=False,
+        seed=7,
+        shuffle_buffer=50,
+    )
 
 
 def _finetune(tmp_path, name):
     """Two epochs of 3 steps: the kill falls inside the second epoch, after the first's evaluation."""
     data = write_sst2(str(tmp_path / "SST-2"), n_train=48, n_dev=24, n_test=4)
     ckpt = write_checkpoint(str(tmp_path / "ckpt"))
-    return dict(runner="finetune", task="sst2", data_dir=data, init_checkpoint=ckpt, do_train=True, do_eval=True,
-                batch_size=16, seq_length=48, num_train_epochs=2, learning_rate=2e-3, steps_per_loop=1,
-                checkpoint_every=2, model_dir=str(tmp_path / name), verbose=False, plot=False, seed=5)
+    return dict(
+        runner="finetune",
+        task="sst2",
+        data_dir=data,
+        init_checkpoint=ckpt,
+        do_train=True,
+        do_eval=True,
+        batch_size=16,
+        seq_length=48,
+        num_train_epochs=2,
+        learning_rate=2e-3,
+        steps_per_loop=1,
+        checkpoint_every=2,
+        model_dir=str(tmp_path / name),
+        verbose=False,
+        plot=False,
+        seed=5,
+    )
 
 
 def _spawn(tmp_path, tag, config, kill_after=None, logical_cpus=None, env=None):
-    spec = dict(configs=[config], out=str(tmp_path / f"{tag}.json"), logical_cpus=logical_cpus,
-                kill_after_checkpoint=kill_after)
-    return subprocess.Popen([sys.executable, JOB, json.dumps(spec)], env={**os.environ, **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True), tmp_path / f"{tag}.json"
+    spec = dict(
+        configs=[config],
+        out=str(tmp_path / f"{tag}.json"),
+        logical_cpus=logical_cpus,
+        kill_after_checkpoint=kill_after,
+    )
+    return subprocess.Popen(
+        [sys.executable, JOB, json.dumps(spec)],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ), tmp_path / f"{tag}.json"
 
 
 def _wait(proc, out, killed=False, timeout=300):
@@ -66,9 +110,20 @@ def _free_port():
 def _workers(tmp_path, tag, config, kill_after=None):
     """The same run in two worker processes of a multi-worker cluster; returns the chief's result."""
     hosts = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
-    procs = [_spawn(tmp_path, f"{tag}-w{i}", config, kill_after=kill_after,
-                    env={"TF_CONFIG": json.dumps({"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}})})
-             for i in range(2)]
+    procs = [
+        _spawn(
+            tmp_path,
+            f"{tag}-w{i}",
+            config,
+            kill_after=kill_after,
+            env={
+                "TF_CONFIG": json.dumps(
+                    {"cluster": {"worker": hosts}, "task": {"type": "worker", "index": i}}
+                )
+            },
+        )
+        for i in range(2)
+    ]
     results = [_wait(*p, killed=kill_after is not None) for p in procs]
     return results[0]
 
@@ -77,8 +132,12 @@ def _run(tmp_path, tag, config, strategy, kill_after=None):
     config = dict(config, strategy=strategy)
     if strategy == "multi_worker_mirrored":
         return _workers(tmp_path, tag, config, kill_after)
-    return _wait(*_spawn(tmp_path, tag, config, kill_after, logical_cpus=2 if strategy == "mirrored" else None),
-                 killed=kill_after is not None)
+    return _wait(
+        *_spawn(
+            tmp_path, tag, config, kill_after, logical_cpus=2 if strategy == "mirrored" else None
+        ),
+        killed=kill_after is not None,
+    )
 
 
 def _assert_resumed_exactly(tmp_path, config, strategy, keys):
@@ -91,26 +150,36 @@ def _assert_resumed_exactly(tmp_path, config, strategy, keys):
     assert [h["step"] for h in resumed["history"]] == [1, 2, 3, 4, 5, 6]
     for record in resumed["history"][KILL_AT:]:
         for key in keys:
-            np.testing.assert_allclose(record[key], by_step[record["step"]][key], rtol=1e-5,
-                                       err_msg=f"{strategy} {key} @ {record['step']}")
+            np.testing.assert_allclose(
+                record[key],
+                by_step[record["step"]][key],
+                rtol=1e-5,
+                err_msg=f"{strategy} {key} @ {record['step']}",
+            )
     assert abs(by_step[5]["loss"] - by_step[6]["loss"]) > 1e-4  # Not constants.
     return full, resumed
 
 
 @pytest.mark.parametrize("strategy", ["default", "mirrored"])
 def test_fine_tuning_resumes_exactly(tmp_path, strategy):
-    full, resumed = _assert_resumed_exactly(tmp_path, _finetune(tmp_path, "x"), strategy, ("loss", "learning_rate"))
+    full, resumed = _assert_resumed_exactly(
+        tmp_path, _finetune(tmp_path, "x"), strategy, ("loss", "learning_rate")
+    )
     # The first epoch's evaluation was kept across the kill; the second equals the uninterrupted run's.
     assert [e["epoch"] for e in resumed["eval_history"]] == [1, 2]
     for a, b in zip(resumed["eval_history"], full["eval_history"]):
         assert a["step"] == b["step"]
         np.testing.assert_allclose(a["accuracy"], b["accuracy"])
-    assert resumed["eval"] == full["eval"] or np.allclose(resumed["eval"]["accuracy"], full["eval"]["accuracy"])
+    assert resumed["eval"] == full["eval"] or np.allclose(
+        resumed["eval"]["accuracy"], full["eval"]["accuracy"]
+    )
 
 
 @pytest.mark.slow
 def test_pre_training_resumes_exactly_mirrored(tmp_path):
-    _assert_resumed_exactly(tmp_path, _pretrain(tmp_path, "x"), "mirrored", ("loss", "mlm_loss", "nsp_loss"))
+    _assert_resumed_exactly(
+        tmp_path, _pretrain(tmp_path, "x"), "mirrored", ("loss", "mlm_loss", "nsp_loss")
+    )
 
 
 @pytest.mark.slow
