@@ -1,4 +1,5 @@
-"""Encoder forward throughput: keras_bert vs keras-hub BertBackbone vs tf-models-official BertEncoder.
+"""Encoder forward throughput: keras_bert vs keras-hub BertBackbone vs tf-models-official
+BertEncoder.
 
 Same config (BERT-base by default, vocab 30522), same random padded batch, inference
 (training=False), float32, each in graph mode (tf.function) and with XLA
@@ -113,9 +114,9 @@ def run_rounds(cases, iters, repeat):
             t = common.time_call(case["call"], warmup=1, iters=iters)
             case["rounds"].append(t)
             print(
-                f"  round {round_index + 1}: {case['name']:9s} {case['dtype']:14s} {case['mode']:5s} "
-                f"{t['median'] * 1e3:8.1f} ms (min {t['min'] * 1e3:.1f}, max {t['max'] * 1e3:.1f}, "
-                f"cpu {t['cpu'] * 1e3:.1f})",
+                f"  round {round_index + 1}: {case['name']:9s} {case['dtype']:14s} "
+                f"{case['mode']:5s} {t['median'] * 1e3:8.1f} ms (min {t['min'] * 1e3:.1f}, max "
+                f"{t['max'] * 1e3:.1f}, cpu {t['cpu'] * 1e3:.1f})",
                 flush=True,
             )
     rows = []
@@ -158,7 +159,7 @@ def run_dynamic(config, batch, long_seq, short_seq, iters):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.add_size_args(parser, size="base")
     parser.add_argument("--peers", default="ours,keras-hub,tf-models")
     parser.add_argument("--no-bf16", action="store_true", help="Skip the mixed_bfloat16 rows.")
@@ -182,9 +183,9 @@ def main(argv=None):
     dtypes = ["float32"] if args.no_bf16 else ["float32", "mixed_bfloat16"]
     flops = common.encoder_flops(config, args.batch, args.seq)
     print(
-        f"BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} V={config.vocab_size}, "
-        f"batch {args.batch} x seq {args.seq}, {flops / 1e9:.1f} GFLOP per forward; "
-        f"TF {tf.__version__}, keras {keras.__version__}, {os.cpu_count()} CPUs"
+        f"BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} "
+        f"V={config.vocab_size}, batch {args.batch} x seq {args.seq}, {flops / 1e9:.1f} GFLOP per "
+        f"forward; TF {tf.__version__}, keras {keras.__version__}, {os.cpu_count()} CPUs"
     )
     matmul_dtypes = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
     roofline = {d: common.matmul_roofline(matmul_dtypes[d]) for d in dtypes}
@@ -244,8 +245,8 @@ def main(argv=None):
                     cpu = [o["cpu"] / u["cpu"] for o, u in zip(other["rounds"], ours["rounds"])]
                     print(
                         f"speed ours/{peer:9s} {dtype:14s} {mode:5s}: {np.median(wall):.2f}x wall "
-                        f"(rounds {' '.join(f'{w:.2f}' for w in wall)}), {np.median(cpu):.2f}x cpu time "
-                        f"(rounds {' '.join(f'{c:.2f}' for c in cpu)})"
+                        f"(rounds {' '.join(f'{w:.2f}' for w in wall)}), {np.median(cpu):.2f}x cpu "
+                        f"time (rounds {' '.join(f'{c:.2f}' for c in cpu)})"
                     )
     for name in peers:
         if (name, "mixed_bfloat16") in outputs:
@@ -259,8 +260,8 @@ def main(argv=None):
         short = max(1, args.seq // 4)
         result, traces = run_dynamic(config, args.batch, args.seq, short, args.iters)
         print(
-            f"dynamic length (ours, graph, one tf.function with [None, None] inputs): seq {args.seq} "
-            f"{result[args.seq] * 1e3:.1f} ms, seq {short} {result[short] * 1e3:.1f} ms "
+            "dynamic length (ours, graph, one tf.function with [None, None] inputs): seq "
+            f"{args.seq} {result[args.seq] * 1e3:.1f} ms, seq {short} {result[short] * 1e3:.1f} ms "
             f"({result[args.seq] / result[short]:.1f}x faster), traced {traces} time(s)"
         )
 

@@ -1,4 +1,5 @@
-"""Fine-tuning on SST-2 dev lengths: bucketed per-batch padding vs padding to 128; one step vs keras-hub.
+"""Fine-tuning on SST-2 dev lengths: bucketed per-batch padding vs padding to 128; one step vs
+keras-hub.
 
 The data are the 872 real SST-2 dev sentences, tokenized with the real uncased vocabulary
 (`keras_bert.tasks.glue.task` encoding, as the fine-tuning runner does). The model is a
@@ -22,7 +23,8 @@ min/max spread, ratios are medians of per-round ratios, in wall and in CPU time.
 
     .venv/bin/python bench/bench_finetune.py [--size small] [--batch 32] [--seq 128] [--iters 2]
         [--train_iters 1] [--repeat 1] [--data_dir /work/shared/data/sst2]
-        [--vocab /work/shared/data/bert_uncased/vocab.txt] [--no-xla] [--plot bench/out/finetune.png]
+        [--vocab /work/shared/data/bert_uncased/vocab.txt] [--no-xla]
+        [--plot bench/out/finetune.png]
 """
 
 import argparse
@@ -69,8 +71,8 @@ def load_sst2(data_dir, vocab_file, seq):
     for path in (data_dir, vocab_file):
         if not os.path.exists(path):
             sys.exit(
-                f"bench_finetune: {path} not found. It needs the SST-2 dev file (--data_dir, a folder "
-                f"with dev.tsv) and the uncased BERT vocabulary (--vocab)."
+                f"bench_finetune: {path} not found. It needs the SST-2 dev file (--data_dir, a "
+                f"folder with dev.tsv) and the uncased BERT vocabulary (--vocab)."
             )
     task = registry.get_task("sst2")
     vocabulary = load_vocabulary(vocab_file)
@@ -87,9 +89,9 @@ def plans(lengths, batch, seq):
     ]  # The runner's under XLA.
     return {
         "eval: sorted, per-batch padding": feature_lib.batch_plan(lengths, batch),
-        f"eval: sorted, fixed buckets {','.join(map(str, xla_buckets))} (XLA)": feature_lib.batch_plan(
-            lengths, batch, buckets=xla_buckets
-        ),
+        (
+            f"eval: sorted, fixed buckets {','.join(map(str, xla_buckets))} (XLA)"
+        ): feature_lib.batch_plan(lengths, batch, buckets=xla_buckets),
         "train: runner's plan, per-batch padding": feature_lib.batch_plan(
             lengths, batch, shuffle=True
         ),
@@ -273,8 +275,8 @@ def run_rounds(cases, iters, train_iters, repeat):
             )
             case["rounds"].append(t)
             print(
-                f"  round {round_index + 1}: {name:34s} {t['median'] * 1e3:9.1f} ms (min {t['min'] * 1e3:.1f}, "
-                f"max {t['max'] * 1e3:.1f}, cpu {t['cpu'] * 1e3:.1f})",
+                f"  round {round_index + 1}: {name:34s} {t['median'] * 1e3:9.1f} ms (min "
+                f"{t['min'] * 1e3:.1f}, max {t['max'] * 1e3:.1f}, cpu {t['cpu'] * 1e3:.1f})",
                 flush=True,
             )
 
@@ -346,7 +348,7 @@ def plot(path, cases, title):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     common.add_size_args(parser, size="small")
     parser.set_defaults(batch=RECIPE["batch_size"], seq=RECIPE["seq_length"], iters=2)
     parser.add_argument(
@@ -366,10 +368,11 @@ def main(argv=None):
     config = keras_bert.BertConfig.preset(args.size, vocab_size=vocab_size)
     lengths = feats.lengths
     print(
-        f"SST-2 dev: {feats.num_features} sentences, tokens per sentence min {lengths.min()} median "
-        f"{int(np.median(lengths))} mean {lengths.mean():.1f} max {lengths.max()} (cut at {args.seq}); "
-        f"BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} V={config.vocab_size}, "
-        f"batch {args.batch}, float32; TF {tf.__version__}, keras {keras.__version__}, {os.cpu_count()} CPUs"
+        f"SST-2 dev: {feats.num_features} sentences, tokens per sentence min {lengths.min()} "
+        f"median {int(np.median(lengths))} mean {lengths.mean():.1f} max {lengths.max()} (cut at "
+        f"{args.seq}); BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} "
+        f"V={config.vocab_size}, batch {args.batch}, float32; TF {tf.__version__}, keras "
+        f"{keras.__version__}, {os.cpu_count()} CPUs"
     )
     print()
     print(
@@ -386,13 +389,13 @@ def main(argv=None):
     diff = np.abs(logits["bucketed"] - logits[scheme_128])
     same_labels = np.array_equal(logits["bucketed"].argmax(-1), logits[scheme_128].argmax(-1))
     print(
-        f"predictions, bucketed vs {scheme_128}: argmax equal {same_labels}, max abs logit difference "
-        f"{diff.max():.2g}"
+        f"predictions, bucketed vs {scheme_128}: argmax equal {same_labels}, max abs logit "
+        f"difference {diff.max():.2g}"
     )
     if not same_labels or diff.max() > LOGIT_ATOL:
         sys.exit(
-            f"bench_finetune: the two paddings disagree (max abs logit difference {diff.max():.3g} > "
-            f"{LOGIT_ATOL} or argmax differs)."
+            f"bench_finetune: the two paddings disagree (max abs logit difference {diff.max():.3g} "
+            f"> {LOGIT_ATOL} or argmax differs)."
         )
     cases.update(train_cases(task, model, feats, args.batch, args.seq))
     modes = ["graph"] if args.no_xla else list(common.MODES)

@@ -128,9 +128,10 @@ def main(argv=None):
 
     config = keras_bert.BertConfig.preset(args.size)
     print(
-        f"BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} V={config.vocab_size}, "
-        f"batch {args.batch} x seq {args.seq}, {args.predictions} masked positions, AdamW, float32; "
-        f"TF {tf.__version__}, keras {keras.__version__}, {os.cpu_count()} CPUs"
+        f"BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} "
+        f"V={config.vocab_size}, batch {args.batch} x seq {args.seq}, {args.predictions} masked "
+        f"positions, AdamW, float32; TF {tf.__version__}, keras {keras.__version__}, "
+        f"{os.cpu_count()} CPUs"
     )
     inputs, labels = random_pretraining_batch(
         args.batch, args.seq, args.predictions, config.vocab_size

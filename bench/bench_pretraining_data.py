@@ -1,12 +1,14 @@
 """Pre-training example creation throughput: keras_bert vs the original algorithm, one run.
 
 The original is tf-models-official's `create_pretraining_data` (the google-research/bert script):
-`create_training_instances` (Python `FullTokenizer`, pairs, masking) + `write_instance_to_example_files`.
-Ours is `keras_bert.pretraining.create_pretraining_data`. Same generated corpus (original format),
-same settings, end to end from the corpus file to TFRecords (tokenizer set-up and, for several workers,
-process start-up included), after a warm-up of each on a tiny corpus.
+`create_training_instances` (Python `FullTokenizer`, pairs, masking) +
+`write_instance_to_example_files`. Ours is `keras_bert.pretraining.create_pretraining_data`. Same
+generated corpus (original format), same settings, end to end from the corpus file to TFRecords
+(tokenizer set-up and, for several workers, process start-up included), after a warm-up of each on a
+tiny corpus.
 
-    .venv/bin/python bench/bench_pretraining_data.py [--num_documents 3000] [--dupe_factor 2] [--whole_word_masking]
+    .venv/bin/python bench/bench_pretraining_data.py [--num_documents 3000] [--dupe_factor 2]
+        [--whole_word_masking]
 """
 
 import argparse
@@ -110,8 +112,8 @@ def main():
     tf.get_logger().setLevel("ERROR")
     with tempfile.TemporaryDirectory() as tmp:
         corpus_file, vocab_file = write_corpus_and_vocab(tmp, ARGS.num_documents)
-        # Warm-up on a tiny corpus: one-time process costs (TensorFlow runtime, first tracing) are not
-        # creation throughput. Worker processes are started inside each timed run.
+        # Warm-up on a tiny corpus: one-time process costs (TensorFlow runtime, first tracing) are
+        # not creation throughput. Worker processes are started inside each timed run.
         warm_dir = os.path.join(tmp, "warm")
         os.makedirs(warm_dir)
         warm_corpus, _ = write_corpus_and_vocab(warm_dir, 20, seed=1)
@@ -127,13 +129,13 @@ def main():
             )
         base_rate = None
         print(
-            f"\ncorpus {os.path.getsize(corpus_file) / 1e6:.1f} MB, {ARGS.num_documents} documents, "
-            f"max_seq_length {ARGS.max_seq_length}, dupe_factor {ARGS.dupe_factor}, "
+            f"\ncorpus {os.path.getsize(corpus_file) / 1e6:.1f} MB, {ARGS.num_documents} "
+            f"documents, max_seq_length {ARGS.max_seq_length}, dupe_factor {ARGS.dupe_factor}, "
             f"whole_word_masking {ARGS.whole_word_masking}, {os.cpu_count()} CPUs"
         )
         print(
-            f"{'implementation':34s} {'seconds':>8s} {'examples':>9s} {'examples/s':>11s} {'tokens/s':>10s} "
-            f"{'ratio':>6s}"
+            f"{'implementation':34s} {'seconds':>8s} {'examples':>9s} {'examples/s':>11s} "
+            f"{'tokens/s':>10s} {'ratio':>6s}"
         )
         for name, seconds, files in rows:
             examples, tokens = count(files)

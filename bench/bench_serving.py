@@ -99,7 +99,8 @@ def export(model, vocabulary, lower_case, seq, directory):
 
 
 def keras_hub_classifier(model, vocabulary, lower_case, seq):
-    """keras-hub's preprocessor and classifier with our weights; returns (preprocessor, classifier)."""
+    """keras-hub's preprocessor and classifier with our weights; returns (preprocessor,
+    classifier)."""
     import keras_hub
     from test_reference_parity import hub_backbone
 
@@ -170,9 +171,9 @@ def main(argv=None):
     tokenizer = BertTokenizer(vocabulary, lower_case=lower_case)
     lengths = [len(t) + 2 for t in tokenizer(tf.constant(sentences)).to_list()]
     print(
-        f"{description}; {len(sentences)} SST-2 dev sentences in batches of {args.batch}, seq_length {args.seq} "
-        f"(token lengths: median {np.median(lengths):.0f}, max {max(lengths)}); TF {tf.__version__}, "
-        f"keras {keras.__version__}, {os.cpu_count()} CPUs"
+        f"{description}; {len(sentences)} SST-2 dev sentences in batches of {args.batch}, "
+        f"seq_length {args.seq} (token lengths: median {np.median(lengths):.0f}, max "
+        f"{max(lengths)}); TF {tf.__version__}, keras {keras.__version__}, {os.cpu_count()} CPUs"
     )
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -200,7 +201,8 @@ def main(argv=None):
                 t = common.time_call(fn, warmup=0, iters=args.iters)
                 rounds[name].append(t)
                 print(
-                    f"  round {index + 1}: {name:42s} {t['median'] * 1e3:8.1f} ms (cpu {t['cpu'] * 1e3:.1f})",
+                    f"  round {index + 1}: {name:42s} {t['median'] * 1e3:8.1f} ms (cpu "
+                    f"{t['cpu'] * 1e3:.1f})",
                     flush=True,
                 )
 
@@ -232,8 +234,9 @@ def main(argv=None):
     diff = np.abs(mine - hub).max(-1)
     print(
         f"answers ours vs keras-hub: {agree:.1%} equal labels; max abs probability difference "
-        f"{diff[same_ids].max():.2g} on the {same_ids.sum()} sentences with equal token ids, {diff.max():.2g} "
-        f"overall ({(~same_ids).sum()} sentences tokenized differently by keras-hub's BertTokenizer)"
+        f"{diff[same_ids].max():.2g} on the {same_ids.sum()} sentences with equal token ids, "
+        f"{diff.max():.2g} overall ({(~same_ids).sum()} sentences tokenized differently by "
+        "keras-hub's BertTokenizer)"
     )
     print(
         f"ours bucketed vs padded to {args.seq}: max abs probability difference "

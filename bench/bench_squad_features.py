@@ -83,7 +83,8 @@ def original(path, tokenizer, args):
 
 
 def agreement(ours_features, original_features):
-    """(same window counts, same ids, same positions) as fractions (of examples, features, features)."""
+    """(same window counts, same ids, same positions) as fractions (of examples, features,
+    features)."""
     mine = {}
     ids = ours_features.inputs["input_word_ids"].to_list()
     types = ours_features.inputs["input_type_ids"].to_list()
@@ -150,7 +151,8 @@ def main():
     ours_median = medians["keras_bert SquadTask"]
     print(
         f"{args.squad_file}: {examples} questions -> {our_features.num_features} features "
-        f"(original: {len(original_features)}); {args.repeats} interleaved repeats; cores: {os.cpu_count()}"
+        f"(original: {len(original_features)}); {args.repeats} interleaved repeats; cores: "
+        f"{os.cpu_count()}"
     )
     rows = [
         (name, medians[name], min(t), max(t), medians[name] / ours_median)

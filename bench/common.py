@@ -16,7 +16,8 @@ MODES = {"graph": False, "xla": True}  # Mode name -> tf.function(jit_compile=..
 
 
 def add_size_args(parser, size):
-    """The flags every model benchmark takes: --size (default `size`), --batch, --seq, --iters, --repeat."""
+    """The flags every model benchmark takes: --size (default `size`), --batch, --seq, --iters,
+    --repeat."""
     parser.add_argument(
         "--size", default=size, help="BertConfig preset (tiny ... large, L-4_H-512)."
     )

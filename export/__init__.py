@@ -33,7 +33,8 @@ _NAMES = {
 }
 __getattr__, __dir__ = attach(__name__, _NAMES)
 
-# format -> (its export function, what it writes (--help), whether it takes quantize and representative_texts).
+# format -> (its export function, what it writes (--help), whether it takes quantize and
+# representative_texts).
 FORMATS = {
     "saved_model": (
         "keras_bert.export.saved_model:export_saved_model",

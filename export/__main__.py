@@ -1,4 +1,5 @@
-"""Command line: export a fine-tuned model or a pre-trained encoder for TF Serving, TF Hub or TFLite.
+"""Command line: export a fine-tuned model or a pre-trained encoder for TF Serving, TF Hub or
+TFLite.
 
     python -m keras_bert.export --model_dir=runs/mrpc/model --export_dir=serving/mrpc \\
         [--version=N] [--format=saved_model|hub|tflite] [--quantize=...] [--seq_length=...]
@@ -19,7 +20,8 @@ def define_flags():
         "model_dir",
         None,
         "A fine-tuned model/ directory (model.keras, task.json, vocab.txt) or its run directory, "
-        "or a pre-trained encoder: Google checkpoint, Hugging Face directory, pre-training run directory.",
+        "or a pre-trained encoder: Google checkpoint, Hugging Face directory, pre-training run "
+        "directory.",
     )
     cli.define(
         flags.DEFINE_string,
@@ -53,7 +55,8 @@ def define_flags():
         flags.DEFINE_integer,
         "seq_length",
         None,
-        "Longest packed sequence; longer texts are truncated (default: the training length, 128 for encoders).",
+        "Longest packed sequence; longer texts are truncated (default: the training length, 128 "
+        "for encoders).",
     )
     cli.define(
         flags.DEFINE_string,

@@ -163,7 +163,8 @@ def _character_starts(values):
 
 
 def substrings(texts, starts, ends):
-    """string [B, N]: the bytes [starts, ends) of each text (int32 [B, N] each), "" where start == end."""
+    """string [B, N]: the bytes [starts, ends) of each text (int32 [B, N] each), "" where start ==
+    end."""
     shape = tf.shape(starts)  # (B, N)
     splits = tf.range(shape[0] + 1, dtype=tf.int64) * tf.cast(shape[1], tf.int64)
 
@@ -177,7 +178,8 @@ def substrings(texts, starts, ends):
 
 
 def entity_outputs(texts, entities, types):
-    """Entities flat over the batch -> padded answers [B, E_max] (see `signatures.token_classification`).
+    """Entities flat over the batch -> padded answers [B, E_max] (see
+    `signatures.token_classification`).
 
     Args:
         texts: string [B]. entities: dict from `decode_iob2`. types: list of str, `entity_types`.

@@ -100,7 +100,10 @@ def check_ops(saved_model_dir):
     problems = []
     for op in ops.values():
         if op.library == "python":
-            reason = "runs Python code (tf.py_function / tf.numpy_function), which TF Serving does not have"
+            reason = (
+                "runs Python code (tf.py_function / tf.numpy_function), which TF Serving does "
+                "not have"
+            )
         elif op.library == "unknown":
             reason = "is registered by neither TensorFlow nor tensorflow-text"
         elif op.name in NEWER_TEXT_OPS:

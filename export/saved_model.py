@@ -146,7 +146,8 @@ def eagerly():
 
 
 def write_extra(path, source, functions, text_ops):
-    """assets.extra/task.json (task facts and the export's signatures and text ops) and vocab.txt."""
+    """assets.extra/task.json (task facts and the export's signatures and text ops) and
+    vocab.txt."""
     extra = os.path.join(path, EXTRA_DIR)
     tf.io.gfile.makedirs(extra)
     signatures = {

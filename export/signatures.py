@@ -206,8 +206,8 @@ def span(source):
     least_room = seq_length - max_query - 3
     if least_room < 1:
         raise ValueError(
-            f"seq_length {seq_length} leaves no room for the context after {max_query} question tokens "
-            f"(max_query_length): export with a longer seq_length."
+            f"seq_length {seq_length} leaves no room for the context after {max_query} question "
+            f"tokens (max_query_length): export with a longer seq_length."
         )
     reach = -(
         -(seq_length - 3) // min(doc_stride, least_room)

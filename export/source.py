@@ -148,6 +148,7 @@ def _seq_length(seq_length, encoder):
         or not 2 <= seq_length <= limit
     ):
         raise ValueError(
-            f"seq_length must be an int in [2, {limit}] (max_position_embeddings), got {seq_length!r}."
+            f"seq_length must be an int in [2, {limit}] (max_position_embeddings), got "
+            f"{seq_length!r}."
         )
     return seq_length

@@ -108,7 +108,8 @@ def max_context_ranks(seq_length):
 
 
 def max_context(windows, position, reach, seq_length):
-    """Is each window the max-context one of a context token in it (`squad.features.max_context_masks`)?
+    """Is each window the max-context one of a context token in it
+    (`squad.features.max_context_masks`)?
 
     Args:
         windows: dict from `pack_windows`. position: int32 [W, N], context tokens in each window.
@@ -170,7 +171,8 @@ def best_spans(
     )  # (W, N) ties: first
     end_value, end = tf.math.top_k(tf.where(real, end_logits, -float("inf")), k)
     first, last = start - offset, end - offset  # (W, N) positions in the window's context
-    # (W, N) -> (W, N, N) with expand_dims: TFLite's converter cannot lower tf.newaxis indexing of dynamic shapes.
+    # (W, N) -> (W, N, N) with expand_dims: TFLite's converter cannot lower tf.newaxis indexing of
+    # dynamic shapes.
     valid_start = (first >= 0) & (first < length)
     valid_start &= max_context(windows, first + windows["start"][:, tf.newaxis], reach, seq_length)
     valid_end = (last >= 0) & (last < length)
@@ -257,8 +259,9 @@ def at_most(a, b):
 
 
 def _two_sum(a, b):
-    """(hi, lo) float32: hi = a + b rounded, lo its rounding error, hi + lo == a + b exactly (Knuth's
-    TwoSum). Rounding is monotone, so pairs order (hi first, then lo) as the exact sums do."""
+    """(hi, lo) float32: hi = a + b rounded, lo its rounding error, hi + lo == a + b exactly
+    (Knuth's TwoSum). Rounding is monotone, so pairs order (hi first, then lo) as the exact sums
+    do."""
     hi = a + b
     b_part = hi - a
     return hi, (a - (hi - b_part)) + (b - b_part)
@@ -266,12 +269,14 @@ def _two_sum(a, b):
 
 def _minus_infinity(like):
     """-inf in the shape of `like`, made at run time: TFLite's converter turns infinite constants
-    into the lowest float32 (-3.4e38), which inside a graph compares the same, but not as an output."""
+    into the lowest float32 (-3.4e38), which inside a graph compares the same, but not as an
+    output."""
     return tf.math.log(tf.zeros_like(like))
 
 
 def _segment_ids(first, total):
-    """int32 [total]: the segment of each position, segment i starting at `first[i]` (increasing)."""
+    """int32 [total]: the segment of each position, segment i starting at `first[i]`
+    (increasing)."""
     marks = tf.math.unsorted_segment_sum(
         tf.ones_like(first[1:]), first[1:], total
     )  # (total,) 1 where one starts

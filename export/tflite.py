@@ -122,7 +122,8 @@ QUANTIZERS = {name: globals()[function] for name, (function, _) in QUANTIZATIONS
 def export_tflite(
     model_dir, export_dir, version=None, seq_length=None, quantize="none", representative_texts=None
 ):
-    """Exports a fine-tuned task model (or a pre-trained encoder) as a TFLite model with its tokenizer.
+    """Exports a fine-tuned task model (or a pre-trained encoder) as a TFLite model with its
+    tokenizer.
 
     Args:
         model_dir: str. The `model/` directory of a fine-tuning run (or the run directory),
@@ -244,11 +245,13 @@ def _frozen(name, function):
 
 
 def representative_dataset(functions, texts):
-    """The int8 calibration data: a callable yielding ("serving_default", {input: strings [1] or [1, K]})."""
+    """The int8 calibration data: a callable yielding ("serving_default", {input: strings [1] or
+    [1, K]})."""
     if texts is None:
         raise ValueError(
-            "quantize='int8' calibrates the activations on representative_texts (e.g. the training or "
-            "dev texts): pass a list of texts or a file with one text per line (columns tab-separated)."
+            "quantize='int8' calibrates the activations on representative_texts (e.g. the training "
+            "or dev texts): pass a list of texts or a file with one text per line (columns "
+            "tab-separated)."
         )
     if isinstance(texts, (str, os.PathLike)):
         with tf.io.gfile.GFile(os.fspath(texts)) as f:
@@ -280,7 +283,8 @@ def representative_dataset(functions, texts):
 
 
 def text_widths(functions):
-    """Texts per row of each input of serving_default: 1 for strings [B], K for [B, K] (SWAG's endings)."""
+    """Texts per row of each input of serving_default: 1 for strings [B], K for [B, K] (SWAG's
+    endings)."""
     return {
         spec.name: 1 if spec.shape.rank == 1 else int(spec.shape[1])
         for spec in functions["serving_default"].input_signature
@@ -402,8 +406,8 @@ def check_tflite_ops(flatbuffer):
     }
     if bad:
         raise TFLiteOpError(
-            "The TFLite model needs ops that neither TFLite's builtins nor tensorflow-text's kernels "
-            "run: "
+            "The TFLite model needs ops that neither TFLite's builtins nor tensorflow-text's "
+            "kernels run: "
             + ", ".join(f"{name} ({library})" for name, library in bad.items())
             + ". A TensorFlow op's name (e.g. StridedSlice) means the converter could not lower it "
             "to a builtin for its shapes; write the model with ops that have TFLite builtins."
@@ -435,7 +439,8 @@ def task_info(source, functions, quantize, found):
 
 
 def with_metadata(flatbuffer, entries):
-    """The flatbuffer with metadata entries (name -> bytes) added (read them with `read_metadata`)."""
+    """The flatbuffer with metadata entries (name -> bytes) added (read them with
+    `read_metadata`)."""
     model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
     for name, data in entries.items():
         buffer = schema.BufferT()

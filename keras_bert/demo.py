@@ -161,7 +161,8 @@ def stdlib_documents(max_modules=None, min_chars=200, packages=None):
 
 
 def write_corpus(documents, path):
-    """Write documents in the original format (a sentence per line, blank line between documents)."""
+    """Write documents in the original format (a sentence per line, blank line between
+    documents)."""
     from keras_bert.io_utils import write_atomic
     from keras_bert.pretraining.corpus import split_document
 
@@ -458,10 +459,11 @@ def readme_table(numbers):
             f"{pre['nsp_accuracy']:.3f} (majority label: {pre['nsp_majority']:.3f})",
         ),
         (
-            f"package of a paragraph, dev accuracy ({fine['train_paragraphs']:,} train / {fine['dev_paragraphs']:,} dev "
-            f"paragraphs, {fine['classes']} classes)",
-            f"{fine['accuracy']:.3f}, macro F1 {fine['macro_f1']:.3f} (majority class {fine['majority_accuracy']:.3f}; "
-            f"best epoch {fine['best_epoch']} of {numbers['settings']['epochs']})",
+            f"package of a paragraph, dev accuracy ({fine['train_paragraphs']:,} train / "
+            f"{fine['dev_paragraphs']:,} dev paragraphs, {fine['classes']} classes)",
+            f"{fine['accuracy']:.3f}, macro F1 {fine['macro_f1']:.3f} (majority class "
+            f"{fine['majority_accuracy']:.3f}; best epoch {fine['best_epoch']} of "
+            f"{numbers['settings']['epochs']})",
         ),
         *[
             (
@@ -472,8 +474,8 @@ def readme_table(numbers):
         ],
         (
             "wall time (varies with the machine)",
-            f"{seconds['total']:.0f} s (pre-training {stage('pre-training')}, fine-tuning {stage('fine-tuning')}, "
-            f"export {stage('exporting')}, answers {stage('answering')})",
+            f"{seconds['total']:.0f} s (pre-training {stage('pre-training')}, fine-tuning "
+            f"{stage('fine-tuning')}, export {stage('exporting')}, answers {stage('answering')})",
         ),
     ]
     return "\n".join(["| | `make demo` |", "|---|---|", *[f"| {k} | {v} |" for k, v in rows]])
@@ -490,7 +492,8 @@ def update_readme(readme_path, numbers):
 
 
 def _read_docstrings(job, quick):
-    """Stage 1: the pre-training corpus files and the labelled paragraphs (train, dev, dev modules)."""
+    """Stage 1: the pre-training corpus files and the labelled paragraphs (train, dev, dev
+    modules)."""
     job.start("Reading the standard library's docstrings")
     packages = job.settings["packages"]
     documents = stdlib_documents(packages=packages if quick else None)
@@ -504,8 +507,9 @@ def _read_docstrings(job, quick):
         [d for d in documents if d[0] in held_out], os.path.join(job.data_dir, "eval.txt")
     )
     job.result(
-        f"{len(documents)} modules: pre-training on {n_train} ({os.path.getsize(train_corpus) / 1e6:.1f} MB "
-        f"of text), {n_eval} held out (every {PRETRAINING_HOLDOUT_EVERY}th and the fine-tuning dev modules)"
+        f"{len(documents)} modules: pre-training on {n_train} "
+        f"({os.path.getsize(train_corpus) / 1e6:.1f} MB of text), {n_eval} held out (every "
+        f"{PRETRAINING_HOLDOUT_EVERY}th and the fine-tuning dev modules)"
     )
     return train_rows, dev_rows, dev_modules
 
@@ -573,8 +577,8 @@ def _pretrain(job, vocab_file, vocab_size, train_files, eval_files):
     config = config.replace(**job.settings["model"])
     layers, steps = config.num_hidden_layers, job.settings["steps"]
     job.start(
-        f"Pre-training a tiny BERT ({layers} layer{'s' * (layers > 1)}, hidden size {config.hidden_size}) "
-        f"for {steps} steps"
+        f"Pre-training a tiny BERT ({layers} layer{'s' * (layers > 1)}, hidden size "
+        f"{config.hidden_size}) for {steps} steps"
     )
     run_dir = job.paths["pre-training run"] = os.path.join(job.model_dir, "run")
     pretraining = run_pretraining(
@@ -615,8 +619,8 @@ def _finetune(job, train_rows, dev_rows, dev_modules):
     from keras_bert.tasks.runner import run_finetuning
 
     job.start(
-        f"Fine-tuning it to tell which of {len(job.settings['packages'])} packages a docstring paragraph "
-        f"is from"
+        f"Fine-tuning it to tell which of {len(job.settings['packages'])} packages a docstring "
+        f"paragraph is from"
     )
     write_tsv(train_rows, os.path.join(job.task_dir, "train.tsv"))
     write_tsv(dev_rows, os.path.join(job.task_dir, "dev.tsv"))
@@ -645,8 +649,9 @@ def _finetune(job, train_rows, dev_rows, dev_modules):
     )
     metrics, epochs = finetuning["eval"], job.settings["epochs"]
     job.result(
-        f"dev accuracy {metrics['accuracy']:.3f}, macro F1 {metrics['macro_f1']:.3f} (majority class "
-        f"{majority_accuracy(train_rows, dev_rows):.3f}; best epoch {finetuning['best']['epoch']} of {epochs})"
+        f"dev accuracy {metrics['accuracy']:.3f}, macro F1 {metrics['macro_f1']:.3f} (majority "
+        f"class {majority_accuracy(train_rows, dev_rows):.3f}; best epoch "
+        f"{finetuning['best']['epoch']} of {epochs})"
     )
     job.paths.update(
         {
@@ -681,7 +686,8 @@ def _export(job, model_path):
     tflite_file = os.path.join(tflite_dir, tflite.MODEL_FILE)
     job.paths.update({"SavedModel": saved_model, "TFLite model": tflite_file})
     job.result(
-        f"SavedModel {saved_model}, TFLite {tflite_file} ({os.path.getsize(tflite_file) / 1e6:.1f} MB)"
+        f"SavedModel {saved_model}, TFLite {tflite_file} ({os.path.getsize(tflite_file) / 1e6:.1f} "
+        "MB)"
     )
     return saved_model, tflite_file
 
@@ -744,7 +750,8 @@ def format_table(summary):
         ),
         (
             "held-out MLM accuracy",
-            f"{evals['mlm_accuracy']:.3f}  (most frequent token: {base['mlm_most_frequent_token']:.3f})",
+            f"{evals['mlm_accuracy']:.3f}  (most frequent token: "
+            f"{base['mlm_most_frequent_token']:.3f})",
         ),
         (
             "held-out NSP accuracy",
@@ -753,7 +760,8 @@ def format_table(summary):
         (
             "package of a paragraph, dev accuracy",
             f"{fine['eval']['accuracy']:.3f}  (majority class: {summary['majority_accuracy']:.3f}; "
-            f"{summary['examples']['train']} training / {summary['examples']['dev']} dev paragraphs)",
+            f"{summary['examples']['train']} training / {summary['examples']['dev']} dev "
+            "paragraphs)",
         ),
         *[
             (

@@ -139,7 +139,8 @@ def layer_positions(layers, num_layers, pooling="none"):
 
 
 def _pool(states, layers, positions, pooling):
-    """One text's features from its requested layers' states [K, T, H] (K in the order of `layers`)."""
+    """One text's features from its requested layers' states [K, T, H] (K in the order of
+    `layers`)."""
     if pooling == "none":
         return {"layers": dict(zip(layers, states))}
     if pooling == "cls":
@@ -306,7 +307,8 @@ def write_features(
 
 
 def define_flags():
-    """Define the flags (again on each call: another command line may have defined the same names)."""
+    """Define the flags (again on each call: another command line may have defined the same
+    names)."""
     cli.define(
         flags.DEFINE_string,
         "input_file",
@@ -405,7 +407,8 @@ def main(argv):
 
 
 def console_main():
-    """Entry point (`python -m keras_bert.tasks.extract_features`, `keras-bert-extract-features`)."""
+    """Entry point (`python -m keras_bert.tasks.extract_features`,
+    `keras-bert-extract-features`)."""
     cli.run_command(__doc__, define_flags, ["input_file", "output_file", "init_checkpoint"], main)
 
 

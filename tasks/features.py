@@ -216,7 +216,8 @@ def _append_empty(value):
 
 
 def _to_dense(rows, length, pad):
-    """Ragged rows [B, (L)] or [B, K, (L)] -> dense [B, S] or [B, K, S], cut or padded to `length`."""
+    """Ragged rows [B, (L)] or [B, K, (L)] -> dense [B, S] or [B, K, S], cut or padded to
+    `length`."""
     shape = tf.stack(
         [tf.constant(-1, tf.int64)] * (rows.shape.rank - 1) + [tf.cast(length, tf.int64)]
     )

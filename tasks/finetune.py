@@ -1,7 +1,8 @@
 """Command line: fine-tune, evaluate and predict with one code path for every task (paper §4, §5.3).
 
     python -m keras_bert.tasks.finetune --task=mrpc --data_dir=glue/MRPC \\
-        --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/mrpc --do_train --do_eval --do_predict
+        --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/mrpc --do_train --do_eval \\
+        --do_predict
 
 The runner is `keras_bert.tasks.runner` (`run_finetuning`, `predict`, `save_task_model`, ...; also
 importable from here) and its settings a `FinetuneConfig` (flag name = field name). The training
@@ -51,14 +52,18 @@ __getattr__, __dir__ = _lazy.attach(
 _FLAG_HELP = {
     "task": f"Task name: {' '.join(registry.task_names())}.",
     "data_dir": "The task's data folder in its benchmark's own layout (e.g. glue/MRPC).",
-    "init_checkpoint": "Google TF1 checkpoint, Hugging Face directory or run_pretraining model_dir.",
+    "init_checkpoint": (
+        "Google TF1 checkpoint, Hugging Face directory or run_pretraining model_dir."
+    ),
     "model_dir": "Run directory: checkpoints, eval_results.json, predictions/, model/, logs.",
     "model": "BertConfig preset to start from random weights (with --vocab_file) instead.",
     **{
         name: f"FinetuneConfig.{name} (default: the task's recipe; GLUE {value})."
         for name, value in RECIPE.items()
     },
-    "buckets": "Comma-separated fixed padded lengths (default: per-batch padding; fixed under XLA/TPU).",
+    "buckets": (
+        "Comma-separated fixed padded lengths (default: per-batch padding; fixed under XLA/TPU)."
+    ),
 }
 
 

@@ -16,7 +16,8 @@ import importlib.util
 import re
 
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
-# name -> (family: sub-package of keras_bert.tasks, the Task class in its `task` module, its first argument)
+# name -> (family: sub-package of keras_bert.tasks, the Task class in its `task` module, its first
+# argument)
 TASKS = {
     **{name: ("glue", "GlueClassification", name) for name in GLUE_TASKS},
     "squad1": ("squad", "SquadTask", "1.1"),

@@ -2,7 +2,8 @@
 `FinetuneConfig` (`keras_bert.tasks.config`); its command line is `keras_bert.tasks.finetune`:
 
     python -m keras_bert.tasks.finetune --task=mrpc --data_dir=glue/MRPC \\
-        --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/mrpc --do_train --do_eval --do_predict
+        --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/mrpc --do_train --do_eval \\
+        --do_predict
 
 What a run writes under `--model_dir` (checkpoints, best epoch, eval_results.json, predictions/,
 model/, TensorBoard logs, plot) is listed in that command line's docstring, its --help.
@@ -227,7 +228,8 @@ def run_finetuning(config=None, **overrides):
     run = training_run.start(FinetuneConfig, config, overrides)
     config, task = run.config, run.config.task_object
     encoder, tokenizer = _encoder_and_tokenizer(run)
-    # Training first: a task may learn its label set there (text_classification) and check dev against it.
+    # Training first: a task may learn its label set there (text_classification) and check dev
+    # against it.
     train = (
         _load(config, tokenizer, task.train_split, config.max_train_examples)
         if config.do_train

@@ -42,7 +42,8 @@ TINY = dict(
 
 
 def sentiment_rows(n, seed):
-    """(sentence, label) with label 1 iff the sentence holds a positive word; lengths 3..24 words."""
+    """(sentence, label) with label 1 iff the sentence holds a positive word; lengths 3..24
+    words."""
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(n):
@@ -56,7 +57,8 @@ def sentiment_rows(n, seed):
 
 
 def write_sst2(directory, n_train=256, n_dev=96, n_test=40, seed=0):
-    """train.tsv / dev.tsv (header sentence, label) and test.tsv (header index, sentence) as SST-2's."""
+    """train.tsv / dev.tsv (header sentence, label) and test.tsv (header index, sentence) as
+    SST-2's."""
     os.makedirs(directory, exist_ok=True)
     for name, n, offset in (("train", n_train, 0), ("dev", n_dev, 1)):
         with open(os.path.join(directory, f"{name}.tsv"), "w") as f:
@@ -101,7 +103,8 @@ def _tsv(path, rows):
 
 def write_mnli(directory, n=24, seed=0):
     """MNLI's files as distributed: train (label1, gold_label), dev_matched/mismatched (label1..5,
-    gold_label), test_matched/mismatched (no labels) and the AX diagnostic (index, sentence1, sentence2)."""
+    gold_label), test_matched/mismatched (no labels) and the AX diagnostic (index, sentence1,
+    sentence2)."""
     os.makedirs(directory, exist_ok=True)
     rng = np.random.default_rng(seed)
     pairs = [(a, b) for (a, _), (b, _) in zip(sentiment_rows(n, seed), sentiment_rows(n, seed + 1))]

@@ -104,7 +104,8 @@ def random_inputs(rng, config, batch=3, seq=11, min_len=2):
 
 
 def randomize_weights(model, seed=0, scale=0.2):
-    """Non-trivial weights everywhere (biases and LayerNorm too), so no term hides behind zeros or ones."""
+    """Non-trivial weights everywhere (biases and LayerNorm too), so no term hides behind zeros or
+    ones."""
     rng = np.random.default_rng(seed)
     for w in model.weights:
         value = rng.normal(0.0, scale, size=w.shape)

@@ -31,7 +31,8 @@ def test_command_lines_share_one_process():
 
 
 def test_every_command_line_has_a_console_entry_point():
-    """setup.cfg's console scripts resolve to each command line's `console_main` (installed or not)."""
+    """setup.cfg's console scripts resolve to each command line's `console_main` (installed or
+    not)."""
     import configparser
     import importlib
     import os
@@ -133,7 +134,10 @@ def test_help_exits_0_prints_the_description_and_skips_tensorflow(script, target
     as `python -m`, exits 0 with the module's description and its flags, without TensorFlow."""
     module, function = target.split(":")
     description = __import__("importlib").import_module(module).__doc__.strip().splitlines()[0]
-    as_script = f"import sys; sys.argv[0] = {script!r}; from {module} import {function}; sys.exit({function}())"
+    as_script = (
+        f"import sys; sys.argv[0] = {script!r}; from {module} import {function}; "
+        f"sys.exit({function}())"
+    )
     for args in (("-c", as_script, "--help"), ("-m", module.removesuffix(".__main__"), "--help")):
         done = _python("-X", "importtime", *args)
         assert done.returncode == 0, (args, done.stderr[-2000:])

@@ -1,13 +1,14 @@
-"""The Colab notebooks (colab/*.ipynb), executed at a tiny size on the CPU so that none can rot unnoticed.
+"""The Colab notebooks (colab/*.ipynb), executed at a tiny size on the CPU so that none can rot
+unnoticed.
 
 Each notebook runs as in Colab, cell by cell in an ipykernel on this Python (nbclient), except:
 - the install cell (tag "install") is left out: the package is installed here;
-- after the parameters cell (tag "parameters") comes one that sets tiny sizes and data written by the
-  test (papermill's convention); each name it sets must be a parameter of the notebook;
-- a last cell prints, as JSON, what the notebook claims (metrics, answers, paths), which the tests check
-  together with the files the notebook wrote.
-No network: checkpoints and the SQuAD files are fetched from file:// URLs by the notebooks' own download
-cells. The fine-tuned GLUE model of notebook 02 is what notebook 04 exports.
+- after the parameters cell (tag "parameters") comes one that sets tiny sizes and data written by
+  the test (papermill's convention); each name it sets must be a parameter of the notebook;
+- a last cell prints, as JSON, what the notebook claims (metrics, answers, paths), which the tests
+  check together with the files the notebook wrote.
+No network: checkpoints and the SQuAD files are fetched from file:// URLs by the notebooks' own
+download cells. The fine-tuned GLUE model of notebook 02 is what notebook 04 exports.
 """
 
 import ast
@@ -122,7 +123,8 @@ def test_install_cell_pins_the_release_and_the_dependency_set(name):
 
 @pytest.fixture(scope="module")
 def kernel_specs(tmp_path_factory):
-    """A kernelspec running this interpreter (the venv's), so no installed "python3" kernel is needed."""
+    """A kernelspec running this interpreter (the venv's), so no installed "python3" kernel is
+    needed."""
     root = tmp_path_factory.mktemp("kernels")
     env = {"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
     if os.environ.get("PYTEST_XDIST_WORKER"):  # Another test worker shares the 2 cores.
@@ -165,7 +167,8 @@ def execute(name, overrides, report, workdir, kernel_specs):
         NotebookClient(
             nb, km=manager, timeout=600, resources={"metadata": {"path": str(workdir)}}
         ).execute()
-    finally:  # nbclient shuts down only kernels it made itself: each left running holds 1 GB or more.
+    # nbclient shuts down only kernels it made itself: each left running holds 1 GB or more.
+    finally:
         if manager.has_kernel:
             manager.shutdown_kernel(now=True)
     lines = [
@@ -207,8 +210,8 @@ def glue_run(tmp_path_factory, kernel_specs):
     report = execute(
         "02_finetune_glue.ipynb",
         overrides,
-        '{"summary": {k: summary[k] for k in ("eval", "best", "predictions", "model_path", "steps")}, '
-        '"strategy": STRATEGY, "precision": MIXED_PRECISION, "init": INIT_CHECKPOINT}',
+        '{"summary": {k: summary[k] for k in ("eval", "best", "predictions", "model_path", '
+        '"steps")}, "strategy": STRATEGY, "precision": MIXED_PRECISION, "init": INIT_CHECKPOINT}',
         root,
         kernel_specs,
     )
@@ -291,7 +294,8 @@ def test_01_pretraining_from_scratch(tmp_path, kernel_specs):
 
 @pytest.mark.slow
 def test_01_pretraining_from_a_released_checkpoint(tmp_path, kernel_specs):
-    """Continued pre-training from a Google checkpoint .zip URL: its vocabulary makes the examples."""
+    """Continued pre-training from a Google checkpoint .zip URL: its vocabulary makes the
+    examples."""
     checkpoint = finetune_cases.write_checkpoint(str(tmp_path / "uncased_L-1_H-32_A-2"))
     sentences = [s for s, _ in finetune_cases.sentiment_rows(120, seed=5)]
     for name, part in (("train.txt", sentences[:96]), ("eval.txt", sentences[96:])):
@@ -354,7 +358,8 @@ def test_02_glue_finetuning(glue_run):
 
 
 def squad_files(directory, n_train=48, n_dev=8, seed=0):
-    """Official-format SQuAD v1.1 files: "<Name> visited the town in <season>." among filler sentences."""
+    """Official-format SQuAD v1.1 files: "<Name> visited the town in <season>." among filler
+    sentences."""
     rng = np.random.default_rng(seed)
     names, seasons = ["anna", "boris", "clara", "felix"], ["spring", "summer", "autumn", "winter"]
     filler = [
@@ -483,6 +488,7 @@ def test_04_export_serving_and_tflite(glue_run, tmp_path, kernel_specs):
         "1",
         "0",
     ]  # The fine-tuned model's answers, through the export.
-    # The TFLite model (tokenizer inside) answers as the SavedModel; REST bodies get the same labels.
+    # The TFLite model (tokenizer inside) answers as the SavedModel; REST bodies get the same
+    # labels.
     assert report["tflite"] == report["saved_model"]
     assert [p["label"] for p in report["rest"]["predictions"]] == report["saved_model"]

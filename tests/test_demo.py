@@ -1,6 +1,7 @@
 """The main job (`python -m keras_bert.demo --quick`): from the standard library's docstrings to a
 pre-trained tiny BERT, fine-tuned to tell a paragraph's package, exported as a SavedModel and a
-TFLite model that answer raw text as the Keras model does; its labels, outputs and progress lines."""
+TFLite model that answer raw text as the Keras model does; its labels, outputs and progress
+lines."""
 
 import json
 import os
@@ -51,7 +52,8 @@ def test_package_labels_come_from_module_names_split_by_module():
         assert paragraph in " ".join(
             text_of[module].split()
         )  # A paragraph of that module's docstrings.
-    # Whole modules are held out: none gives both training and dev paragraphs, and no text is in both.
+    # Whole modules are held out: none gives both training and dev paragraphs, and no text is in
+    # both.
     assert {m for _, _, m in dev} <= set(dev_modules) and not {m for _, _, m in train} & set(
         dev_modules
     )
@@ -165,7 +167,8 @@ def test_quick_demo_runs_the_whole_path(tmp_path):
     assert os.listdir(tmp_path / "run" / "tensorboard") and os.listdir(
         tmp_path / "finetune" / "tensorboard"
     )
-    # The pre-training run directory is an init checkpoint for tasks: encoder, vocabulary and casing.
+    # The pre-training run directory is an init checkpoint for tasks: encoder, vocabulary and
+    # casing.
     init = load_init_checkpoint(tmp_path / "run")
     assert (init.format, init.lower_case, init.encoder.config.num_hidden_layers) == (
         "pretraining_run",
@@ -201,8 +204,9 @@ def test_readme_demo_table_is_rendered_from_demo_numbers(tmp_path):
 
 @pytest.mark.slow
 def test_readme_demo_table_equals_a_fresh_make_demo(tmp_path):
-    """`make demo`'s job, run afresh: README's demo table (all rows but the wall time) is what it prints.
-    When this fails after a change that moves the numbers, run `make readme-demo` and commit README.md."""
+    """`make demo`'s job, run afresh: README's demo table (all rows but the wall time) is what it
+    prints. When this fails after a change that moves the numbers, run `make readme-demo` and commit
+    README.md."""
     run = subprocess.run(
         [sys.executable, "-m", "keras_bert.demo", f"--model_dir={tmp_path}"],
         stdout=subprocess.PIPE,

@@ -25,12 +25,16 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = {"keras_bert": "keras_bert", "keras_bert.tasks": "tasks", "keras_bert.export": "export"}
-# Optional at run time, imported inside one function each, with the extra (or package) that brings it.
+# Optional at run time, imported inside one function each, with the extra (or package) that brings
+# it.
 OPTIONAL = {
     "tensorflow_datasets": "extra `tfds` (finetune --tfds, create_pretraining_data --tfds_name)",
-    "torch": "never required: only checkpoints.huggingface with allow_pickle=True (pytorch_model.bin)",
+    "torch": (
+        "never required: only checkpoints.huggingface with allow_pickle=True (pytorch_model.bin)"
+    ),
 }
-# The modules of the extras (`bench`, `tfds`) and of the test-only model: never imported by the package.
+# The modules of the extras (`bench`, `tfds`) and of the test-only model: never imported by the
+# package.
 EXTRA_MODULES = (
     "keras_hub",
     "keras_nlp",
@@ -86,7 +90,8 @@ def test_setup_cfg_lists_every_package():
 
 
 def library_imports():
-    """{top-level module: [(file, line, inside a function)]} of the third-party imports of the package's sources."""
+    """{top-level module: [(file, line, inside a function)]} of the third-party imports of the
+    package's sources."""
     stdlib = set(sys.stdlib_module_names)
     found = {}
     for source in SOURCES.values():
@@ -130,7 +135,8 @@ def test_every_runtime_import_is_an_install_requirement():
     for module, sites in sorted(imports.items()):
         if module in OPTIONAL:
             problems += [
-                f"{path}:{line}: optional module {module} imported at module level ({OPTIONAL[module]})"
+                f"{path}:{line}: optional module {module} imported at module level "
+                f"({OPTIONAL[module]})"
                 for path, line, inside in sites
                 if not inside
             ]
@@ -139,8 +145,8 @@ def test_every_runtime_import_is_an_install_requirement():
         if not dists & required:
             path, line, _ = sites[0]
             problems.append(
-                f"{path}:{line}: imports {module} (distribution {sorted(dists) or 'not installed'}), "
-                f"which is not in setup.cfg install_requires"
+                f"{path}:{line}: imports {module} (distribution "
+                f"{sorted(dists) or 'not installed'}), which is not in setup.cfg install_requires"
             )
     assert not problems, "\n".join(problems)
 
@@ -175,7 +181,8 @@ BLOCKER = textwrap.dedent("""
     modules = ["keras_bert"]
     # The sub-packages one by one: tasks and export are mapped from other folders (package_dir),
     # which an editable install's keras_bert.__path__ does not list.
-    for name in ("layers", "models", "text", "checkpoints", "pretraining", "training", "tasks", "export"):
+    for name in ("layers", "models", "text", "checkpoints", "pretraining", "training", "tasks",
+                 "export"):
         package = importlib.import_module(f"keras_bert.{{name}}")
         modules.append(package.__name__)
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
@@ -217,8 +224,9 @@ def console_scripts():
 
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory):
-    """A venv in a temporary directory holding the wheel (not editable), whose dependencies come from
-    this interpreter's site-packages through a .pth file: nothing is downloaded, under 2 minutes."""
+    """A venv in a temporary directory holding the wheel (not editable), whose dependencies come
+    from this interpreter's site-packages through a .pth file: nothing is downloaded, under 2
+    minutes."""
     base = tmp_path_factory.mktemp("wheel")
     dist = base / "dist"
     run = subprocess.run(
@@ -254,8 +262,8 @@ def wheel_venv(tmp_path_factory):
         text=True,
         check=True,
     ).stdout.strip()
-    # The dependencies: this venv's site-packages, after the new venv's own (its .pth files are not read,
-    # so the editable keras_bert of this checkout stays invisible there).
+    # The dependencies: this venv's site-packages, after the new venv's own (its .pth files are not
+    # read, so the editable keras_bert of this checkout stays invisible there).
     with open(os.path.join(site, "_deps_from_test_venv.pth"), "w") as f:
         f.write(sysconfig.get_paths()["purelib"] + "\n")
     run = subprocess.run(
@@ -294,8 +302,8 @@ def test_wheel_imports_every_subpackage_from_the_install(wheel_venv, tmp_path):
     venv, site = wheel_venv
     code = (
         "import importlib, keras_bert; print(keras_bert.__file__)\n"
-        "for n in ('layers', 'models', 'text', 'checkpoints', 'pretraining', 'training', 'tasks', 'export'):\n"
-        "    m = importlib.import_module('keras_bert.' + n); print(m.__file__)\n"
+        "for n in ('layers', 'models', 'text', 'checkpoints', 'pretraining', 'training', 'tasks', "
+        "'export'):\n    m = importlib.import_module('keras_bert.' + n); print(m.__file__)\n"
     )
     run = subprocess.run(
         [str(venv / "bin" / "python"), "-c", code],

@@ -63,7 +63,8 @@ CHECKPOINT_CALLS = (
     "saving.save_model",
 )
 CHECKPOINT_MODULES = ("safetensors", "torch")
-# Keras models saved or loaded by method: `model.save(...)`, `x.save_weights(...)`, `x.load_weights(...)`.
+# Keras models saved or loaded by method: `model.save(...)`, `x.save_weights(...)`,
+# `x.load_weights(...)`.
 MODEL_NAMES = ("model", "encoder", "pretrainer", "trainer")
 
 

@@ -15,7 +15,10 @@ ROOT = os.path.join(os.path.dirname(__file__), "..")
 
 def run_script(script, module, *args, prelude=""):
     """Runs a console script as installed (`console_main` under its name); returns the result."""
-    code = f"import sys; sys.argv[0] = {script!r}\n{prelude}\nfrom {module} import console_main\nconsole_main()"
+    code = (
+        f"import sys; sys.argv[0] = {script!r}\n{prelude}\nfrom {module} import "
+        "console_main\nconsole_main()"
+    )
     return subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
@@ -211,7 +214,8 @@ def test_cased_tokenization_with_an_uncased_vocabulary(tmp_path):
 _OOM = (
     "import tensorflow as tf\n"
     "def out_of_memory(self, *args, **kwargs):\n"
-    "    raise tf.errors.ResourceExhaustedError(None, None, 'OOM when allocating tensor with shape[8,2,32,32]')\n"
+    "    raise tf.errors.ResourceExhaustedError(None, None, 'OOM when allocating tensor with "
+    "shape[8,2,32,32]')\n"
 )
 
 

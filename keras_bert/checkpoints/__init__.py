@@ -40,7 +40,9 @@ def download(path, cache_dir="downloads"):
     """A released checkpoint as a local directory: a `.zip` URL (or file) is downloaded once into
     `cache_dir` and unpacked; anything else is returned unchanged.
 
-    >>> download("https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-4_H-256_A-4.zip")  # doctest: +SKIP
+    >>> download(
+    ...     "https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-4_H-256_A-4.zip"
+    ... )  # doctest: +SKIP
     'downloads/uncased_L-4_H-256_A-4.zip'
 
     Args:
@@ -142,7 +144,8 @@ def vocab_path(path, format=None):
     """The vocab.txt in a checkpoint's directory (local or gs://), or None.
 
     Args:
-        path: checkpoint directory, prefix or weights file, or a run directory or ckpt-<step> prefix.
+        path: checkpoint directory, prefix or weights file, or a run directory or ckpt-<step>
+            prefix.
         format: a name of `FORMATS`, or None: detect it from the files; where none is detected
             (e.g. a directory holding only the vocabulary), `path` is taken as the directory.
     """

@@ -19,7 +19,8 @@ def read_config(config_path, parse):
 
 
 def read_json_object(path):
-    """The dict in JSON file `path` (local or gs://); ValueError naming the file if it is not one."""
+    """The dict in JSON file `path` (local or gs://); ValueError naming the file if it is not
+    one."""
     with tf.io.gfile.GFile(path) as f:
         try:
             data = json.load(f)
@@ -31,7 +32,8 @@ def read_json_object(path):
 
 
 def vocab_tokens(vocab):
-    """(tokens, what names them in errors) for a vocab.txt path (local or gs://) or a sequence of tokens."""
+    """(tokens, what names them in errors) for a vocab.txt path (local or gs://) or a sequence of
+    tokens."""
     if isinstance(vocab, (str, os.PathLike)):
         with tf.io.gfile.GFile(os.fspath(vocab), "rb") as f:
             return f.read().decode("utf-8").splitlines(), os.fspath(vocab)
@@ -39,7 +41,8 @@ def vocab_tokens(vocab):
 
 
 def directory_of(path):
-    """`path` if it is a directory (local or gs://), else the directory of the file or prefix `path`."""
+    """`path` if it is a directory (local or gs://), else the directory of the file or prefix
+    `path`."""
     path = os.fspath(path)
     return path if tf.io.gfile.isdir(path) else os.path.dirname(path)
 

@@ -34,7 +34,8 @@ def detect_format(path):
     raise FileNotFoundError(
         f"No checkpoint at {path}: expected a Google checkpoint ({google.CONFIG_NAME} + "
         f"{google.CHECKPOINT_NAME}.index), a Hugging Face directory ({huggingface.CONFIG_NAME} + "
-        f"{huggingface.WEIGHTS_NAME}) or a run_pretraining model_dir (ckpt-<step>.index + bert_config.json)."
+        f"{huggingface.WEIGHTS_NAME}) or a run_pretraining model_dir (ckpt-<step>.index + "
+        "bert_config.json)."
     )
 
 

@@ -1,4 +1,5 @@
-"""Original Google TF1 BERT checkpoints: bert_config.json, bert_model.ckpt.{index,data-*}, vocab.txt.
+"""Original Google TF1 BERT checkpoints: bert_config.json, bert_model.ckpt.{index,data-*},
+vocab.txt.
 
 Read with `tf.train.load_checkpoint` (no TF1 graph code); written with `tf.raw_ops.SaveV2`
 under the released variable names, so the original scripts and tools read them back.
@@ -175,7 +176,8 @@ def save(model, path, vocab=None, overwrite=False):
 
 
 def directory_of(path):
-    """The directory of the checkpoint's files (holding vocab.txt): `path` or the prefix's directory."""
+    """The directory of the checkpoint's files (holding vocab.txt): `path` or the prefix's
+    directory."""
     return files.directory_of(path)
 
 

@@ -95,8 +95,9 @@ def read_tensors(directory, allow_pickle=False):
         source = single if os.path.isfile(single) else pickle_index
         if not allow_pickle:
             raise ValueError(
-                f"{directory} has only {os.path.basename(source)}, a pickle, which can run arbitrary code "
-                f"when loaded. Convert it to {WEIGHTS_NAME}, or pass allow_pickle=True if you trust it."
+                f"{directory} has only {os.path.basename(source)}, a pickle, which can run "
+                f"arbitrary code when loaded. Convert it to {WEIGHTS_NAME}, or pass "
+                "allow_pickle=True if you trust it."
             )
         paths, loader = (
             ([single] if os.path.isfile(single) else _shards(pickle_index)),
@@ -222,7 +223,8 @@ def casing(path):
 
 
 def _check_tied(tensors, key):
-    """A stored decoder must equal what it is tied to; a lone decoder bias stands in for the bias."""
+    """A stored decoder must equal what it is tied to; a lone decoder bias stands in for the
+    bias."""
     decoder = tensors.get(DECODER_WEIGHT_KEY)
     embeddings = tensors.get(key(WORD_EMBEDDINGS_KEY))
     if decoder is not None and embeddings is not None and not np.array_equal(decoder, embeddings):

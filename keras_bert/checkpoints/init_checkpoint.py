@@ -136,8 +136,8 @@ def _casing(recorded_casing, vocabulary, lower_case):
 
 def check_vocabulary_casing(vocabulary, vocab_source, path, recorded, rule):
     """Raises when the checkpoint is uncased by its own files or name (`recorded`, decided by
-    `rule`) but the vocabulary given for it is cased: many word pieces with upper-case letters (at least
-    1 in 200: an uncased vocabulary has none; a few in a multilingual one are tolerated).
+    `rule`) but the vocabulary given for it is cased: many word pieces with upper-case letters (at
+    least 1 in 200: an uncased vocabulary has none; a few in a multilingual one are tolerated).
 
     Raises:
         ValueError: naming the vocabulary, the checkpoint, and a few cased pieces.

@@ -1,4 +1,5 @@
-"""Pre-training run directories: the `model_dir` of `keras_bert.pretraining.runner`, read as a checkpoint.
+"""Pre-training run directories: the `model_dir` of `keras_bert.pretraining.runner`, read as a
+checkpoint.
 
 The runner writes into `model_dir`, at the start of a run (`write_run_files`):
 `bert_config.json` (the architecture, in the original format), `vocab.txt` (a copy of the
@@ -122,8 +123,8 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
     config_path = os.path.join(os.path.dirname(prefix), CONFIG_NAME)
     if not tf.io.gfile.exists(config_path):
         raise FileNotFoundError(
-            f"The pre-training run {os.path.dirname(prefix)} has no {CONFIG_NAME}: it was made before runs "
-            f"recorded their architecture. Write the run's BertConfig there "
+            f"The pre-training run {os.path.dirname(prefix)} has no {CONFIG_NAME}: it was made "
+            f"before runs recorded their architecture. Write the run's BertConfig there "
             f"(keras_bert.BertConfig(...).to_json_file('{config_path}')) to load it."
         )
     try:  # Through tf.io.gfile: runs on gs:// load too.
@@ -150,7 +151,8 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
         root = tf.train.Checkpoint(model=model)
     try:
         status = root.read(prefix)
-        status.expect_partial()  # The optimizer and the seeds (and the heads, for an encoder) are not read.
+        # The optimizer and the seeds (and the heads, for an encoder) are not read.
+        status.expect_partial()
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:
         what = "a pretrainer (encoder and heads)" if heads else "an encoder"
@@ -191,6 +193,7 @@ def casing(path):
 
 
 def directory_of(path):
-    """The run directory (holding vocab.txt) of a run directory or of a `ckpt-<step>` prefix in it."""
+    """The run directory (holding vocab.txt) of a run directory or of a `ckpt-<step>` prefix in
+    it."""
     prefix = find_checkpoint(path)
     return os.path.dirname(prefix) if prefix else os.fspath(path)

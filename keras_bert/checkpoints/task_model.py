@@ -5,8 +5,10 @@
 its `problem`, which picks the serving signatures, labels, text inputs...), the training
 `seq_length`, the casing (`lower_case`) and the names of the two other files.
 
->>> save_task_model(model, "runs/mrpc/model", task, 128, vocabulary, lower_case=True)  # doctest: +SKIP
->>> model, info, vocab_file = load_task_model("runs/mrpc/model")                       # doctest: +SKIP
+>>> save_task_model(
+...     model, "runs/mrpc/model", task, 128, vocabulary, lower_case=True
+... )  # doctest: +SKIP
+>>> model, info, vocab_file = load_task_model("runs/mrpc/model")  # doctest: +SKIP
 """
 
 import json
@@ -61,7 +63,8 @@ def save_task_model(model, path, task, seq_length, vocabulary, lower_case):
 
 
 def find_task_model(path):
-    """The task model directory at `path` or at `path`/model (a fine-tuning run directory), or None."""
+    """The task model directory at `path` or at `path`/model (a fine-tuning run directory), or
+    None."""
     path = os.fspath(path)
     for directory in (path, os.path.join(path, "model")):
         if tf.io.gfile.exists(os.path.join(directory, TASK_FILE)):

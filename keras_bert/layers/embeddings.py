@@ -96,7 +96,10 @@ class BertEmbeddings(keras.layers.Layer):
             tf.debugging.assert_less_equal(
                 seq_length,
                 self.max_position_embeddings,
-                message=f"Sequence length exceeds max_position_embeddings ({self.max_position_embeddings}).",
+                message=(
+                    "Sequence length exceeds max_position_embeddings "
+                    f"({self.max_position_embeddings})."
+                ),
             ),
         ]
         with tf.control_dependencies(checks):

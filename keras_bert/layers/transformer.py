@@ -23,7 +23,8 @@ MASK_VALUE = -10000.0
 
 def attention_bias(input_mask, dtype):
     """Additive attention bias [B, 1, 1, S] from an input mask [B, S] (1 = real token)."""
-    # expand_dims, not [:, newaxis, newaxis, :]: TFLite converts that strided slice only for fixed shapes.
+    # expand_dims, not [:, newaxis, newaxis, :]: TFLite converts that strided slice only for fixed
+    # shapes.
     mask = tf.expand_dims(tf.expand_dims(tf.cast(input_mask, dtype), 1), 1)  # (B, 1, 1, S)
     return (1.0 - mask) * tf.cast(MASK_VALUE, dtype)
 

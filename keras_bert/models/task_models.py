@@ -45,7 +45,8 @@ class _TaskModel(keras.Model):
 
 
 class _Classification(_TaskModel):
-    """Dropout + dense on an encoder output (see `_classify`); num_classes and dropout in the config."""
+    """Dropout + dense on an encoder output (see `_classify`); num_classes and dropout in the
+    config."""
 
     def _head_args(self):
         return {"num_classes": self.num_classes, "dropout": self.dropout}
@@ -91,7 +92,9 @@ class BertClassifier(_Classification):
         dict with `logits` float32 [B, C].
 
     Example:
-    >>> model = BertClassifier(BertEncoder(BertConfig.preset("tiny", vocab_size=100)), num_classes=3)
+    >>> model = BertClassifier(
+    ...     BertEncoder(BertConfig.preset("tiny", vocab_size=100)), num_classes=3
+    ... )
     """
 
     def __init__(self, encoder, num_classes, dropout=0.1, **kwargs):

@@ -3,9 +3,9 @@
 Three file formats and tensorflow-datasets corpora, all streamed (one document in memory at a time):
 
 - ``"sentences"``: the original BERT format. One sentence per line, a blank line between documents.
-- ``"text"``: plain text. Paragraphs are separated by blank lines; the lines of a paragraph are joined
-  (hard-wrapped text) and split into sentences by `split_sentences`. A file is one document; a very
-  long file is cut into documents of at most `max_document_sentences` sentences.
+- ``"text"``: plain text. Paragraphs are separated by blank lines; the lines of a paragraph are
+  joined (hard-wrapped text) and split into sentences by `split_sentences`. A file is one document;
+  a very long file is cut into documents of at most `max_document_sentences` sentences.
 - ``"lines"``: one document per line (e.g. a dump with one article per line), split into sentences.
 
 Bytes that are not valid UTF-8 are replaced by U+FFFD with ``errors="replace"`` (the default) or
@@ -20,9 +20,9 @@ FORMATS = ("sentences", "text", "lines")
 
 # Words that end with a period without ending a sentence (compared lower-cased, without the period).
 _ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st mt vs etc e.g i.e cf al fig figs no nos vol pp p ed eds inc ltd co corp "
-    "jan feb mar apr jun jul aug sep sept oct nov dec gen col lt sgt capt rev gov sen rep dept univ approx "
-    "u.s u.k a.m p.m".split()
+    "mr mrs ms dr prof sr jr st mt vs etc e.g i.e cf al fig figs no nos vol pp p ed eds inc ltd co "
+    "corp jan feb mar apr jun jul aug sep sept oct nov dec gen col lt sgt capt rev gov sen rep "
+    "dept univ approx u.s u.k a.m p.m".split()
 )
 # A candidate boundary: terminal punctuation, optional closing quotes/brackets, then whitespace.
 _BOUNDARY = re.compile(r"[.!?]+[\"'\u201d\u2019)\]]*\s+")
@@ -33,10 +33,11 @@ _OPENERS = "\"'\u201c\u2018([\u00bf\u00a1"
 def split_sentences(text):
     """Splits a paragraph into sentences with a small rule-based splitter (no NLP dependency).
 
-    Rule: a sentence ends at ``.``, ``!`` or ``?`` (optionally followed by closing quotes or brackets)
-    followed by whitespace and then an upper-case letter, a digit or an opening quote/bracket, unless
-    the word before a ``.`` is a known abbreviation ("Dr.", "e.g.", "U.S.") or a single letter (an
-    initial, "J. Smith"). CJK full stops (。！？) always end a sentence. Whitespace is normalized.
+    Rule: a sentence ends at ``.``, ``!`` or ``?`` (optionally followed by closing quotes or
+    brackets) followed by whitespace and then an upper-case letter, a digit or an opening
+    quote/bracket, unless the word before a ``.`` is a known abbreviation ("Dr.", "e.g.", "U.S.") or
+    a single letter (an initial, "J. Smith"). CJK full stops (。！？) always end a sentence.
+    Whitespace is normalized.
 
     Args:
       text: str, one paragraph.
@@ -108,7 +109,8 @@ def expand_input_files(input_files):
 
 
 def _decoded_lines(path, errors):
-    # Local files through Python's buffered reader (faster line iteration), others (gs://) through gfile.
+    # Local files through Python's buffered reader (faster line iteration), others (gs://) through
+    # gfile.
     if "://" in path:
         import tensorflow as tf
 
@@ -166,14 +168,15 @@ def read_documents(
 
     Args:
       input_files: str (comma-separated glob patterns, local or gs://) or list of patterns.
-      file_format: one of "sentences" (original format), "text" (plain text), "lines" (a document per
-        line); see the module docstring.
+      file_format: one of "sentences" (original format), "text" (plain text), "lines" (a document
+        per line); see the module docstring.
       errors: "replace" (invalid UTF-8 becomes U+FFFD) or "strict" (raise ValueError).
       max_document_sentences: int, the longest document "text" files produce (bounds memory).
 
     Returns:
       an iterator of documents, each a list of str sentences (never empty). The arguments and file
-      patterns are checked at the call (a pattern matching nothing raises here), the files read lazily.
+      patterns are checked at the call (a pattern matching nothing raises here), the files read
+      lazily.
     """
     if file_format not in FORMATS:
         raise ValueError(f"file_format must be one of {FORMATS}, got {file_format!r}")
@@ -201,7 +204,8 @@ def dataset_documents(dataset, field="text", hard_wrapped=False):
     """Streams documents from a tf.data.Dataset (or any iterable) of texts or of dicts with `field`.
 
     Args:
-      dataset: tf.data.Dataset or iterable; elements are str/bytes/scalar string tensors, or dicts of them.
+      dataset: tf.data.Dataset or iterable; elements are str/bytes/scalar string tensors, or dicts
+        of them.
       field: str, the key of the text in dict elements.
       hard_wrapped: bool, passed to `split_document`.
 

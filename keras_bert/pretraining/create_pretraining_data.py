@@ -1,4 +1,5 @@
-"""Command line: corpus -> static pre-training TFRecords (the original `create_pretraining_data.py`).
+"""Command line: corpus -> static pre-training TFRecords (the original
+`create_pretraining_data.py`).
 
     python -m keras_bert.pretraining.create_pretraining_data --input_file=corpus/*.txt \\
         --output_dir=data/seq128 --vocab_file=vocab.txt --max_seq_length=128 --num_shards=16
@@ -25,7 +26,8 @@ __getattr__, __dir__ = _lazy.attach(
 
 
 def define_flags():
-    """Define the flags (again on each call: another command line may have defined the same names)."""
+    """Define the flags (again on each call: another command line may have defined the same
+    names)."""
     cli.define(
         flags.DEFINE_string, "input_file", None, "Comma-separated input files / glob patterns."
     )

@@ -66,8 +66,8 @@ class _SeededItemSelector(tf_text.RandomItemSelector):
     """`RandomItemSelector` along axis 1 drawing from `random`, vectorized over the batch.
 
     Same rule as the parent (ceil(selection_rate * selectable items), at most
-    max_selections_per_batch, uniformly at random) without its per-row `map_fn`: each selectable item
-    gets a uniform key and the rows' smallest keys are chosen.
+    max_selections_per_batch, uniformly at random) without its per-row `map_fn`: each selectable
+    item gets a uniform key and the rows' smallest keys are chosen.
     """
 
     def __init__(self, random, max_selections_per_batch, selection_rate, unselectable_ids):
@@ -106,7 +106,8 @@ def _vocabulary_facts(vocabulary):
 
 
 def _words(ragged_ids, is_continuation, special_ids):
-    """[B, (T)] ids -> [B, (W), (pieces)]: a "##" piece joins the word before it (not after a special)."""
+    """[B, (T)] ids -> [B, (W), (pieces)]: a "##" piece joins the word before it (not after a
+    special)."""
     flat = ragged_ids.flat_values  # (T,)
     first_in_row = tf.equal(
         tf.range(tf.size(flat, out_type=tf.int64)),
@@ -175,9 +176,10 @@ def dynamic_masking(
       seed: int, seeds all choices (through the per-batch seeds).
 
     Returns:
-      tf.data.Dataset of (inputs, labels): inputs input_word_ids (masked), input_mask, input_type_ids
-      int32 [B, S], masked_lm_positions int32 [B, P]; labels masked_lm_ids int32 [B, P],
-      masked_lm_weights float32 [B, P] and next_sentence_labels int32 [B, 1] when given.
+      tf.data.Dataset of (inputs, labels): inputs input_word_ids (masked), input_mask,
+      input_type_ids int32 [B, S], masked_lm_positions int32 [B, P]; labels masked_lm_ids
+      int32 [B, P], masked_lm_weights float32 [B, P] and next_sentence_labels int32 [B, 1] when
+      given.
     """
     _check_rates(masked_lm_prob, max_predictions_per_seq, mask_token_rate, random_token_rate)
     tokens, index = _vocabulary_facts(vocabulary)
@@ -196,7 +198,8 @@ def dynamic_masking(
     )
     mask_batch = functools.partial(_mask_batch, spec)
 
-    # One seed [2] per batch, new every time the dataset is iterated (so every epoch), fixed by `seed`.
+    # One seed [2] per batch, new every time the dataset is iterated (so every epoch), fixed by
+    # `seed`.
     seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
     return tf.data.Dataset.zip(seeds, dataset).map(
         mask_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True

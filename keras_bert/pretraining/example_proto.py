@@ -1,4 +1,5 @@
-"""Fast serialization of many fixed-schema `tf.train.Example`s at once (vectorized protobuf encoding).
+"""Fast serialization of many fixed-schema `tf.train.Example`s at once (vectorized protobuf
+encoding).
 
 Building `tf.train.Example` objects in Python costs ~90 us per pre-training example; encoding the
 same bytes with NumPy (varints for int64 lists, little-endian float32 for float lists) and joining a
@@ -44,7 +45,8 @@ def _packed_varints(values):
 
 
 def _header(field_number, lengths):
-    """Per-row bytes of a length-delimited field header (tag, varint length) and their total size."""
+    """Per-row bytes of a length-delimited field header (tag, varint length) and their total
+    size."""
     data, offsets = _packed_varints(
         np.concatenate(
             [np.full((len(lengths), 1), (field_number << 3) | 2), lengths[:, None]], axis=1
@@ -59,7 +61,8 @@ def _constant(n, data):
 
 
 def _concat_rows(pieces, n):
-    """Row-wise concatenation of pieces, each (uint8 data, offsets [N + 1]). Returns (data, offsets)."""
+    """Row-wise concatenation of pieces, each (uint8 data, offsets [N + 1]). Returns (data,
+    offsets)."""
     lengths = np.stack([offsets[1:] - offsets[:-1] for _, offsets in pieces], axis=1)  # (N, pieces)
     row_offsets = np.concatenate([[0], np.cumsum(lengths.sum(axis=1))])
     starts = row_offsets[:-1, None] + np.cumsum(lengths, axis=1) - lengths  # (N, pieces)
@@ -74,7 +77,8 @@ def serialize_examples(features):
     """Serializes a batch of examples with int64 and float32 features of fixed length.
 
     Args:
-      features: dict name -> array [N, L] (integer dtypes become int64_list, floating dtypes float_list).
+      features: dict name -> array [N, L] (integer dtypes become int64_list, floating dtypes
+        float_list).
 
     Returns:
       list of N bytes, each a serialized `tf.train.Example`.

@@ -1,15 +1,15 @@
 """Static pre-training examples: sentence pairs and masked LM predictions, as in the original BERT.
 
 The algorithm of google-research/bert `create_pretraining_data.py`, reorganized for speed:
-documents are token-id arrays (one flat array per chunk of documents plus sentence offsets), pairs are
-index ranges into it (a Python loop over sentences, never over tokens), truncation is computed in
-closed form and masking is vectorized with NumPy over all examples of a chunk.
+documents are token-id arrays (one flat array per chunk of documents plus sentence offsets), pairs
+are index ranges into it (a Python loop over sentences, never over tokens), truncation is computed
+in closed form and masking is vectorized with NumPy over all examples of a chunk.
 
 Dimensions: N examples, S max_seq_length, P max_predictions_per_seq, W words per example (<= S).
 
 Differences from the original (documented, distribution-preserving):
-- Random next segments are drawn from another document of the same chunk (the original holds the whole
-  corpus in memory and draws from all documents).
+- Random next segments are drawn from another document of the same chunk (the original holds the
+  whole corpus in memory and draws from all documents).
 - Truncation removes the same number of tokens from the same segment as the original's loop; whether
   each removed token comes from the front or the back is a fair coin, drawn as a binomial count.
 - Examples are shuffled within one duplicate of one chunk (the original shuffles all of them in
@@ -23,7 +23,8 @@ import numpy as np
 
 
 def continuation_pieces(vocabulary):
-    """bool array [vocab_size]: True for the "##" pieces that continue a word (whole-word masking)."""
+    """bool array [vocab_size]: True for the "##" pieces that continue a word (whole-word
+    masking)."""
     return np.array([t.startswith("##") and len(t) > 2 for t in vocabulary])
 
 
@@ -33,8 +34,10 @@ class TokenizedChunk:
 
     Attributes:
       token_ids: int array [T], the tokens of all sentences, concatenated.
-      sentence_starts: int array [num_sentences + 1], sentence k is token_ids[starts[k]:starts[k+1]].
-      document_starts: int array [num_documents + 1], document d is sentences [starts[d], starts[d+1]).
+      sentence_starts: int array [num_sentences + 1], sentence k is
+        token_ids[starts[k]:starts[k+1]].
+      document_starts: int array [num_documents + 1], document d is sentences
+        [starts[d], starts[d+1]).
     """
 
     token_ids: np.ndarray
@@ -76,8 +79,8 @@ def create_pairs(chunk, max_seq_length, short_seq_prob, rng):
 
     Per document: a target length (max_seq_length - 3, or uniform in [2, that] with probability
     short_seq_prob); sentences are accumulated until the target is reached; segment A takes a random
-    number of them, B the rest (IsNext) or, with probability 0.5 or when only one sentence was taken,
-    sentences from a random other document (NotNext), and the unused sentences are put back.
+    number of them, B the rest (IsNext) or, with probability 0.5 or when only one sentence was
+    taken, sentences from a random other document (NotNext), and the unused sentences are put back.
 
     Args:
       chunk: TokenizedChunk.
@@ -134,8 +137,8 @@ def truncate_pairs(pairs, max_num_tokens, np_rng):
     """Truncates pairs to max_num_tokens as the original `truncate_seq_pair`, vectorized.
 
     The original removes one token at a time from the longer segment (B on ties), from the front or
-    the back with probability 0.5. The final lengths follow in closed form; the number of tokens taken
-    from the front of each segment is Binomial(removed, 0.5).
+    the back with probability 0.5. The final lengths follow in closed form; the number of tokens
+    taken from the front of each segment is Binomial(removed, 0.5).
 
     Returns:
       PairRanges with updated starts and lengths.
@@ -147,7 +150,8 @@ def truncate_pairs(pairs, max_num_tokens, np_rng):
     e_a = np.maximum(excess - d_a, 0)
     la_1 = np.where(excess <= d_a, la - excess, lb - e_a // 2)
     lb_1 = np.where(excess <= d_a, lb, lb - (e_a + 1) // 2)
-    # B at least as long: remove from B until it is one shorter than A, then alternate starting with A.
+    # B at least as long: remove from B until it is one shorter than A, then alternate starting with
+    # A.
     d_b = lb - la + 1
     e_b = np.maximum(excess - d_b, 0)
     la_2 = np.where(excess <= d_b, la, la - (e_b + 1) // 2)
@@ -194,11 +198,11 @@ def mask_tokens(
 ):
     """Chooses masked LM predictions for packed rows, vectorized (the original's rules).
 
-    num_to_predict = min(P, max(1, round(length * masked_lm_prob))) per row; words (single tokens, or
-    with `is_continuation` whole words: a piece and its following "##" pieces) are taken in random order
-    while they fit; each chosen word becomes [MASK] (80%), stays (10%) or random ids (10%, per token,
-    uniform over the vocabulary as the original). Tokens in `special_ids` or past `lengths` are never
-    chosen.
+    num_to_predict = min(P, max(1, round(length * masked_lm_prob))) per row; words (single tokens,
+    or with `is_continuation` whole words: a piece and its following "##" pieces) are taken in
+    random order while they fit; each chosen word becomes [MASK] (80%), stays (10%) or random ids
+    (10%, per token, uniform over the vocabulary as the original). Tokens in `special_ids` or past
+    `lengths` are never chosen.
 
     Args:
       input_ids: int array [N, S].
@@ -284,12 +288,13 @@ def create_examples(
     seed_sequence,
     is_continuation=None,
 ):
-    """Creates one duplicate's examples from a chunk: pairs, truncation, packing, masking, shuffling.
+    """Creates one duplicate's examples from a chunk: pairs, truncation, packing, masking,
+    shuffling.
 
     Args:
       chunk: TokenizedChunk.
-      max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob: as the original flags.
-      vocab_size, cls_id, sep_id, mask_id, pad_id: vocabulary facts.
+      max_seq_length, max_predictions_per_seq, masked_lm_prob, short_seq_prob: as the original
+      flags. vocab_size, cls_id, sep_id, mask_id, pad_id: vocabulary facts.
       seed_sequence: np.random.SeedSequence, the only source of randomness.
       is_continuation: optional bool array [vocab_size] for whole-word masking.
 

@@ -20,7 +20,8 @@ from keras_bert.pretraining.config import PretrainingConfig
 from keras_bert.training import settings
 
 FLAGS = flags.FLAGS
-# The --help lines of PretrainingConfig's own fields (and those it says otherwise than TrainingSettings).
+# The --help lines of PretrainingConfig's own fields (and those it says otherwise than
+# TrainingSettings).
 _FLAG_HELP = {
     "model": "BertConfig preset: tiny mini small medium base large, L-x_H-y.",
     "bert_config_file": "An original bert_config.json (overrides --model).",
@@ -35,7 +36,8 @@ _FLAG_HELP = {
 
 
 def define_flags():
-    """Define the flags (again on each call: another command line may have defined the same names)."""
+    """Define the flags (again on each call: another command line may have defined the same
+    names)."""
     settings.define_flags(PretrainingConfig, _FLAG_HELP)
 
 

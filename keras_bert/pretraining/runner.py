@@ -5,11 +5,11 @@ One code path for a laptop CPU, several GPUs, many workers or a TPU: the strateg
 `fit` runs one Keras epoch per logging loop of `steps_per_loop` update steps. The run directory
 (`model_dir`, local or gs://) holds checkpoints (`ckpt-<step>`), TensorBoard logs (`tensorboard/`),
 `history.json`, `training_curve.png`, `summary.json`, and what the run's encoder needs to be used
-later (`keras_bert.checkpoints.pretraining_run`): `bert_config.json`, `vocab.txt` and `text_config.json`.
+later (`keras_bert.checkpoints.pretraining_run`): `bert_config.json`, `vocab.txt` and
+    `text_config.json`.
 Running again with the same model_dir resumes from the newest checkpoint: same step, optimizer
 state, learning rate and data position.
 """
-
 
 import numpy as np
 import tensorflow as tf
@@ -122,9 +122,9 @@ def _train_memory_hint(config):
     more = config.grad_accumulation_steps * 2
     if micro_batch % 2 == 0:
         return (
-            f"keep batch_size {config.batch_size} and split each step into smaller micro-batches with "
-            f"grad_accumulation_steps {more} (now {config.grad_accumulation_steps}, micro-batches of "
-            f"{micro_batch}), or use a smaller batch_size or seq_length"
+            f"keep batch_size {config.batch_size} and split each step into smaller micro-batches "
+            f"with grad_accumulation_steps {more} (now {config.grad_accumulation_steps}, "
+            f"micro-batches of {micro_batch}), or use a smaller batch_size or seq_length"
         )
     return "use a smaller batch_size (a multiple of grad_accumulation_steps) or seq_length"
 
@@ -187,7 +187,8 @@ def run_pretraining(config=None, **overrides):
 
 
 def _write_run_files(config, model):
-    """What the run's encoder needs later (`keras_bert.checkpoints.pretraining_run.write_run_files`): its config, vocabulary, casing."""
+    """What the run's encoder needs later
+    (`keras_bert.checkpoints.pretraining_run.write_run_files`): its config, vocabulary, casing."""
     vocab_file, lower_case = config.vocab_file, config.lower_case
     if (
         config.init_checkpoint

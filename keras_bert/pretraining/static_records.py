@@ -1,4 +1,5 @@
-"""Corpus -> static pre-training TFRecords (the original `create_pretraining_data.py`, fast and parallel).
+"""Corpus -> static pre-training TFRecords (the original `create_pretraining_data.py`, fast and
+parallel).
 
 Its command line is `keras_bert.pretraining.create_pretraining_data`:
 
@@ -10,11 +11,11 @@ another document of the same chunk). Each chunk is tokenized in one call of the 
 turned into examples `dupe_factor` times (`keras_bert.pretraining.examples`, duplicate d of chunk c
 seeded by (seed, c, d)) and serialized with NumPy (`example_proto`). Chunks run on `num_workers`
 processes (the main one and helpers); the main process writes their examples round-robin into
-`num_shards` files in chunk order, so the output depends only on the corpus, the settings and `seed`,
-never on `num_workers`. Files are written as `*.tmp` and renamed at the end; on an error they are
-removed. Helpers pay a start-up (TensorFlow import, tokenizer build) of a few seconds each: they pay
-off on corpora that take minutes, on machines with free cores. A helper imports this module, the
-tokenizer and what they use, nothing else (not the runner, models or checkpoints).
+`num_shards` files in chunk order, so the output depends only on the corpus, the settings and
+`seed`, never on `num_workers`. Files are written as `*.tmp` and renamed at the end; on an error
+they are removed. Helpers pay a start-up (TensorFlow import, tokenizer build) of a few seconds each:
+they pay off on corpora that take minutes, on machines with free cores. A helper imports this
+module, the tokenizer and what they use, nothing else (not the runner, models or checkpoints).
 
 Records have the original feature names and dtypes: int64 input_ids, input_mask, segment_ids [S],
 masked_lm_positions, masked_lm_ids [P], float masked_lm_weights [P], int64 next_sentence_labels [1]
@@ -47,7 +48,8 @@ class ExampleFactory:
       tokenizer: a `keras_bert.text.BertTokenizer` (tf.string [B] -> ragged ids [B, (T)] with
         vocabulary, vocab_size, cls_id, sep_id, mask_id, pad_id).
       settings: dict of create_pretraining_data's example settings (max_seq_length,
-        max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor, whole_word_masking, seed).
+        max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor, whole_word_masking,
+        seed).
     """
 
     def __init__(self, tokenizer, settings):
@@ -122,7 +124,8 @@ def _make_tokenizer(vocab_file, lower_case):
 
 
 def _helper_loop(tasks, results, vocab_file, lower_case, settings):
-    """A helper process: takes (index, documents) tasks until None, puts (index, results or error)."""
+    """A helper process: takes (index, documents) tasks until None, puts (index, results or
+    error)."""
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     try:
@@ -163,9 +166,10 @@ def _ordered_results(chunks, num_workers, vocab_file, lower_case, settings):
     """Yields each chunk's results in chunk order.
 
     With num_workers > 1, num_workers - 1 helper processes and the main process take chunks from one
-    task queue (at most 2 * num_workers chunks ahead of the writer); the main process works on a chunk
-    whenever the next one to write is not ready, so helpers starting up (importing TensorFlow) cost
-    little. Results are keyed by chunk index, so the output does not depend on who computed what.
+    task queue (at most 2 * num_workers chunks ahead of the writer); the main process works on a
+    chunk whenever the next one to write is not ready, so helpers starting up (importing TensorFlow)
+    cost little. Results are keyed by chunk index, so the output does not depend on who computed
+    what.
     """
     factory = ExampleFactory(_make_tokenizer(vocab_file, lower_case), settings)
     if (
@@ -310,7 +314,8 @@ def create_pretraining_data(
       input_files: str (comma-separated glob patterns) or list of patterns; ignored when `documents`
         is given.
       output_dir: str, created if needed (local or gs://).
-      vocab_file: str, the WordPiece vocab.txt (or anything `keras_bert.text.vocab.load_vocabulary` reads).
+      vocab_file: str, the WordPiece vocab.txt (or anything `keras_bert.text.vocab.load_vocabulary`
+        reads).
       lower_case: bool, uncased tokenization.
       max_seq_length: int S.
       max_predictions_per_seq: int P.

@@ -230,8 +230,9 @@ def _fit_to_size(vocab, vocab_size, num_reserved):
     must = {SUFFIX_INDICATOR + c for c in chars}
     if len(fixed) + len(must) > vocab_size:
         raise ValueError(
-            f"vocab_size {vocab_size} is too small: {num_reserved} reserved tokens and {len(chars)} "
-            f"characters (each also as '{SUFFIX_INDICATOR}' suffix) need {len(fixed) + len(must)} entries."
+            f"vocab_size {vocab_size} is too small: {num_reserved} reserved tokens and "
+            f"{len(chars)} characters (each also as '{SUFFIX_INDICATOR}' suffix) need "
+            f"{len(fixed) + len(must)} entries."
         )
     room = vocab_size - len(fixed) - len(must)
     kept = []

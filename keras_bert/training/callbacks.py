@@ -52,7 +52,8 @@ class TrainingLog(keras.callbacks.Callback):
         self._start = self._step_at_start = None
 
     def close(self):
-        """Ends the progress bar (done by itself at the last step; call it when training stops early)."""
+        """Ends the progress bar (done by itself at the last step; call it when training stops
+        early)."""
         if self.progbar is not None:
             self.progbar.close()
 

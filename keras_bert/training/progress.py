@@ -119,7 +119,8 @@ class ProgressBar:
         self._drawn = True
 
     def _lift(self):
-        """Takes the bar off its line before a log record: erased in a terminal, else its line ends."""
+        """Takes the bar off its line before a log record: erased in a terminal, else its line
+        ends."""
         if self._drawn:
             self._write("\r" + _CLEAR_LINE if self._interactive() else "\n")
             self._drawn = False

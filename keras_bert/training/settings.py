@@ -16,10 +16,14 @@ CHOICES = {"strategy": STRATEGIES, "mixed_precision": PRECISIONS, "optimizer": O
 # The --help lines of the shared fields; a config's own fields get theirs from its command line.
 FLAG_HELP = {
     "model_dir": "Run directory: checkpoints, TensorBoard logs, plot, summary.json.",
-    "init_checkpoint": "Google TF1 checkpoint, Hugging Face directory or another run's model_dir to start from.",
+    "init_checkpoint": (
+        "Google TF1 checkpoint, Hugging Face directory or another run's model_dir to start from."
+    ),
     "model": "BertConfig preset: tiny mini small medium base large, L-x_H-y.",
     "vocab_file": "A vocab.txt (default: the init_checkpoint's).",
-    "lower_case": "Casing of the tokenization (--lower_case: uncased; default: the init_checkpoint's).",
+    "lower_case": (
+        "Casing of the tokenization (--lower_case: uncased; default: the init_checkpoint's)."
+    ),
     "batch_size": "Global batch size of one update step (all replicas).",
     "eval_batch_size": "Batch size of evaluation (default: batch_size).",
     "seq_length": "Tokens per sequence.",

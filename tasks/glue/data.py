@@ -10,8 +10,8 @@ Reading rules (the original run_classifier's processors, made strict):
 - Fields are split on tabs without quote handling (the original's `csv.reader(f, delimiter="\\t",
   quotechar=None)`): sentences keep their raw quotes. Text is kept as written (no stripping).
 - Columns are found by header name; CoLA's train and dev files have no header and fixed columns.
-- Files are strict UTF-8: a bad byte is a `GlueDataError` naming the file and line (benchmark text is
-  never silently altered). A UTF-8 byte-order mark (the MRPC files have one) is dropped.
+- Files are strict UTF-8: a bad byte is a `GlueDataError` naming the file and line (benchmark text
+  is never silently altered). A UTF-8 byte-order mark (the MRPC files have one) is dropped.
 - Blank lines are skipped. Every other row needs the header's number of fields, non-empty texts and
   a label from the task's label set (STS-B: a number in [0, 5]); anything else is a `GlueDataError`
   naming the file and line.
@@ -69,7 +69,8 @@ class InputExample:
             "<split>-<line>".
         text_a: str, the first (or only) sentence.
         text_b: str or None, the second sentence of pair tasks.
-        label: a label string from the task's label list, a float score for STS-B, None on test splits.
+        label: a label string from the task's label list, a float score for STS-B, None on test
+            splits.
     """
 
     guid: str
@@ -84,7 +85,8 @@ class GlueSpec:
 
     Args:
         name: str, "cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte" or "wnli".
-        labels: tuple of label strings (the original processors' lists), None for STS-B (regression).
+        labels: tuple of label strings (the original processors' lists), None for STS-B
+            (regression).
         metrics: tuple of metric names `compute_metrics` returns.
         main_metric: str, the key that picks the best checkpoint (with an eval split's suffix).
         eval_splits: dict split name -> metric-name suffix ("" for a single dev split).
@@ -95,7 +97,8 @@ class GlueSpec:
             may be a tuple of accepted names (first present wins).
         label_column: str, header name of the label in train and dev files.
         index_column: str, header name of the example index in test files.
-        headerless_columns: column names of train/dev files that have no header row (CoLA), else None.
+        headerless_columns: column names of train/dev files that have no header row (CoLA), else
+            None.
         tfds_text_features: (text_a, text_b) tfds feature names; text_b None for single sentences.
         tfds_label_names: dict tfds ClassLabel name -> our label, where the two differ.
         skip_malformed: bool, skip (and log) malformed rows of labelled splits instead of raising.
@@ -403,7 +406,8 @@ def _rows(path):
 
 
 def _column(path, header, names):
-    """The position of the first of `names` (a name or a tuple of names) in `header`; None for None."""
+    """The position of the first of `names` (a name or a tuple of names) in `header`; None for
+    None."""
     if names is None:
         return None
     for name in (names,) if isinstance(names, str) else names:
@@ -501,7 +505,8 @@ _METRICS = {
 
 def _correlation(function, labels, predictions):
     """scipy's correlation, or 0.0 when either side is constant (scipy's NaN: undefined, and a NaN
-    would never compare as better, so a run whose first epoch predicts a constant kept it as best)."""
+    would never compare as better, so a run whose first epoch predicts a constant kept it as
+    best)."""
     if np.ptp(labels) == 0 or np.ptp(predictions) == 0:
         logging.warning(
             "Constant %s: the correlation is undefined, reported as 0.0.",
@@ -552,7 +557,8 @@ def write_submission(task, split, examples, predictions, output_dir):
 
     Args:
         task: task name or `GlueSpec`.
-        split: one of `task.predict_splits` (it names the file: "CoLA.tsv", "MNLI-m.tsv", "AX.tsv", ...).
+        split: one of `task.predict_splits` (it names the file: "CoLA.tsv", "MNLI-m.tsv", "AX.tsv",
+            ...).
         examples: the split's `InputExample`s (their guid is the test file's index).
         predictions: label strings, or STS-B scores (clipped to [0, 5], written with 3 decimals).
         output_dir: str or path, created if missing; local or gs://.

@@ -216,7 +216,8 @@ def find_file(data_dir, split):
     """The split's file in `data_dir` under any of its usual names (`FILE_NAMES`)."""
     if not data_dir:
         raise ValueError(
-            f"CoNLL-2003 needs data_dir (with {', '.join(FILE_NAMES[split])}) or train_file/eval_file."
+            f"CoNLL-2003 needs data_dir (with {', '.join(FILE_NAMES[split])}) or "
+            "train_file/eval_file."
         )
     for name in FILE_NAMES[split]:
         path = os.path.join(data_dir, name)
@@ -323,8 +324,8 @@ class NerTask(Task):
                 raise ValueError("Pass either tfds or train_file/eval_file, not both.")
             if self.document_context:
                 raise ValueError(
-                    "tensorflow-datasets' conll2003 drops the -DOCSTART- lines that document_context "
-                    "needs: read the CoNLL files (data_dir) instead."
+                    "tensorflow-datasets' conll2003 drops the -DOCSTART- lines that "
+                    "document_context needs: read the CoNLL files (data_dir) instead."
                 )
             return read_tfds(split, data_dir, self.entity_types)[0]
         return read_conll(file or find_file(data_dir, split), self.entity_types)[0]
@@ -343,8 +344,8 @@ class NerTask(Task):
                 labelled and (len(e.tags) != len(e.words) or not set(e.tags) <= tag_ids.keys())
             ):
                 raise ValueError(
-                    f"{e.where or 'A sentence'}: needs words and one tag of {self.labels} per word; "
-                    f"got {e.words} {e.tags}."
+                    f"{e.where or 'A sentence'}: needs words and one tag of {self.labels} per "
+                    f"word; got {e.words} {e.tags}."
                 )
         ids, labels, words, positions, example_index = [], [], [], [], []
         for tokens, (start, end), first, index in self._sequences(
@@ -409,7 +410,8 @@ class NerTask(Task):
         return sparse_xent_sums(labels["tags"], outputs["logits"])
 
     def predictions(self, examples, features, outputs):
-        """Predicted IOB2 tags per example (one per word) from the logits of each word's first piece."""
+        """Predicted IOB2 tags per example (one per word) from the logits of each word's first
+        piece."""
         tags = [[None] * len(e.words) for e in examples]
         for f, (words, positions) in enumerate(
             zip(features.extras["words"], features.extras["positions"])
@@ -458,7 +460,8 @@ def entity_metrics(gold, predicted, entity_types):
 
     Args:
         gold, predicted: lists (per sentence) of tag lists.
-        entity_types: the types to report (0.0 where a type has neither gold nor predicted entities).
+        entity_types: the types to report (0.0 where a type has neither gold nor predicted
+            entities).
 
     Returns:
         dict: `precision`, `recall`, `f1` (micro over all entities) and `<TYPE>_precision`,

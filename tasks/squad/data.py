@@ -1,4 +1,5 @@
-"""SQuAD data: the official JSON files (v1.1 and v2.0) as examples, and answers located in their context.
+"""SQuAD data: the official JSON files (v1.1 and v2.0) as examples, and answers located in their
+context.
 
 The files hold `{"version", "data": [{"title", "paragraphs": [{"context", "qas": [{"id",
 "question", "answers": [{"text", "answer_start"}], "is_impossible"}]}]}]}` (v2.0 adds

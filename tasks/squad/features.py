@@ -164,7 +164,8 @@ def answer_token_span(char_starts, char_ends, start, end):
 
 
 def _answer_tokens(example, char_starts, char_ends):
-    """The training answer's (first, last) context tokens; (-1, -1) if unanswerable; None to skip."""
+    """The training answer's (first, last) context tokens; (-1, -1) if unanswerable; None to
+    skip."""
     if example.is_impossible:
         return -1, -1
     if not example.answers:

@@ -1,7 +1,8 @@
 """SQuAD v1.1 and v2.0 on the fine-tuning runner (paper §4.2, §4.3).
 
     python -m keras_bert.tasks.finetune --task=squad1 --data_dir=squad \\
-        --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/squad1 --do_train --do_eval --do_predict
+        --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/squad1 --do_train --do_eval \\
+        --do_predict
 
 `--data_dir` holds the official train-v1.1.json and dev-v1.1.json (or -v2.0); `--train_file` and
 `--eval_file` replace them. There is no test set: the prediction files are made for the dev file.
@@ -121,7 +122,8 @@ class SquadTask(Task):
         return (start + end) / 2.0, count
 
     def predict(self, examples, features, outputs):
-        """`squad.postprocess.Prediction` (predictions, nbest, null_odds) with this task's settings."""
+        """`squad.postprocess.Prediction` (predictions, nbest, null_odds) with this task's
+        settings."""
         return postprocess(
             examples,
             features,

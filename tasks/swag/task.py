@@ -222,5 +222,7 @@ class SwagTask(Task):
             "num_choices": NUM_CHOICES,
             "labels": list(range(NUM_CHOICES)),
             "text_inputs": ["sent1", "sent2", "endings"],
-            "pairing": "segment A: sent1; segment B: sent2 + ' ' + ending<i>, one sequence per ending",
+            "pairing": (
+                "segment A: sent1; segment B: sent2 + ' ' + ending<i>, one sequence per ending"
+            ),
         }

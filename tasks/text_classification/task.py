@@ -39,7 +39,8 @@ class TextClassificationDataError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class TextExample:
-    """One line: `guid` "<split>-<line number>", its `text` and `label` (None on unlabelled test lines)."""
+    """One line: `guid` "<split>-<line number>", its `text` and `label` (None on unlabelled test
+    lines)."""
 
     guid: str
     text: str
@@ -136,8 +137,8 @@ class TextClassification(Task):
             for e in examples:
                 if e.label is not None and e.label not in self.labels:
                     raise TextClassificationDataError(
-                        f"{path}:{e.guid.rpartition('-')[2]}: label {e.label!r} is not in the training file's "
-                        f"labels ({', '.join(self.labels)})."
+                        f"{path}:{e.guid.rpartition('-')[2]}: label {e.label!r} is not in the "
+                        f"training file's labels ({', '.join(self.labels)})."
                     )
         return examples
 

@@ -1,4 +1,5 @@
-"""keras_bert.checkpoints.download: a released checkpoint .zip (as Google distributes them) to a directory."""
+"""keras_bert.checkpoints.download: a released checkpoint .zip (as Google distributes them) to a
+directory."""
 
 import os
 import zipfile

@@ -258,7 +258,8 @@ def test_real_minilm_package_loads_with_its_vocabulary_and_casing():
     assert init.casing_rule.endswith("tokenizer_config.json do_lower_case")
     config = init.encoder.config
     assert (config.num_hidden_layers, config.hidden_size, config.vocab_size) == (6, 384, 30522)
-    # The ids of our tokenizer from the loaded vocabulary and casing equal the model's own tokenizer's.
+    # The ids of our tokenizer from the loaded vocabulary and casing equal the model's own
+    # tokenizer's.
     texts = ["Hello, World! Feature extraction with BERT.", "Déjà vu: naïve café, 3.14159 — ok?"]
     ours = keras_bert.text.BertTokenizer(init.vocabulary, lower_case=init.lower_case)(
         texts
@@ -277,7 +278,8 @@ model = transformers.BertModel.from_pretrained(path).eval()
 with torch.no_grad():
     out = model(input_ids=torch.tensor(inputs["input_word_ids"], dtype=torch.long),
                 attention_mask=torch.tensor(inputs["input_mask"], dtype=torch.long),
-                token_type_ids=torch.tensor(inputs["input_type_ids"], dtype=torch.long), output_hidden_states=True)
+                token_type_ids=torch.tensor(inputs["input_type_ids"], dtype=torch.long),
+                output_hidden_states=True)
 np.save(io + ".out.npy", np.stack([h.numpy() for h in out.hidden_states[1:]]))
 """
 

@@ -33,7 +33,8 @@ def sst2(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def mnli(tmp_path_factory):
-    """Sentence-pair classification, three labels (cased: a smaller tokenizer graph, faster tests)."""
+    """Sentence-pair classification, three labels (cased: a smaller tokenizer graph, faster
+    tests)."""
     return _export(tmp_path_factory, "mnli", lower_case=False)
 
 
@@ -45,7 +46,8 @@ def stsb(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def pretrained(tmp_path_factory):
-    """A cased Google checkpoint with its pre-training heads (cls/), exported as a SavedModel and a hub pair."""
+    """A cased Google checkpoint with its pre-training heads (cls/), exported as a SavedModel and a
+    hub pair."""
     root = tmp_path_factory.mktemp("pretrained")
     keras.utils.set_random_seed(7)
     pretrainer = keras_bert.BertPretrainer(keras_bert.BertEncoder(keras_bert.BertConfig(**TINY)))

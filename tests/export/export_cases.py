@@ -1,4 +1,5 @@
-"""Tiny fine-tuned model directories (as the fine-tuning runner writes them) and their Keras answers.
+"""Tiny fine-tuned model directories (as the fine-tuning runner writes them) and their Keras
+answers.
 
 The answers are computed without keras_bert.export: the saved Keras model on the training
 preprocessing (`BertPreprocessor`, padded to the full seq_length), so an export must match
@@ -56,7 +57,8 @@ TEXTS_B = [
 
 def write_task_model(directory, task, seed=0, seq_length=SEQ_LENGTH, lower_case=True, **options):
     """A `model/` directory of `task` (a registry name) with random weights, as `save_task_model`
-    writes it; returns its path. `options` are task options of `FinetuneConfig` (doc_stride, ...)."""
+    writes it; returns its path. `options` are task options of `FinetuneConfig` (doc_stride,
+    ...)."""
     config = FinetuneConfig(
         task=task,
         init_checkpoint="unused",

@@ -137,7 +137,8 @@ ENTITY_TYPES = (b"PER", b"ORG", b"LOC", b"MISC")
 
 def check_entities(texts, out):
     """NER answers [B, E] (E the most entities of a row): each entity the exact substring of its
-    text (bytes, decoded as Python's "replace") at its code point offsets, then "" and -1 padding."""
+    text (bytes, decoded as Python's "replace") at its code point offsets, then "" and -1
+    padding."""
     text, kind, start, end = (
         np.asarray(out[k]) for k in ("entity_text", "entity_type", "start_char", "end_char")
     )
@@ -244,7 +245,8 @@ TFLITE_EXPORTS = [
     pytest.param("squad2", id="span"),
 ]
 TFLITE_ROWS, TFLITE_SIZES = 10_000, (1, 7, 1000, 64, 250, 1, 31)
-COMPARED = 0.06  # Share of each batch's rows (at least one, and every 1 MB row) answered again by TensorFlow.
+# Share of each batch's rows (at least one, and every 1 MB row) answered again by TensorFlow.
+COMPARED = 0.06
 
 
 def tflite_batches(widths, total, sizes, seed):
@@ -291,7 +293,8 @@ def check_tflite_packed(inputs, seq_length, num_rows, pairs):
 
 
 def check_tflite_answers(source, texts, out, packed):
-    """`serving_default`'s outputs on `texts` (the inputs by name) are the kind's defined answers."""
+    """`serving_default`'s outputs on `texts` (the inputs by name) are the kind's defined
+    answers."""
     n = len(next(iter(texts.values())))
     if source.kind == "classification":
         check_answers(out, n, [str(label) for label in source.info["labels"]])
@@ -393,8 +396,8 @@ def test_fuzz_tflite_signatures(name, request, tmp_path):
     converted = time.perf_counter()
     fed, compared, sizes = run_tflite_fuzz(source, functions, path, TFLITE_ROWS, TFLITE_SIZES)
     print(
-        f"TFLite {source.kind} ({name}): {fed} rows in {len(sizes)} batches of {min(sizes)}-{max(sizes)} "
-        f"({sorted(set(sizes))}), {compared} compared with TensorFlow; conversion {converted - began:.0f} s, "
-        f"fuzz {time.perf_counter() - converted:.0f} s"
+        f"TFLite {source.kind} ({name}): {fed} rows in {len(sizes)} batches of "
+        f"{min(sizes)}-{max(sizes)} ({sorted(set(sizes))}), {compared} compared with TensorFlow; "
+        f"conversion {converted - began:.0f} s, fuzz {time.perf_counter() - converted:.0f} s"
     )
     assert fed == TFLITE_ROWS and compared >= 500 and max(sizes) == 1000 and min(sizes) == 1

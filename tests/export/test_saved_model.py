@@ -259,7 +259,8 @@ def test_fresh_process_answers_rest_bodies(sst2, mnli, tmp_path):
 
 
 def _cli_signatures(path):
-    """{signature: {"inputs": {name: dtype}, "outputs": {name: dtype}}} from `saved_model_cli show --all`."""
+    """{signature: {"inputs": {name: dtype}, "outputs": {name: dtype}}} from `saved_model_cli show
+    --all`."""
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     run = subprocess.run([cli, "show", "--dir", path, "--all"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -2,7 +2,6 @@
 post-processing (`NerTask.predictions`, `SwagTask` logits, `SquadTask.predict`) on the saved
 Keras model, after reloading and in a process as bare as TF Serving."""
 
-
 import keras
 import numpy as np
 import pytest
@@ -22,7 +21,8 @@ from keras_bert.text.preprocessor import BertPreprocessor
 ATOL = 1e-5
 # NER texts as "|"-separated words, each with the blanks before it: multi-piece words ("movies"),
 # punctuation glued to words, tabs and double spaces, unknown and accented words, CJK characters
-# (one word each), an emoji, and a text of 75 pieces (only the first seq_length - 2 = 30 are tagged).
+# (one word each), an emoji, and a text of 75 pieces (only the first seq_length - 2 = 30 are
+# tagged).
 NER_TEXTS = [
     "The| movies|,| really|  good|!| the| actor| was| boring|.",
     "a",
@@ -262,7 +262,8 @@ def test_fresh_process_answers_ner_and_swag_rest_bodies(conll, swag, tmp_path):
     assert answer["predictions"][0]["choice"] == int(out["choice"][0])
 
 
-SQUAD_CASES = [  # (question, context): short and long contexts (up to 10 windows), casing, symbols, empty.
+# (question, context): short and long contexts (up to 10 windows), casing, symbols, empty.
+SQUAD_CASES = [
     ("what was the movie ?", "The movie was really good, and the actor was poor."),
     (
         "who is the actor in the story with the music and the scenes ?",
@@ -276,7 +277,8 @@ SQUAD_CASES = [  # (question, context): short and long contexts (up to 10 window
 
 
 def _python_squad(model_dir, version):
-    """(examples, `squad.postprocess.Prediction`, features, outputs) of SquadTask on the Keras model."""
+    """(examples, `squad.postprocess.Prediction`, features, outputs) of SquadTask on the Keras
+    model."""
     source = load_source(model_dir)
     task = SquadTask(
         version, null_score_diff_threshold=source.info["null_score_diff_threshold"], **SQUAD_OPTIONS

@@ -34,8 +34,9 @@ from keras_bert.text.vocab import load_vocabulary
 SEQ_LENGTH = 32
 # Texts whose answers are compared: the task's own kind of sentences, and the hostile ones.
 LABEL_TEXTS = [s for s, _ in sentiment_rows(400, seed=11)] + TEXTS
-# quantize -> (least label agreement with Keras, largest probability difference, largest size / float32).
-# Full int8 flips a few texts outright (the largest difference is not bounded): it does not hold
+# quantize -> (least label agreement with Keras, largest probability difference, largest size /
+# float32). Full int8 flips a few texts outright (the largest difference is not bounded): it does
+# not hold
 # accuracy (bench/bench_tflite.py); dynamic range does. The tiny model's file is mostly the
 # tokenizer, so sizes are only bounded here (the bench reports them at MiniLM size).
 BOUNDS = {
@@ -134,7 +135,8 @@ def corpus_encoder(tmp_path_factory):
 
 
 def _packed_rows(tokenizer, texts, seq_length):
-    """[CLS] first tokens [SEP] of each text, by `BertTokenizer` in Python (the training tokenizer)."""
+    """[CLS] first tokens [SEP] of each text, by `BertTokenizer` in Python (the training
+    tokenizer)."""
     return [
         [tokenizer.cls_id] + ids[: seq_length - 2] + [tokenizer.sep_id]
         for ids in tokenizer(tf.constant(tflite.as_strings(texts))).to_list()
@@ -187,8 +189,8 @@ def test_quantized_answers_agree_with_the_keras_model(classifier, quantize):
         for q in ("none", quantize)
     ]
     print(
-        f"{quantize}: labels agree with Keras on {agreement:.2%} of {len(want)} texts, largest probability "
-        f"difference {difference:.3g}, size {size[1] / size[0]:.2f} of float32"
+        f"{quantize}: labels agree with Keras on {agreement:.2%} of {len(want)} texts, largest "
+        f"probability difference {difference:.3g}, size {size[1] / size[0]:.2f} of float32"
     )
     assert agreement >= least_agreement and difference <= largest_difference
     assert size[1] <= largest_size * size[0]

@@ -63,7 +63,8 @@ def _varied(n, seed):
 
 
 def _export(tmp_path_factory, task, **options):
-    """A cased tiny `task` model, its traced text functions, and its float32 and dynamic-range versions."""
+    """A cased tiny `task` model, its traced text functions, and its float32 and dynamic-range
+    versions."""
     root = tmp_path_factory.mktemp(f"tflite_{task}")
     model_dir = write_task_model(root / "run", task, seed=len(task), lower_case=False, **options)
     if task == "conll2003":
@@ -110,7 +111,8 @@ def run_tf(export, **texts):
 
 
 def _rows(out):
-    """NER outputs -> per row [(text, type, start_char, end_char)] (`_exported_entities` of numpy)."""
+    """NER outputs -> per row [(text, type, start_char, end_char)] (`_exported_entities` of
+    numpy)."""
     return _exported_entities({k: tf.constant(v) for k, v in out.items()})
 
 
@@ -165,7 +167,8 @@ def test_tasks_convert_with_builtins_and_text_kernels_only(name, request):
 
 def test_code_point_offsets_of_any_bytes_count_as_python_decodes():
     """`entities.char_offsets` (byte values from tensorflow-text, no TensorFlow string op) at every
-    character boundary of random ill-formed UTF-8: `len(text[:offset].decode("utf-8", "replace"))`."""
+    character boundary of random ill-formed UTF-8: `len(text[:offset].decode("utf-8",
+    "replace"))`."""
     from keras_bert.export import entities
 
     rng = np.random.default_rng(0)
@@ -314,7 +317,8 @@ def test_squad_answers_equal_the_tasks_predictions(squad2):
 
 
 def _squad_inputs(n, seed):
-    """(questions, contexts): varied sentences; every fourth context is 3-9 sentences (several windows)."""
+    """(questions, contexts): varied sentences; every fourth context is 3-9 sentences (several
+    windows)."""
     rng = np.random.default_rng(seed)
     sentences = _varied(10 * n, seed=seed)
     questions = [" ".join(s.split()[: int(rng.integers(1, 8))]) + " ?" for s in sentences[:n]]
@@ -353,10 +357,11 @@ def test_dynamic_range_answers_agree(ner, swag, squad2):
     score_difference = np.abs(float_out["score"] - quantized["score"])[both].max()
     odds_difference = np.abs(float_out["null_odds"] - quantized["null_odds"]).max()
     print(
-        f"dynamic range vs float32: NER entities agree on {ner_agreement:.1%} of {len(texts)} texts; SWAG "
-        f"choices on {swag_same.mean():.1%} ({swag_same[decided].mean():.1%} of the {decided.sum()} decided; "
-        f"largest probability difference {swag_difference:.3g}); SQuAD answers on {same.mean():.1%} "
-        f"(largest score difference {score_difference:.3g}, null odds {odds_difference:.3g})"
+        f"dynamic range vs float32: NER entities agree on {ner_agreement:.1%} of {len(texts)} "
+        f"texts; SWAG choices on {swag_same.mean():.1%} ({swag_same[decided].mean():.1%} of the "
+        f"{decided.sum()} decided; largest probability difference {swag_difference:.3g}); SQuAD "
+        f"answers on {same.mean():.1%} (largest score difference {score_difference:.3g}, null odds "
+        f"{odds_difference:.3g})"
     )
     assert swag_same[decided].mean() >= AGREEMENT and decided.sum() >= 10
     assert ner_agreement >= 0.75 and swag_same.mean() >= 0.9 and same.mean() >= 0.95

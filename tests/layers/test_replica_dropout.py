@@ -22,7 +22,8 @@ def test_replicas_draw_different_masks():
     script = textwrap.dedent("""
         import numpy as np, tensorflow as tf
         cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         import keras
         from keras_bert.layers.dropout import ReplicaDropout
         strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])

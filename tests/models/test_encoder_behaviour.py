@@ -1,4 +1,5 @@
-"""BertEncoder / BertPretrainer as Keras objects: serialization, precision policies, XLA, lengths, bad input."""
+"""BertEncoder / BertPretrainer as Keras objects: serialization, precision policies, XLA, lengths,
+bad input."""
 
 import keras
 import numpy as np
@@ -76,7 +77,8 @@ def test_layer_config_round_trip(layer):
 
 
 def test_encoder_inside_a_functional_model(tmp_path):
-    """An encoder used as a layer of a user's model: classifier on pooled_output, trains, saves and reloads."""
+    """An encoder used as a layer of a user's model: classifier on pooled_output, trains, saves and
+    reloads."""
     encoder = keras_bert.BertEncoder(TINY)
     inputs = keras_bert.models.encoder.encoder_inputs()
     logits = keras.layers.Dense(3, name="classifier")(encoder(inputs)["pooled_output"])
@@ -222,7 +224,8 @@ def test_dropout_only_in_training():
 
 
 def test_evaluate_reports_the_mean_loss_on_datasets_of_unknown_length():
-    """Keras ends a dataset of unknown length with an empty batch; it must not pull the means down."""
+    """Keras ends a dataset of unknown length with an empty batch; it must not pull the means
+    down."""
     pretrainer = keras_bert.BertPretrainer(
         keras_bert.BertEncoder(TINY.replace(num_hidden_layers=1))
     )

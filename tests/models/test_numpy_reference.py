@@ -1,4 +1,5 @@
-"""BertEncoder and BertPretrainer against the independent NumPy forward pass in tests/reference.py."""
+"""BertEncoder and BertPretrainer against the independent NumPy forward pass in
+tests/reference.py."""
 
 import numpy as np
 import pytest
@@ -91,7 +92,8 @@ def test_pretrainer_matches_numpy():
 
 
 def test_pretraining_loss_matches_numpy():
-    """MLM cross-entropy averaged over real masked positions (weights), plus mean NSP cross-entropy."""
+    """MLM cross-entropy averaged over real masked positions (weights), plus mean NSP
+    cross-entropy."""
     rng = np.random.default_rng(6)
     logits = rng.normal(size=(3, 4, 11)).astype(np.float32)
     ids = rng.integers(0, 11, size=(3, 4))

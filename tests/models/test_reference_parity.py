@@ -1,4 +1,5 @@
-"""Parity of BertEncoder / BertPretrainer with keras-hub and tf-models-official given the same weights.
+"""Parity of BertEncoder / BertPretrainer with keras-hub and tf-models-official given the same
+weights.
 
 Weights are copied from our (randomized) model into the reference: attention kernels
 reshaped to the references' per-head layout ([H, N, D], [N, D], [N, D, H]). Inference
@@ -57,7 +58,8 @@ def padded_inputs(config, seed=1, batch=4, seq=13):
 
 
 def per_head_arrays(encoder):
-    """Our weights by Keras path, with attention kernels in the per-head layout of both references."""
+    """Our weights by Keras path, with attention kernels in the per-head layout of both
+    references."""
     config = encoder.config
     H, N, D = config.hidden_size, config.num_attention_heads, config.head_size
     arrays = {}
@@ -72,7 +74,8 @@ def per_head_arrays(encoder):
 
 
 def rename(path, names):
-    """Our path -> the reference's, by the first `names` entry (our prefix -> theirs, "{i}" = layer)."""
+    """Our path -> the reference's, by the first `names` entry (our prefix -> theirs, "{i}" =
+    layer)."""
     for ours, theirs in names.items():
         match = re.match("^" + re.escape(ours).replace(r"\{i\}", r"(?P<i>\d+)") + "(?=/|$)", path)
         if match:
@@ -81,7 +84,8 @@ def rename(path, names):
 
 
 def copy_weights(arrays, target_variables, names):
-    """Assigns `arrays` (our paths) to `target_variables` (dict name -> variable), every one of them."""
+    """Assigns `arrays` (our paths) to `target_variables` (dict name -> variable), every one of
+    them."""
     renamed = {rename(path, names): value for path, value in arrays.items()}
     assert sorted(renamed) == sorted(target_variables)
     for name, variable in target_variables.items():
@@ -99,7 +103,9 @@ HUB_NAMES = {
     "layer_{i}/query": "transformer_layer_{i}/self_attention_layer/query",
     "layer_{i}/key": "transformer_layer_{i}/self_attention_layer/key",
     "layer_{i}/value": "transformer_layer_{i}/self_attention_layer/value",
-    "layer_{i}/attention_output_dense": "transformer_layer_{i}/self_attention_layer/attention_output",
+    "layer_{i}/attention_output_dense": (
+        "transformer_layer_{i}/self_attention_layer/attention_output"
+    ),
     "layer_{i}/attention_output_LayerNorm": "transformer_layer_{i}/self_attention_layer_norm",
     "layer_{i}/intermediate_dense": "transformer_layer_{i}/feedforward_intermediate_dense",
     "layer_{i}/output_dense": "transformer_layer_{i}/feedforward_output_dense",
@@ -156,7 +162,8 @@ def test_encoder_matches_keras_hub_backbone(name, hidden_act):
 
 
 def test_activation_mismatch_is_detected():
-    """The parity check can fail: erf GELU against keras-hub's tanh GELU differs beyond tolerance."""
+    """The parity check can fail: erf GELU against keras-hub's tanh GELU differs beyond
+    tolerance."""
     encoder = our_encoder(CONFIGS["L2_H32_A4"])
     backbone = hub_backbone(encoder, exact_gelu=False)
     inputs = padded_inputs(encoder.config)

@@ -1,4 +1,5 @@
-"""A generated corpus and WordPiece vocabulary for the pre-training data tests (written to tmp_path).
+"""A generated corpus and WordPiece vocabulary for the pre-training data tests (written to
+tmp_path).
 
 Words are a stem plus an optional suffix ("wa", "wa" + "ing" -> wa ##ing), so whole-word masking has
 multi-piece words; every document has its own sentences of random words.

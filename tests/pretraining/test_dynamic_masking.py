@@ -1,4 +1,5 @@
-"""Dynamic masking in tf.data: new masks every epoch, seeded, the masking statistics, whole words."""
+"""Dynamic masking in tf.data: new masks every epoch, seeded, the masking statistics, whole
+words."""
 
 import generated_corpus
 import numpy as np

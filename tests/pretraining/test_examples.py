@@ -285,7 +285,8 @@ def test_deterministic_across_workers_and_atomic(tmp_path):
     read = lambda files: [r.numpy() for f in files for r in tf.data.TFRecordDataset(f)]  # noqa: E731
     assert read(one) == read(two) == read(again)
     assert read(one) != read(other)
-    # Documents from any source (here tf.data, as tfds corpora come) give the same records as the file.
+    # Documents from any source (here tf.data, as tfds corpora come) give the same records as the
+    # file.
     dataset = tf.data.Dataset.from_tensor_slices(
         ["\n".join(d) for d in generated_corpus.documents(120, seed=3)]
     )
@@ -310,7 +311,8 @@ def test_helper_process_gives_the_same_examples_and_imports_only_what_it_needs(
     tmp_path, capfd, monkeypatch
 ):
     """A spawned helper (as create_pretraining_data starts them) imports the writer and the
-    tokenizer, not the runner, models, checkpoints or tasks (its imports: -X importtime on stderr)."""
+    tokenizer, not the runner, models, checkpoints or tasks (its imports: -X importtime on
+    stderr)."""
     import multiprocessing
     import re
 

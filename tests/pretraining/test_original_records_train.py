@@ -1,4 +1,5 @@
-"""TFRecords written by the original create_pretraining_data (tf-models-official's copy) train here unchanged."""
+"""TFRecords written by the original create_pretraining_data (tf-models-official's copy) train here
+unchanged."""
 
 import random
 
@@ -61,7 +62,8 @@ def test_original_script_records_train_unchanged(tmp_path):
     history = summary["history"]
     assert summary["steps"] == 60 and all(np.isfinite(h["loss"]) for h in history)
     # The original's records carry real labels: the MLM loss falls and ends clearly below uniform
-    # guessing, ln V (the corpus is random words, so little more than their frequencies can be learned).
+    # guessing, ln V (the corpus is random words, so little more than their frequencies can be
+    # learned).
     assert history[-1]["mlm_loss"] < history[0]["mlm_loss"] - 0.1
     assert history[-1]["mlm_loss"] < np.log(bert_config.vocab_size) - 0.4
     assert (

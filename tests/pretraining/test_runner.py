@@ -219,7 +219,8 @@ def test_init_checkpoint_starts_from_its_weights(tmp_path, saved):
 
 
 def test_a_run_directory_starts_the_next_phase_with_its_weights_vocabulary_and_casing(tmp_path):
-    # The paper's recipe: phase 1 at 128 tokens, phase 2 at 512 from phase 1's weights, in a new model_dir.
+    # The paper's recipe: phase 1 at 128 tokens, phase 2 at 512 from phase 1's weights, in a new
+    # model_dir.
     train, _ = _data(tmp_path, 48, n_train=32, n_eval=8)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text(
@@ -267,7 +268,8 @@ def test_a_run_directory_starts_the_next_phase_with_its_weights_vocabulary_and_c
     }
     with pytest.raises(ValueError, match="own bert_config.json"):
         checkpoints.load_encoder(str(tmp_path / "phase1"), config=_tiny(48))
-    # The vocabulary of a run on a remote filesystem (gs:// in production; TensorFlow's ram:// here).
+    # The vocabulary of a run on a remote filesystem (gs:// in production; TensorFlow's ram://
+    # here).
     remote = f"ram://{tmp_path.name}/phase1"
     tf.io.gfile.makedirs(remote)
     tf.io.gfile.copy(str(vocab), f"{remote}/vocab.txt")

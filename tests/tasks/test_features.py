@@ -98,7 +98,8 @@ def test_multiple_choice_features_batch_to_b_k_s():
 
 
 def test_encode_texts_equals_the_original_packing():
-    """Ids of [CLS] A [SEP] B [SEP] with longest-first truncation, as the original run_classifier."""
+    """Ids of [CLS] A [SEP] B [SEP] with longest-first truncation, as the original
+    run_classifier."""
     import os
     import tempfile
 

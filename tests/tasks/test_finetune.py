@@ -92,7 +92,8 @@ def test_fine_tune_learns_and_writes_the_output_contract(sst2, tmp_path):
     assert results["task"] == "sst2" and results["split"] == "dev"
     assert results["accuracy"] == best["accuracy"] and results["step"] == best["step"]
 
-    # model/: the kept model reloads alone and gives the same logits; task.json has what export needs.
+    # model/: the kept model reloads alone and gives the same logits; task.json has what export
+    # needs.
     with open(os.path.join(model_dir, "model", "task.json")) as f:
         info = json.load(f)
     assert info["task"] == "sst2" and info["labels"] == ["0", "1"] and info["seq_length"] == 64

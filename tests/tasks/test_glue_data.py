@@ -48,7 +48,8 @@ PARSE = ("( ( x ) )", "( y )", "(ROOT (S x))", "(ROOT (S y))")
 
 # Each task's files in the GLUE distribution's layout (download_glue_data.py), as rows of fields.
 FILES = {
-    "cola": {  # train/dev: no header (source, label, original mark, sentence); test: index, sentence.
+    # train/dev: no header (source, label, original mark, sentence); test: index, sentence.
+    "cola": {
         "CoLA/train.tsv": [("gj04", "1", "", PLAIN), ("cj99", "0", "*", OPEN_QUOTE)],
         "CoLA/dev.tsv": [("bc01", "1", "", ACCENTED)],
         "CoLA/test.tsv": [("index", "sentence"), ("0", QUOTED), ("1", ACCENTED)],
@@ -518,7 +519,8 @@ def test_tfds_stsb_scores_and_unlabelled_test():
 
 @pytest.mark.parametrize("task", list(glue.SPECS))
 def test_tfds_every_task_and_split(task):
-    """Random examples fabricated from each glue/<task> feature spec, compared with the raw records."""
+    """Random examples fabricated from each glue/<task> feature spec, compared with the raw
+    records."""
     spec = glue.SPECS[task]
     with tfds.testing.mock_data(num_examples=4, policy=tfds.testing.MockPolicy.USE_CODE):
         for split in spec.splits:
@@ -612,7 +614,8 @@ def test_regression_metrics_against_formulas():
 
 
 def test_correlation_of_constant_predictions_is_zero_not_nan():
-    # A regression head often predicts one value early on: NaN would never be beaten as the best epoch.
+    # A regression head often predicts one value early on: NaN would never be beaten as the best
+    # epoch.
     gold = [0.0, 1.5, 2.0, 3.8]
     assert glue.compute_metrics("stsb", gold, [2.5] * 4) == {"pearson": 0.0, "spearman": 0.0}
     assert glue.compute_metrics("stsb", [3.0] * 4, gold) == {"pearson": 0.0, "spearman": 0.0}

@@ -61,7 +61,8 @@ VOCAB = (
 
 
 def _conll(documents):
-    """CoNLL-2003 text: documents (lists of sentences of (word, tag) pairs), each after a -DOCSTART- line."""
+    """CoNLL-2003 text: documents (lists of sentences of (word, tag) pairs), each after a -DOCSTART-
+    line."""
     lines = []
     for sentences in documents:
         lines += ["-DOCSTART- -X- -X- O", ""]
@@ -134,8 +135,8 @@ def test_reads_iob1_as_iob2(tmp_path):
 
 
 def test_seqeval_reads_iob1_and_iob2_alike():
-    # conlleval semantics (seqeval's default mode): an I- tag after O or another type opens an entity,
-    # so both schemes give the same entities: PER 0..1, PER 2, LOC 4.
+    # conlleval semantics (seqeval's default mode): an I- tag after O or another type opens an
+    # entity, so both schemes give the same entities: PER 0..1, PER 2, LOC 4.
     from seqeval.metrics.sequence_labeling import get_entities
 
     iob1 = ["I-PER", "I-PER", "B-PER", "O", "I-LOC"]
@@ -170,7 +171,8 @@ def test_file_names_and_overrides(tmp_path):
         ),
         ("EU NNP B-ORG\n", 1, "expected 4 columns"),
         (
-            "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n\nsaid VBD B-VP O\nJohn NNP B-NP I-PER\n",
+            "EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\n\nsaid VBD B-VP "
+            "O\nJohn NNP B-NP I-PER\n",
             7,
             "'I-PER' after O is not valid in IOB2",
         ),

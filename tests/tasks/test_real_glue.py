@@ -67,8 +67,9 @@ def check_dynamic_range_tflite(model_path, data, export_dir):
     want, got = np.concatenate(want), np.concatenate(got)
     same, decided = want.argmax(-1) == got.argmax(-1), np.abs(want[:, 1] - 0.5) > 0.05
     print(
-        f"dynamic range vs SavedModel on {len(same)} MRPC dev pairs: {same.mean():.2%} same labels, "
-        f"{same[decided].mean():.2%} of the {decided.sum()} decided, max |dp| {np.abs(want - got).max():.3f}"
+        f"dynamic range vs SavedModel on {len(same)} MRPC dev pairs: {same.mean():.2%} same "
+        f"labels, {same[decided].mean():.2%} of the {decided.sum()} decided, max |dp| "
+        f"{np.abs(want - got).max():.3f}"
     )
     assert same[decided].all()
     assert same.mean() >= 0.97 and np.abs(want - got).max() < 0.15

@@ -193,8 +193,9 @@ def test_fine_tune_minilm_on_real_squad(dev, tmp_path):
     gold = squad_eval.gold_answers(examples)
     baseline = squad_eval.evaluate_v1(gold, _first_words_baseline(examples))
     print(
-        f"MiniLM on 10 real dev articles ({len(examples)} questions), {SLOW_SETTINGS}: {summary['eval']}; "
-        f"first-words baseline {baseline}; {summary['examples_per_second']:.1f} train examples/s"
+        f"MiniLM on 10 real dev articles ({len(examples)} questions), {SLOW_SETTINGS}: "
+        f"{summary['eval']}; first-words baseline {baseline}; {summary['examples_per_second']:.1f} "
+        "train examples/s"
     )
     assert summary["eval"]["exact_match"] >= 40.0 > 10 * baseline["exact_match"]
     assert summary["eval"]["f1"] >= 50.0 > 5 * baseline["f1"]

@@ -1,5 +1,6 @@
 """SWAG: the official CSV format (quotes, commas, the unnamed index column), bad records, the
-four sequences per example, accuracy, the predictions file, the recipe, and fine-tuning end to end."""
+four sequences per example, accuracy, the predictions file, the recipe, and fine-tuning end to
+end."""
 
 import csv
 import json

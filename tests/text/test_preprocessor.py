@@ -1,4 +1,5 @@
-"""BertPreprocessor: ids equal the original run_classifier features; save/load and SavedModel round trips."""
+"""BertPreprocessor: ids equal the original run_classifier features; save/load and SavedModel round
+trips."""
 
 import random
 

@@ -1,4 +1,5 @@
-"""Vocabulary building: coverage checked with the original Python tokenizer, determinism, size, CLI."""
+"""Vocabulary building: coverage checked with the original Python tokenizer, determinism, size,
+CLI."""
 
 import os
 import random

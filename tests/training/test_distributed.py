@@ -225,7 +225,8 @@ def step():
     def replica_fn():
         replica = tf.distribute.get_replica_context().replica_id_in_sync_group
         # Only replica 1 overflows (Keras alone would follow replica 0 and apply inf).
-        grad = tf.where(tf.equal(replica, 1), tf.constant([float("inf"), 1.0]), tf.constant([1.0, 1.0]))
+        grad = tf.where(
+            tf.equal(replica, 1), tf.constant([float("inf"), 1.0]), tf.constant([1.0, 1.0]))
         opt.apply([grad], [w])
     strategy.run(replica_fn)
 

@@ -432,14 +432,17 @@ import tensorflow as tf
 import keras
 from keras_bert.training import optimizers
 
-GRADS = np.random.default_rng(0).normal(size=(3, 2, 5)).astype("float32") * 3.0  # (step, replica, 5)
+# (step, replica, 5)
+GRADS = np.random.default_rng(0).normal(size=(3, 2, 5)).astype("float32") * 3.0
 
 
 def train(strategy):
     # Three steps; one device gets the sum of the two replicas' gradients (norm > 1: clipped).
     with strategy.scope():
-        kernel, bias = keras.Variable(np.ones(4, "float32"), name="kernel"), keras.Variable([0.5], name="bias")
-        opt = optimizers.create_optimizer(0.1, 4, 1, variables=[kernel, bias], optimizer="adam_weight_decay")
+        kernel = keras.Variable(np.ones(4, "float32"), name="kernel")
+        bias = keras.Variable([0.5], name="bias")
+        opt = optimizers.create_optimizer(
+            0.1, 4, 1, variables=[kernel, bias], optimizer="adam_weight_decay")
         opt.build([kernel, bias])
 
     @tf.function
@@ -455,7 +458,8 @@ def train(strategy):
 
 
 mirrored = tf.distribute.MirroredStrategy()
-report(dict(one=train(tf.distribute.get_strategy()), two=train(mirrored), replicas=mirrored.num_replicas_in_sync))
+report(dict(one=train(tf.distribute.get_strategy()), two=train(mirrored),
+            replicas=mirrored.num_replicas_in_sync))
 """
 
 

@@ -167,7 +167,8 @@ def test_a_save_cut_short_leaves_the_previous_checkpoint_in_use(tmp_path):
     model, optimizer = _state()
     ckpt = TrainingCheckpoint(str(tmp_path), model, optimizer)
     path = ckpt.save(2)
-    # A kill while writing ckpt-4: its files exist partly, the 'checkpoint' state file was not updated.
+    # A kill while writing ckpt-4: its files exist partly, the 'checkpoint' state file was not
+    # updated.
     (tmp_path / "ckpt-4.index").write_bytes(b"\x00" * 10)
     (tmp_path / "ckpt-4.data-00000-of-00001").write_bytes(b"\x00" * 100)
     other_model, other_opt = _state()

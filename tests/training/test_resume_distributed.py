@@ -51,7 +51,8 @@ def _pretrain(tmp_path, name):
 
 
 def _finetune(tmp_path, name):
-    """Two epochs of 3 steps: the kill falls inside the second epoch, after the first's evaluation."""
+    """Two epochs of 3 steps: the kill falls inside the second epoch, after the first's
+    evaluation."""
     data = write_sst2(str(tmp_path / "SST-2"), n_train=48, n_dev=24, n_test=4)
     ckpt = write_checkpoint(str(tmp_path / "ckpt"))
     return dict(
@@ -108,7 +109,8 @@ def _free_port():
 
 
 def _workers(tmp_path, tag, config, kill_after=None):
-    """The same run in two worker processes of a multi-worker cluster; returns the chief's result."""
+    """The same run in two worker processes of a multi-worker cluster; returns the chief's
+    result."""
     hosts = [f"127.0.0.1:{_free_port()}" for _ in range(2)]
     procs = [
         _spawn(
@@ -165,7 +167,8 @@ def test_fine_tuning_resumes_exactly(tmp_path, strategy):
     full, resumed = _assert_resumed_exactly(
         tmp_path, _finetune(tmp_path, "x"), strategy, ("loss", "learning_rate")
     )
-    # The first epoch's evaluation was kept across the kill; the second equals the uninterrupted run's.
+    # The first epoch's evaluation was kept across the kill; the second equals the uninterrupted
+    # run's.
     assert [e["epoch"] for e in resumed["eval_history"]] == [1, 2]
     for a, b in zip(resumed["eval_history"], full["eval_history"]):
         assert a["step"] == b["step"]
