@@ -154,7 +154,9 @@ def run_dynamic(config, batch, long_seq, short_seq, iters):
             k: tf.constant(v)
             for k, v in common.random_encoder_batch(batch, seq, config.vocab_size).items()
         }
-        result[seq] = common.time_call(lambda: forward(inputs), warmup=1, iters=iters)["median"]
+        result[seq] = common.time_call(
+            lambda inputs=inputs: forward(inputs), warmup=1, iters=iters
+        )["median"]
     return result, len(traces)
 
 

@@ -178,9 +178,10 @@ def eval_cases(model, task, feats, batch, seq):
     n = feats.num_features
     cases, logits = {}, {}
     for scheme, buckets in (("bucketed", None), (f"pad {seq}", [seq])):
-        predict = lambda buckets=buckets: runner.predict(model, task, feats, batch, buckets)[
-            "logits"
-        ]  # noqa: E731
+
+        def predict(buckets=buckets):
+            return runner.predict(model, task, feats, batch, buckets)["logits"]
+
         logits[scheme] = predict()
         inputs = [
             x

@@ -151,7 +151,7 @@ def main(argv=None):
     rounds = {key: [] for key in steps}
     for round_index in range(args.repeat):
         for (name, mode), step in steps.items():
-            t = common.time_call(lambda: step(inputs, labels), warmup=1, iters=args.iters)
+            t = common.time_call(lambda step=step: step(inputs, labels), warmup=1, iters=args.iters)
             rounds[name, mode].append(t)
             print(
                 f"  round {round_index + 1}: {name:14s} {mode:5s} {t['median'] * 1e3:8.1f} ms/step "

@@ -53,9 +53,9 @@ import common  # noqa: E402
 import keras_bert  # noqa: E402
 from keras_bert.checkpoints import load_init_checkpoint  # noqa: E402
 from keras_bert.checkpoints.task_model import save_task_model  # noqa: E402
-from keras_bert.export import (
-    export_saved_model,  # noqa: E402
-    tflite,  # noqa: E402
+from keras_bert.export import (  # noqa: E402
+    export_saved_model,
+    tflite,
 )
 from keras_bert.models.task_models import BertClassifier  # noqa: E402
 from keras_bert.tasks.finetune import FinetuneConfig  # noqa: E402
@@ -137,7 +137,7 @@ def texts_and_calibration(args):
     rows = sentiment_rows(872, seed=3)
     return (
         [s for s, _ in rows],
-        np.array([l for _, l in rows]),
+        np.array([label for _, label in rows]),
         [s for s, _ in sentiment_rows(300, seed=4)],
         "generated sentences (no SST-2 dev file)",
     )

@@ -104,7 +104,7 @@ class BertConfig:
     @classmethod
     def preset_names(cls):
         """All preset names: the six named sizes and the 24 compact `L-x_H-y` sizes."""
-        compact = [f"L-{l}_H-{h}" for l in COMPACT_LAYERS for h in COMPACT_HIDDEN]
+        compact = [f"L-{layers}_H-{h}" for layers in COMPACT_LAYERS for h in COMPACT_HIDDEN]
         return list(_NAMED) + compact
 
     @classmethod

@@ -46,7 +46,7 @@ def sentiment_rows(n, seed):
     words."""
     rng = np.random.default_rng(seed)
     rows = []
-    for i in range(n):
+    for _ in range(n):
         label = int(rng.integers(2))
         words = list(rng.choice(WORDS, size=int(rng.integers(2, 24))))
         words.insert(
@@ -63,7 +63,7 @@ def write_sst2(directory, n_train=256, n_dev=96, n_test=40, seed=0):
     for name, n, offset in (("train", n_train, 0), ("dev", n_dev, 1)):
         with open(os.path.join(directory, f"{name}.tsv"), "w") as f:
             f.write("sentence\tlabel\n")
-            f.writelines(f"{s}\t{l}\n" for s, l in sentiment_rows(n, seed + offset))
+            f.writelines(f"{s}\t{label}\n" for s, label in sentiment_rows(n, seed + offset))
     with open(os.path.join(directory, "test.tsv"), "w") as f:
         f.write("index\tsentence\n")
         f.writelines(f"{i}\t{s}\n" for i, (s, _) in enumerate(sentiment_rows(n_test, seed + 2)))
@@ -127,13 +127,16 @@ def write_mnli(directory, n=24, seed=0):
     _tsv(
         os.path.join(directory, "train.tsv"),
         [MNLI_FRONT + ("label1", "gold_label")]
-        + [front(i, a, b) + (l, l) for i, ((a, b), l) in enumerate(zip(pairs, labels))],
+        + [front(i, a, b) + (label, label) for i, ((a, b), label) in enumerate(zip(pairs, labels))],
     )
     for split in ("dev_matched", "dev_mismatched"):
         _tsv(
             os.path.join(directory, f"{split}.tsv"),
             [MNLI_FRONT + tuple(f"label{k}" for k in range(1, 6)) + ("gold_label",)]
-            + [front(i, a, b) + (l,) * 6 for i, ((a, b), l) in enumerate(zip(pairs, labels))],
+            + [
+                front(i, a, b) + (label,) * 6
+                for i, ((a, b), label) in enumerate(zip(pairs, labels))
+            ],
         )
     for split, count in (("test_matched", 7), ("test_mismatched", 5)):
         _tsv(

@@ -44,10 +44,10 @@ def encoder_forward(w, config, word_ids, mask, type_ids, prefix=""):
     bias = (1.0 - mask[:, None, None, :].astype(np.float64)) * -10000.0  # (B, 1, 1, S)
     outputs = []
     for i in range(config.num_hidden_layers):
-        l = f"{p}layer_{i}/"
+        layer = f"{p}layer_{i}/"
 
-        def dense(t, name):
-            return t @ w[f"{l}{name}/kernel"] + w[f"{l}{name}/bias"]
+        def dense(t, name, layer=layer):
+            return t @ w[f"{layer}{name}/kernel"] + w[f"{layer}{name}/bias"]
 
         def heads(t):
             return t.reshape(B, S, N, D).transpose(0, 2, 1, 3)  # (B, N, S, D)
@@ -57,15 +57,15 @@ def encoder_forward(w, config, word_ids, mask, type_ids, prefix=""):
         context = (probs @ v).transpose(0, 2, 1, 3).reshape(B, S, N * D)  # (B, S, H)
         x = layer_norm(
             x + dense(context, "attention_output_dense"),
-            w[f"{l}attention_output_LayerNorm/gamma"],
-            w[f"{l}attention_output_LayerNorm/beta"],
+            w[f"{layer}attention_output_LayerNorm/gamma"],
+            w[f"{layer}attention_output_LayerNorm/beta"],
             eps,
         )
         inner = gelu(dense(x, "intermediate_dense"))
         x = layer_norm(
             x + dense(inner, "output_dense"),
-            w[f"{l}output_LayerNorm/gamma"],
-            w[f"{l}output_LayerNorm/beta"],
+            w[f"{layer}output_LayerNorm/gamma"],
+            w[f"{layer}output_LayerNorm/beta"],
             eps,
         )
         outputs.append(x)

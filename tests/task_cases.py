@@ -93,7 +93,7 @@ def _conll(root, n):
 
 def _swag(root, n):
     rng = np.random.default_rng(0)
-    for split, file, count in (("train", "train.csv", n), ("dev", "val.csv", n // 2)):
+    for _split, file, count in (("train", "train.csv", n), ("dev", "val.csv", n // 2)):
         rows = []
         for i in range(count):
             words = [str(w) for w in rng.choice(WORDS, size=7)]

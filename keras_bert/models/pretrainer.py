@@ -154,7 +154,7 @@ class BertPretrainer(keras.Model):
         total = losses["loss"]
         extra = self.losses  # Regularization losses, if a user added any.
         if extra:
-            total = total + tf.add_n([tf.cast(l, total.dtype) for l in extra])
+            total = total + tf.add_n([tf.cast(loss, total.dtype) for loss in extra])
         # Keras sums gradients over replicas, so each replica's loss is scaled by
         # 1 / replicas (what Keras does for compiled losses).
         return total / replicas if replicas > 1 else total

@@ -207,7 +207,7 @@ def _detect_scheme(sentences, name):
 def to_iob2(tags):
     """IOB1 (or IOB2) tags -> IOB2: an I- tag that opens an entity becomes B-."""
     tags = list(tags)
-    for i, kind in _opens_entity(tags):
+    for i, _kind in _opens_entity(tags):
         tags[i] = "B-" + tags[i][2:]
     return tags
 

@@ -239,11 +239,16 @@ def test_records_match_the_original_format(tmp_path):
     )
     theirs = _original_records(tmp_path, corpus, vocab_file)
     # Same feature names and kinds (int64_list / float_list) and lengths as the original's records.
-    first = lambda f: tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(f))).numpy())  # noqa: E731
-    kinds = lambda ex: {
-        k: (v.WhichOneof("kind"), len(getattr(v, v.WhichOneof("kind")).value))  # noqa: E731
-        for k, v in ex.features.feature.items()
-    }
+
+    def first(f):
+        return tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(f))).numpy())
+
+    def kinds(ex):
+        return {
+            k: (v.WhichOneof("kind"), len(getattr(v, v.WhichOneof("kind")).value))
+            for k, v in ex.features.feature.items()
+        }
+
     assert kinds(first(ours[0])) == kinds(first(theirs))
     # Both parse with the reader's spec; examples are well formed.
     spec = records.feature_spec(S, P)

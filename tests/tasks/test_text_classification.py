@@ -85,7 +85,7 @@ def test_fine_tunes_your_own_labels(tmp_path):
     for split, n, seed in (("train", 256, 0), ("dev", 96, 1), ("test", 12, 2)):
         _write(
             data / f"{split}.tsv",
-            "label\ttext\n" + "".join(f"{l}\t{t}\n" for l, t in labelled_rows(n, seed)),
+            "label\ttext\n" + "".join(f"{label}\t{t}\n" for label, t in labelled_rows(n, seed)),
         )
     model_dir = str(tmp_path / "run")
     summary = run_finetuning(

@@ -85,9 +85,9 @@ def test_warnings_are_whole_lines_too():
         )
         bar = ProgressBar(2, stream=screen)
         bar.update(1)
-        warnings.warn("careful")
+        warnings.warn("careful", stacklevel=1)
         bar.update(2)
-        warnings.warn("after")
+        warnings.warn("after", stacklevel=1)
     assert screen.getvalue().split("\n")[1:4] == [
         "UserWarning: careful",
         "\r2/2 [====================] 0s",
