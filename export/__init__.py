@@ -17,10 +17,17 @@ Modules: `source` (what is exported: a fine-tuned model dir or a pre-trained enc
 Serving REST bodies -> signature inputs), `tflite` (TFLite models).
 """
 
+from __future__ import annotations
+
 import importlib
+import os
+from typing import TYPE_CHECKING
 
 from keras_bert import paths
 from keras_bert._lazy import attach
+
+if TYPE_CHECKING:
+    from keras_bert.export.tflite import RepresentativeTexts
 
 # The names load on first use (the command line's --help starts without TensorFlow).
 _NAMES = {
@@ -35,7 +42,7 @@ __getattr__, __dir__ = attach(__name__, _NAMES)
 
 # format -> (its export function, what it writes (--help), whether it takes quantize and
 # representative_texts).
-FORMATS = {
+FORMATS: dict[str, tuple[str, str, bool]] = {
     "saved_model": (
         "keras_bert.export.saved_model:export_saved_model",
         "TF Serving SavedModel",
@@ -45,7 +52,7 @@ FORMATS = {
     "tflite": ("keras_bert.export.tflite:export_tflite", "TFLite model", True),
 }
 # quantize -> (converter settings in keras_bert.export.tflite, what it does (--help)).
-QUANTIZATIONS = {
+QUANTIZATIONS: dict[str, tuple[str, str]] = {
     "none": ("_no_quantization", "float32"),
     "float16": ("_float16", "float16 weights"),
     "dynamic_range": ("_dynamic_range", "int8 weights, activations quantized per call"),
@@ -54,14 +61,14 @@ QUANTIZATIONS = {
 
 
 def export(
-    model_dir,
-    export_dir,
-    format="saved_model",
-    version=None,
-    seq_length=None,
-    quantize="none",
-    representative_texts=None,
-):
+    model_dir: str | os.PathLike[str],
+    export_dir: str | os.PathLike[str],
+    format: str = "saved_model",
+    version: int | None = None,
+    seq_length: int | None = None,
+    quantize: str = "none",
+    representative_texts: RepresentativeTexts | None = None,
+) -> str:
     """Exports in one of `FORMATS`; returns the new version directory.
 
     `quantize` applies to TFLite only (one of `QUANTIZATIONS`); int8 calibrates on

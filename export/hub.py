@@ -50,7 +50,13 @@ ENCODER_DIR = "encoder"
 _Trackable = tf.__internal__.tracking.AutoTrackable
 
 
-def export_hub(model_dir, export_dir, version=None, seq_length=None, mlm=None):
+def export_hub(
+    model_dir: str | os.PathLike[str],
+    export_dir: str | os.PathLike[str],
+    version: int | None = None,
+    seq_length: int | None = None,
+    mlm: bool | None = None,
+) -> str:
     """Writes `<export_dir>/<version>/preprocessor/` and `.../encoder/` (TF Hub's BERT API).
 
     Args:

@@ -61,7 +61,9 @@ class Op:
     nodes: tuple
 
 
-def list_ops(saved_model_dir, signature=None):
+def list_ops(
+    saved_model_dir: str | os.PathLike[str], signature: str | None = None
+) -> dict[str, Op]:
     """Every op type of a SavedModel (or of one signature) and where it is used.
 
     Args:
@@ -86,14 +88,14 @@ def list_ops(saved_model_dir, signature=None):
             )
         outputs = meta_graph.signature_def[signature].outputs.values()
         nodes = _reachable_nodes([t.name for t in outputs], graph, functions)
-    found = {}
+    found: dict[str, list[str]] = {}
     for function, node in nodes:
         if node.op not in functions:  # A call of a library function is not an op.
             found.setdefault(node.op, []).append(f"{function}/{node.name}")
     return {name: Op(name, library_of(name), tuple(found[name])) for name in sorted(found)}
 
 
-def check_ops(saved_model_dir):
+def check_ops(saved_model_dir: str | os.PathLike[str]) -> dict[str, Op]:
     """Raises `OpCheckError` if TF Serving (TensorFlow + tensorflow-text 2.12.1, no Python)
     cannot run every op of the SavedModel; returns `list_ops(saved_model_dir)` otherwise."""
     ops = list_ops(saved_model_dir)

@@ -28,7 +28,12 @@ EXTRA_DIR = "assets.extra"
 PROBE_TEXTS = ("", "Hello, world!", "Ünïcödé — ça va? 東京 🙂", "a very long text " * 400)
 
 
-def export_saved_model(model_dir, export_dir, version=None, seq_length=None):
+def export_saved_model(
+    model_dir: str | os.PathLike[str],
+    export_dir: str | os.PathLike[str],
+    version: int | None = None,
+    seq_length: int | None = None,
+) -> str:
     """Exports a fine-tuned task model (or a pre-trained encoder) for TF Serving.
 
     Args:

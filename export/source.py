@@ -12,6 +12,7 @@ Both are read by `keras_bert.checkpoints`.
 
 import dataclasses
 import os
+from typing import Any
 
 import keras
 from absl import logging
@@ -44,18 +45,20 @@ class ExportSource:
     tokenizer: BertTokenizer
     seq_length: int
     encoder: keras.Model
-    model: keras.Model = None
-    pretrainer: keras.Model = None
-    info: dict = dataclasses.field(default_factory=dict)
+    model: keras.Model | None = None
+    pretrainer: keras.Model | None = None
+    info: dict[str, Any] = dataclasses.field(default_factory=dict)
     path: str = ""
 
     @property
-    def text_inputs(self):
+    def text_inputs(self) -> tuple[str, ...]:
         """Names of the text inputs, e.g. ("text",) or ("text", "text_b")."""
         return tuple(self.info.get("text_inputs") or ("text",))
 
 
-def load_source(path, seq_length=None, mlm=None):
+def load_source(
+    path: str | os.PathLike[str], seq_length: int | None = None, mlm: bool | None = None
+) -> ExportSource:
     """Reads a task model directory or a pre-trained encoder (see the module docstring).
 
     Args:

@@ -58,6 +58,8 @@ Every kind of `keras_bert.export.signatures.BUILDERS` converts (`KINDS`).
 
 import json
 import os
+from collections.abc import Sequence
+from typing import TypeAlias
 
 import numpy as np
 import tensorflow as tf
@@ -78,6 +80,10 @@ METADATA_NAME = "keras_bert.task.json"
 KINDS = tuple(BUILDERS)
 FLOAT_ATOL = 1e-4  # float32 TFLite against TensorFlow (different kernels, same math).
 REPRESENTATIVE_LIMIT = 300  # Calibration texts used for "int8".
+# Calibration texts: texts, rows of texts (one per serving_default input), or a file of rows.
+RepresentativeTexts: TypeAlias = (
+    Sequence[str | bytes] | Sequence[Sequence[str | bytes]] | str | os.PathLike[str]
+)
 # Probes beyond the SavedModel's: the final-sigma branch of the uncased tokenizer, invalid UTF-8.
 TFLITE_PROBES = PROBE_TEXTS + ("ΣΟΦΟΣ λόγος Σ.", b"bad \xff\xfe utf-8 \xc3(")
 _BUILTIN_NAMES = {
@@ -120,8 +126,13 @@ QUANTIZERS = {name: globals()[function] for name, (function, _) in QUANTIZATIONS
 
 
 def export_tflite(
-    model_dir, export_dir, version=None, seq_length=None, quantize="none", representative_texts=None
-):
+    model_dir: str | os.PathLike[str],
+    export_dir: str | os.PathLike[str],
+    version: int | None = None,
+    seq_length: int | None = None,
+    quantize: str = "none",
+    representative_texts: RepresentativeTexts | None = None,
+) -> str:
     """Exports a fine-tuned task model (or a pre-trained encoder) as a TFLite model with its
     tokenizer.
 

@@ -23,7 +23,7 @@ _HELP = {
     "-helpfull": False,
     "--helpfull": False,
 }  # Argument -> short help (main flags only)?
-_DEFINED = []  # The flags defined by the running command line (their help is --help's).
+_DEFINED: list[str] = []  # The flags defined by the running command line (their help is --help's).
 # Errors about a path: the message names it (always one line).
 _PATH_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError)
 # Errors raised by keras_bert's own checks (one line when raised in keras_bert code).

@@ -4,10 +4,14 @@ Field names are those of the original `bert_config.json`, plus `layer_norm_eps`.
 Mapping from the Hugging Face `config.json` happens here and nowhere else.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import os
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from keras_bert.layers import utils as layer_utils
 
@@ -17,7 +21,7 @@ ACTIVATIONS = tuple(layer_utils.ACTIVATIONS)
 
 # Named presets: (num_hidden_layers, hidden_size). Heads = hidden / 64,
 # intermediate = 4 * hidden (Turc et al. 2019 for the compact sizes).
-_NAMED = {
+_NAMED: dict[str, tuple[int, int]] = {
     "tiny": (2, 128),
     "mini": (4, 256),
     "small": (4, 512),
@@ -66,7 +70,7 @@ class BertConfig:
     initializer_range: float = 0.02
     layer_norm_eps: float = 1e-12
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in (
             "vocab_size",
             "hidden_size",
@@ -96,19 +100,19 @@ class BertConfig:
             )
 
     @property
-    def head_size(self):
+    def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
     # === Presets ===
 
     @classmethod
-    def preset_names(cls):
+    def preset_names(cls) -> list[str]:
         """All preset names: the six named sizes and the 24 compact `L-x_H-y` sizes."""
         compact = [f"L-{layers}_H-{h}" for layers in COMPACT_LAYERS for h in COMPACT_HIDDEN]
         return list(_NAMED) + compact
 
     @classmethod
-    def preset(cls, name, **overrides):
+    def preset(cls, name: str, **overrides: Any) -> BertConfig:
         """A standard size by name: tiny mini small medium base large, or "L-4_H-512"
         ("L-4_H-512_A-8" also accepted). Keyword overrides replace fields."""
         key = name.strip().lower()
@@ -132,7 +136,7 @@ class BertConfig:
                     f"Unknown BERT preset {name!r}; compact sizes are L in {COMPACT_LAYERS}, "
                     f"H in {COMPACT_HIDDEN}, A = H/64."
                 )
-        fields = dict(
+        fields: dict[str, Any] = dict(
             hidden_size=hidden,
             num_hidden_layers=layers,
             num_attention_heads=heads,
@@ -143,14 +147,14 @@ class BertConfig:
 
     # === Dict and JSON ===
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def replace(self, **changes):
+    def replace(self, **changes: Any) -> BertConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_dict(cls, data):
+    def from_dict(cls, data: Mapping[str, Any]) -> BertConfig:
         """From the original `bert_config.json` dict (unknown keys are an error)."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
@@ -159,7 +163,7 @@ class BertConfig:
         return cls(**data)
 
     @classmethod
-    def from_json_file(cls, path):
+    def from_json_file(cls, path: str | os.PathLike[str]) -> BertConfig:
         """Read an original `bert_config.json`."""
         with open(_existing(path), encoding="utf-8") as f:
             try:
@@ -171,12 +175,12 @@ class BertConfig:
             data.pop(key)
         return cls.from_dict(data)
 
-    def to_json_file(self, path):
+    def to_json_file(self, path: str | os.PathLike[str]) -> None:
         """Write an original-style `bert_config.json`."""
         _write_json(path, self.to_dict())
 
     @classmethod
-    def from_hf_dict(cls, data):
+    def from_hf_dict(cls, data: Mapping[str, Any]) -> BertConfig:
         """From a Hugging Face BERT `config.json` dict."""
         model_type = data.get("model_type", "bert")
         if model_type != "bert":
@@ -189,11 +193,11 @@ class BertConfig:
         return cls(**{k: data[k] for k in known if k in data})
 
     @classmethod
-    def from_hf_json_file(cls, path):
+    def from_hf_json_file(cls, path: str | os.PathLike[str]) -> BertConfig:
         with open(_existing(path), encoding="utf-8") as f:
             return cls.from_hf_dict(json.load(f))
 
-    def to_hf_dict(self):
+    def to_hf_dict(self) -> dict[str, Any]:
         """A Hugging Face `config.json` dict for BertModel / BertForPreTraining."""
         data = self.to_dict()
         data.update(
@@ -207,14 +211,14 @@ class BertConfig:
         return data
 
 
-def _existing(path):
+def _existing(path: str | os.PathLike[str]) -> str:
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Config file not found: {path}")
     return path
 
 
-def _write_json(path, data):
+def _write_json(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
     tmp = f"{path}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, sort_keys=True)

@@ -3,13 +3,19 @@
 TensorFlow loads; the runner is `keras_bert.tasks.runner`)."""
 
 import dataclasses
+from typing import Any
 
 from keras_bert import paths
 from keras_bert.tasks import registry
 from keras_bert.training.settings import TrainingSettings
 
 # The paper's GLUE recipe (§4.1, A.3); tasks override some of it (Task.recipe).
-RECIPE = {"seq_length": 128, "batch_size": 32, "learning_rate": 2e-5, "num_train_epochs": 3}
+RECIPE: dict[str, int | float] = {
+    "seq_length": 128,
+    "batch_size": 32,
+    "learning_rate": 2e-5,
+    "num_train_epochs": 3,
+}
 
 
 @dataclasses.dataclass
@@ -51,24 +57,24 @@ class FinetuneConfig(TrainingSettings):
             has a flag of each name.
     """
 
-    task: str = None
-    data_dir: str = None
+    task: str | None = None
+    data_dir: str | None = None
     tfds: bool = False
-    train_file: str = None
-    eval_file: str = None
+    train_file: str | None = None
+    eval_file: str | None = None
     do_train: bool = False
     do_eval: bool = False
     do_predict: bool = False
-    num_train_epochs: int = None
+    num_train_epochs: int | None = None
     warmup_proportion: float = 0.1
     optimizer: str = "adam_weight_decay"
     dropout: float = 0.1
-    buckets: str = None
-    max_train_examples: int = None
-    max_eval_examples: int = None
-    task_options: dict = dataclasses.field(default_factory=dict)
+    buckets: str | None = None
+    max_train_examples: int | None = None
+    max_eval_examples: int | None = None
+    task_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.task_object = registry.get_task(self.task, self.task_options)
         if not self.model_dir:
             raise ValueError(
@@ -91,17 +97,18 @@ class FinetuneConfig(TrainingSettings):
         if not 0 <= self.warmup_proportion < 1:
             raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}.")
 
-    def check_paths(self):
+    def check_paths(self) -> None:
         """Raises if a local input path does not exist (see `check_input_paths`)."""
         check_input_paths(self.init_checkpoint, self.vocab_file, self.data_dir, self.tfds)
 
     @property
-    def fixed_shapes(self):
+    def fixed_shapes(self) -> bool:
         """True where every new input shape compiles anew (XLA, TPU)."""
         return self.jit_compile or self.strategy == "tpu"
 
-    def bucket_lengths(self):
+    def bucket_lengths(self) -> list[int] | None:
         """The fixed padded lengths, or None to pad each batch to its longest example."""
+        assert self.seq_length is not None  # __post_init__ sets it (the task's recipe).
         if self.buckets:
             lengths = sorted({int(b) for b in str(self.buckets).split(",") if b.strip()})
             if not lengths or lengths[0] < 2:
@@ -114,7 +121,12 @@ class FinetuneConfig(TrainingSettings):
         return None
 
 
-def check_input_paths(init_checkpoint=None, vocab_file=None, data_dir=None, tfds=False):
+def check_input_paths(
+    init_checkpoint: str | None = None,
+    vocab_file: str | None = None,
+    data_dir: str | None = None,
+    tfds: bool = False,
+) -> None:
     """Raises FileNotFoundError / NotADirectoryError naming a local input path (a `FinetuneConfig`
     field) that does not exist. `run_finetuning` calls it first; the command line before it
     builds the config (whose task loads TensorFlow), so that a typo fails at once."""

@@ -29,10 +29,14 @@ Output, one JSON object per input line; values rounded with round(x, 6) as the o
 - "sum_last_4": the same with the sum of the last four layers ([H] per token).
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re
 import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from absl import flags, logging
@@ -48,13 +52,27 @@ _SEPARATOR = re.compile(r"(?:^|\s)\|\|\|(?:\s|$)")
 
 FLAGS = flags.FLAGS
 
+if TYPE_CHECKING:
+    from keras_bert.models.encoder import BertEncoder
+    from keras_bert.text.preprocessor import BertPreprocessor
+    from keras_bert.text.tokenizer import BertTokenizer
+
+# A text, or a pair (text_a, text_b); bytes are read as UTF-8.
+Text = str | bytes | tuple[str | bytes, str | bytes]
+
 
 # === Library ===
 
 
 def extract_features(
-    texts, encoder, preprocessor, layers=LAST_4, pooling="none", seq_length=None, batch_size=32
-):
+    texts: Sequence[Text],
+    encoder: BertEncoder,
+    preprocessor: BertPreprocessor | BertTokenizer,
+    layers: Sequence[int] = LAST_4,
+    pooling: str = "none",
+    seq_length: int | None = None,
+    batch_size: int = 32,
+) -> list[dict[str, Any]]:
     """The encoder's hidden states of each text (see `iter_features`), as a list."""
     return list(
         iter_features(texts, encoder, preprocessor, layers, pooling, seq_length, batch_size)
@@ -62,8 +80,14 @@ def extract_features(
 
 
 def iter_features(
-    texts, encoder, preprocessor, layers=LAST_4, pooling="none", seq_length=None, batch_size=32
-):
+    texts: Sequence[Text],
+    encoder: BertEncoder,
+    preprocessor: BertPreprocessor | BertTokenizer,
+    layers: Sequence[int] = LAST_4,
+    pooling: str = "none",
+    seq_length: int | None = None,
+    batch_size: int = 32,
+) -> Iterator[dict[str, Any]]:
     """Yields the features of each text, computed `batch_size` texts at a time.
 
     Args:
@@ -107,7 +131,7 @@ def iter_features(
             yield {"tokens": tokens, **_pool(states[:, row, :length], layers, positions, pooling)}
 
 
-def layer_positions(layers, num_layers, pooling="none"):
+def layer_positions(layers: Sequence[int], num_layers: int, pooling: str = "none") -> list[int]:
     """The 0-based positions of `layers` (negative counts from the end) in a model of `num_layers`.
 
     Raises:
@@ -193,7 +217,7 @@ def _segments(texts):
 # === Files ===
 
 
-def read_examples(path):
+def read_examples(path: str) -> list[Text]:
     """The examples of an input file: str, or (text_a, text_b) for "a ||| b" lines.
 
     Raises:
@@ -230,7 +254,7 @@ def read_examples(path):
     return examples
 
 
-def to_json_record(index, features, pooling="none"):
+def to_json_record(index: int, features: dict[str, Any], pooling: str = "none") -> dict[str, Any]:
     """One output line's object (see the module docstring) from `iter_features`' dict."""
     if pooling == "none":
         return {
@@ -259,15 +283,15 @@ def _rounded(vector):
 
 
 def write_features(
-    examples,
-    output_file,
-    encoder,
-    preprocessor,
-    layers=LAST_4,
-    pooling="none",
-    batch_size=32,
-    log_every_seconds=10.0,
-):
+    examples: Sequence[Text],
+    output_file: str,
+    encoder: BertEncoder,
+    preprocessor: BertPreprocessor | BertTokenizer,
+    layers: Sequence[int] = LAST_4,
+    pooling: str = "none",
+    batch_size: int = 32,
+    log_every_seconds: float = 10.0,
+) -> int:
     """Writes one JSON line per example to `output_file` (local or gs://), atomically.
 
     The lines go to a temporary file renamed at the end, so a reader never sees a partial

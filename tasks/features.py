@@ -13,6 +13,7 @@ Dimensions: N features, K choices, L tokens (ragged), S padded length, B batch, 
 import dataclasses
 import functools
 import weakref
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -43,7 +44,7 @@ class FeatureSet:
 
     inputs: dict
     labels: dict = dataclasses.field(default_factory=dict)
-    example_index: np.ndarray = None
+    example_index: np.ndarray | None = None
     extras: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -254,7 +255,9 @@ def encode_texts(tokenizer, seq_length, text_a, text_b=None, batch_size=512):
     }
 
 
-_PACK_FUNCTIONS = weakref.WeakKeyDictionary()  # tokenizer -> {(seq_length, segments): tf.function}
+_PACK_FUNCTIONS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = (
+    weakref.WeakKeyDictionary()
+)  # tokenizer -> {(seq_length, segments): tf.function}
 
 
 def _pack_function(tokenizer, seq_length, segments):

@@ -14,6 +14,7 @@ import math
 import os
 import time
 import weakref
+from typing import Any
 
 import keras
 import numpy as np
@@ -134,7 +135,7 @@ def predict(model, task, features, batch_size, buckets=None, strategy=None, jit_
     return {k: v if k in token_outputs else np.stack(v) for k, v in collected.items()}
 
 
-_PREDICT_FUNCTIONS = (
+_PREDICT_FUNCTIONS: weakref.WeakKeyDictionary[keras.Model, dict[Any, Any]] = (
     weakref.WeakKeyDictionary()
 )  # model -> {(strategy id, jit_compile): tf.function}
 
@@ -208,7 +209,7 @@ def _predict_or_explain(config, model, feats, strategy):
         )
 
 
-def run_finetuning(config=None, **overrides):
+def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> dict[str, Any]:
     """Fine-tune, evaluate and predict as `config` says; resumes from `model_dir`.
 
     The steps: load the encoder and tokenizer, read and encode the data, build and compile

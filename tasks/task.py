@@ -23,13 +23,13 @@ class Task:
             (e.g. {"seq_length": 384, "learning_rate": 5e-5}).
     """
 
-    name = None
-    main_metric = None
+    name: str | None = None
+    main_metric: str | None = None
     train_split = "train"
-    eval_splits = {"dev": ""}
-    predict_splits = {}
-    label_keys = ()
-    recipe = {}
+    eval_splits: dict[str, str] = {"dev": ""}
+    predict_splits: dict[str, str] = {}
+    label_keys: tuple[str, ...] = ()
+    recipe: dict[str, int | float] = {}
 
     def read(self, data_dir, split, use_tfds=False, file=None):
         """The examples of `split`, from `data_dir` (or `file`), or from tensorflow-datasets."""

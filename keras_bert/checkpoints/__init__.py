@@ -14,12 +14,23 @@ found shapes); variables the model does not use give a warning, except optimizer
 (adam_m, adam_v, global_step) and, when loading an encoder, the pre-training heads.
 """
 
+from __future__ import annotations
+
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from keras_bert.checkpoints import files, google, huggingface
 from keras_bert.checkpoints.formats import FORMATS, detect_format, format_module
 from keras_bert.checkpoints.init_checkpoint import InitCheckpoint, load_init_checkpoint
 from keras_bert.errors import CheckpointError
+
+if TYPE_CHECKING:
+    import keras
+
+    from keras_bert.config import BertConfig
+    from keras_bert.models.encoder import BertEncoder
+    from keras_bert.models.pretrainer import BertPretrainer
 
 __all__ = [
     "CheckpointError",
@@ -36,7 +47,7 @@ __all__ = [
 ]
 
 
-def download(path, cache_dir="downloads"):
+def download(path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] = "downloads") -> str:
     """A released checkpoint as a local directory: a `.zip` URL (or file) is downloaded once into
     `cache_dir` and unpacked; anything else is returned unchanged.
 
@@ -82,7 +93,13 @@ def download(path, cache_dir="downloads"):
     return os.path.dirname(min(configs, key=len))  # The shallowest one.
 
 
-def load_encoder(path, format=None, config=None, dtype=None, allow_pickle=False):
+def load_encoder(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    config: BertConfig | None = None,
+    dtype: str | keras.DTypePolicy | None = None,
+    allow_pickle: bool = False,
+) -> BertEncoder:
     """A `BertEncoder` with weights from a Google checkpoint, a Hugging Face directory or a
     pre-training run.
 
@@ -101,8 +118,13 @@ def load_encoder(path, format=None, config=None, dtype=None, allow_pickle=False)
 
 
 def load_pretrainer(
-    path, format=None, next_sentence=None, config=None, dtype=None, allow_pickle=False
-):
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    next_sentence: bool | None = None,
+    config: BertConfig | None = None,
+    dtype: str | keras.DTypePolicy | None = None,
+    allow_pickle: bool = False,
+) -> BertPretrainer:
     """A `BertPretrainer` with encoder and pre-training head weights.
 
     Args:
@@ -124,7 +146,13 @@ def load_pretrainer(
     )
 
 
-def save(model, path, format="google", vocab=None, overwrite=False):
+def save(
+    model: BertEncoder | BertPretrainer,
+    path: str | os.PathLike[str],
+    format: str = "google",
+    vocab: str | os.PathLike[str] | Sequence[str] | None = None,
+    overwrite: bool = False,
+) -> None:
     """Writes a `BertEncoder` or `BertPretrainer` in the original or Hugging Face format.
 
     Args:
@@ -140,7 +168,7 @@ def save(model, path, format="google", vocab=None, overwrite=False):
     format_module(format).save(model, path, vocab=vocab, overwrite=overwrite)
 
 
-def vocab_path(path, format=None):
+def vocab_path(path: str | os.PathLike[str], format: str | None = None) -> str | None:
     """The vocab.txt in a checkpoint's directory (local or gs://), or None.
 
     Args:
@@ -157,12 +185,20 @@ def vocab_path(path, format=None):
     return files.vocab_in(directory)
 
 
-def casing(path, format=None):
+def casing(path: str | os.PathLike[str], format: str | None = None) -> tuple[bool | None, str]:
     """(lower_case or None, the rule that says so), by the format's own rule (see `FORMATS`)."""
     return format_module(format or detect_format(path)).casing(path)
 
 
-def _load(path, format, heads, config, dtype, allow_pickle, next_sentence=None):
+def _load(
+    path: str | os.PathLike[str],
+    format: str | None,
+    heads: bool,
+    config: BertConfig | None,
+    dtype: str | keras.DTypePolicy | None,
+    allow_pickle: bool,
+    next_sentence: bool | None = None,
+) -> Any:
     return format_module(format or detect_format(path)).load(
         path,
         heads=heads,

@@ -11,14 +11,19 @@ Each format is a module with the same functions:
 """
 
 import os
+import types
 
 from keras_bert.checkpoints import google, huggingface, pretraining_run
 
 # Detection order: a run's ckpt-<step> before Google's rule (any *.index).
-FORMATS = {"huggingface": huggingface, "pretraining_run": pretraining_run, "google": google}
+FORMATS: dict[str, types.ModuleType] = {
+    "huggingface": huggingface,
+    "pretraining_run": pretraining_run,
+    "google": google,
+}
 
 
-def detect_format(path):
+def detect_format(path: str | os.PathLike[str]) -> str:
     """ "huggingface", "pretraining_run" (a `run_pretraining` model_dir or one of its ckpt-<step>
     prefixes) or "google" for a checkpoint path, by the files present.
 
@@ -39,7 +44,7 @@ def detect_format(path):
     )
 
 
-def format_module(format):
+def format_module(format: str) -> types.ModuleType:
     """The module of format name `format`.
 
     Raises:

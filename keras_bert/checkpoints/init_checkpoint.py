@@ -20,8 +20,12 @@ Casing, the first rule that decides (the rule is logged and kept in `casing_rule
 >>> tokenizer = BertTokenizer(init.vocabulary, lower_case=init.lower_case)  # doctest: +SKIP
 """
 
+from __future__ import annotations
+
 import dataclasses
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from absl import logging
 
@@ -29,6 +33,9 @@ from keras_bert.checkpoints import files
 from keras_bert.checkpoints.formats import FORMATS, detect_format
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.text.vocab import cased_pieces, load_vocabulary, vocabulary_is_uncased
+
+if TYPE_CHECKING:
+    import keras
 
 
 @dataclasses.dataclass
@@ -45,14 +52,19 @@ class InitCheckpoint:
     """
 
     encoder: BertEncoder
-    vocabulary: list
+    vocabulary: list[str]
     lower_case: bool
     format: str
     path: str
     casing_rule: str = ""
 
 
-def load_init_checkpoint(path, vocab_file=None, lower_case=None, dtype=None):
+def load_init_checkpoint(
+    path: str | os.PathLike[str],
+    vocab_file: str | os.PathLike[str] | None = None,
+    lower_case: bool | None = None,
+    dtype: str | keras.DTypePolicy | None = None,
+) -> InitCheckpoint:
     """Loads an encoder with its vocabulary and casing.
 
     Args:
@@ -114,7 +126,9 @@ def load_init_checkpoint(path, vocab_file=None, lower_case=None, dtype=None):
     )
 
 
-def _casing(recorded_casing, vocabulary, lower_case):
+def _casing(
+    recorded_casing: tuple[bool | None, str], vocabulary: Sequence[str], lower_case: bool | None
+) -> tuple[bool, str]:
     """(lower_case, the rule that decided it), from the format's (lower_case or None, rule)."""
     recorded, rule = recorded_casing
     if lower_case is not None:
@@ -134,7 +148,13 @@ def _casing(recorded_casing, vocabulary, lower_case):
     return False, "vocabulary: upper-case letters in its word pieces"
 
 
-def check_vocabulary_casing(vocabulary, vocab_source, path, recorded, rule):
+def check_vocabulary_casing(
+    vocabulary: Sequence[str],
+    vocab_source: str | os.PathLike[str] | Sequence[str],
+    path: str | os.PathLike[str],
+    recorded: bool | None,
+    rule: str,
+) -> None:
     """Raises when the checkpoint is uncased by its own files or name (`recorded`, decided by
     `rule`) but the vocabulary given for it is cased: many word pieces with upper-case letters (at
     least 1 in 200: an uncased vocabulary has none; a few in a multilingual one are tolerated).

@@ -4,6 +4,10 @@ Dimensions: B batch, S sequence, H hidden.
 Inputs and outputs use the TF Hub BERT names.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import keras
 
 from keras_bert.config import BertConfig
@@ -13,7 +17,7 @@ from keras_bert.layers.embeddings import BertEmbeddings
 from keras_bert.layers.transformer import TransformerBlock, attention_bias
 
 
-def encoder_inputs():
+def encoder_inputs() -> dict[str, keras.KerasTensor]:
     """Symbolic int32 inputs [B, S] with the TF Hub names; S is left dynamic."""
     return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
 
@@ -42,7 +46,9 @@ class BertEncoder(keras.Model):
     TensorShape([1, 128])
     """
 
-    def __init__(self, config=None, **kwargs):
+    def __init__(
+        self, config: BertConfig | dict[str, Any] | str | None = None, **kwargs: Any
+    ) -> None:
         config = _as_config(config)
         dtype = kwargs.pop("dtype", None)
         policy = (
@@ -108,7 +114,7 @@ class BertEncoder(keras.Model):
         self.transformer_layers = blocks
         self.pooler = pooler
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {
             "config": self.config.to_dict(),
             "name": self.name,
@@ -117,7 +123,7 @@ class BertEncoder(keras.Model):
         }
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict[str, Any]) -> BertEncoder:
         config = dict(config)
         return cls(config=BertConfig.from_dict(config.pop("config")), **config)
 
@@ -144,7 +150,7 @@ class _FirstToken(keras.layers.Layer):
         return (shape[0], shape[2])
 
 
-def _as_config(config):
+def _as_config(config: BertConfig | dict[str, Any] | str | None) -> BertConfig:
     if config is None:
         return BertConfig()
     if isinstance(config, BertConfig):

@@ -6,17 +6,23 @@ Training data follows the original TFRecord feature names: inputs `input_word_id
 `masked_lm_weights`, `next_sentence_labels`.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import keras
 import tensorflow as tf
 
 from keras_bert.layers import utils
 from keras_bert.layers.heads import MaskedLMHead
-from keras_bert.models.encoder import encoder_inputs
+from keras_bert.models.encoder import BertEncoder, encoder_inputs
 
 LABEL_NAMES = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
-def masked_lm_loss_sums(masked_lm_ids, masked_lm_weights, mlm_logits):
+def masked_lm_loss_sums(
+    masked_lm_ids: tf.Tensor, masked_lm_weights: tf.Tensor, mlm_logits: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
     """(sum of weighted token cross-entropies, sum of weights) over the masked positions.
 
     Returned as sums so that `pretraining_loss` can divide by a count summed over replicas.
@@ -29,7 +35,11 @@ def masked_lm_loss_sums(masked_lm_ids, masked_lm_weights, mlm_logits):
     return tf.reduce_sum(xent * weights), tf.reduce_sum(weights)
 
 
-def pretraining_loss(labels, outputs, replica_context=None):
+def pretraining_loss(
+    labels: dict[str, tf.Tensor],
+    outputs: dict[str, tf.Tensor],
+    replica_context: tf.distribute.ReplicaContext | None = None,
+) -> dict[str, tf.Tensor]:
     """The paper's loss: MLM cross-entropy averaged over real masked positions, plus NSP.
 
     Args:
@@ -90,7 +100,7 @@ class BertPretrainer(keras.Model):
     >>> pretrainer.compile(optimizer="adam")
     """
 
-    def __init__(self, encoder, next_sentence=True, **kwargs):
+    def __init__(self, encoder: BertEncoder, next_sentence: bool = True, **kwargs: Any) -> None:
         config = encoder.config
         policy = encoder.dtype_policy
 
@@ -125,7 +135,7 @@ class BertPretrainer(keras.Model):
         outputs = {
             "mlm_logits": mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"])
         }
-        if next_sentence:
+        if nsp_head is not None:
             outputs["nsp_logits"] = nsp_head(encoded["pooled_output"])
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
@@ -142,7 +152,14 @@ class BertPretrainer(keras.Model):
             self.nsp_loss_tracker = keras.metrics.Mean(name="nsp_loss")
             self.nsp_accuracy = keras.metrics.SparseCategoricalAccuracy(name="nsp_accuracy")
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    def compute_loss(
+        self,
+        x: Any = None,
+        y: Any = None,
+        y_pred: Any = None,
+        sample_weight: Any = None,
+        training: bool = True,
+    ) -> tf.Tensor:
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         losses = pretraining_loss(y, y_pred, tf.distribute.get_replica_context())
         # Weighted by batch size, as Keras weights its own loss tracker: the empty batch
@@ -159,7 +176,13 @@ class BertPretrainer(keras.Model):
         # 1 / replicas (what Keras does for compiled losses).
         return total / replicas if replicas > 1 else total
 
-    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+    def compute_metrics(
+        self,
+        x: dict[str, tf.Tensor],
+        y: dict[str, tf.Tensor],
+        y_pred: dict[str, tf.Tensor],
+        sample_weight: tf.Tensor | None = None,
+    ) -> dict[str, Any]:
         self.mlm_accuracy.update_state(
             y["masked_lm_ids"], y_pred["mlm_logits"], sample_weight=y["masked_lm_weights"]
         )
@@ -169,7 +192,7 @@ class BertPretrainer(keras.Model):
             )
         return self.get_metrics_result()
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {
             "encoder": keras.saving.serialize_keras_object(self.encoder),
             "next_sentence": self.next_sentence,
@@ -178,7 +201,7 @@ class BertPretrainer(keras.Model):
         }
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict[str, Any]) -> BertPretrainer:
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)

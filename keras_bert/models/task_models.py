@@ -10,6 +10,10 @@ returns float32 logits, also under mixed precision.
 - `BertMultipleChoice`: one score per choice from each choice's `pooled_output` (SWAG).
 """
 
+from __future__ import annotations
+
+from typing import Any, Self
+
 import keras
 import tensorflow as tf
 
@@ -22,14 +26,20 @@ from keras_bert.models.encoder import BertEncoder, encoder_inputs
 class _TaskModel(keras.Model):
     """Shared config handling: the encoder is serialized with the model."""
 
-    def _finish(self, encoder, inputs, outputs, **kwargs):
+    def _finish(
+        self,
+        encoder: BertEncoder,
+        inputs: dict[str, keras.KerasTensor],
+        outputs: dict[str, keras.KerasTensor],
+        **kwargs: Any,
+    ) -> None:
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.encoder = encoder
 
-    def _head_args(self):
+    def _head_args(self) -> dict[str, Any]:
         return {}
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {
             "encoder": keras.saving.serialize_keras_object(self.encoder),
             "name": self.name,
@@ -38,7 +48,7 @@ class _TaskModel(keras.Model):
         }
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict[str, Any]) -> Self:
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)
@@ -48,11 +58,11 @@ class _Classification(_TaskModel):
     """Dropout + dense on an encoder output (see `_classify`); num_classes and dropout in the
     config."""
 
-    def _head_args(self):
+    def _head_args(self) -> dict[str, Any]:
         return {"num_classes": self.num_classes, "dropout": self.dropout}
 
 
-def _dense(units, encoder, name):
+def _dense(units: int, encoder: BertEncoder, name: str) -> keras.layers.Dense:
     return keras.layers.Dense(
         units,
         dtype="float32",
@@ -61,7 +71,14 @@ def _dense(units, encoder, name):
     )
 
 
-def _classify(model, encoder, output, num_classes, dropout, **kwargs):
+def _classify(
+    model: _Classification,
+    encoder: BertEncoder,
+    output: str,
+    num_classes: int,
+    dropout: float,
+    **kwargs: Any,
+) -> None:
     """Builds `model` as dropout + dense(num_classes) on the encoder's `output`."""
     _check_encoder(encoder)
     if int(num_classes) < 1:
@@ -74,7 +91,7 @@ def _classify(model, encoder, output, num_classes, dropout, **kwargs):
     model.dropout = float(dropout)
 
 
-def _check_encoder(encoder):
+def _check_encoder(encoder: BertEncoder) -> None:
     if not isinstance(encoder, BertEncoder):
         raise TypeError(f"encoder must be a keras_bert BertEncoder, got {type(encoder).__name__}.")
 
@@ -97,7 +114,9 @@ class BertClassifier(_Classification):
     ... )
     """
 
-    def __init__(self, encoder, num_classes, dropout=0.1, **kwargs):
+    def __init__(
+        self, encoder: BertEncoder, num_classes: int, dropout: float = 0.1, **kwargs: Any
+    ) -> None:
         _classify(self, encoder, "pooled_output", num_classes, dropout, **kwargs)  # logits (B, C)
 
 
@@ -112,7 +131,7 @@ class BertSpanLabeler(_TaskModel):
         dict with `start_logits` and `end_logits`, float32 [B, S].
     """
 
-    def __init__(self, encoder, **kwargs):
+    def __init__(self, encoder: BertEncoder, **kwargs: Any) -> None:
         _check_encoder(encoder)
         inputs = encoder_inputs()
         sequence = encoder(inputs)["sequence_output"]  # (B, S, H)
@@ -134,7 +153,9 @@ class BertTokenClassifier(_Classification):
         dict with `logits` float32 [B, S, C].
     """
 
-    def __init__(self, encoder, num_classes, dropout=0.1, **kwargs):
+    def __init__(
+        self, encoder: BertEncoder, num_classes: int, dropout: float = 0.1, **kwargs: Any
+    ) -> None:
         _classify(
             self, encoder, "sequence_output", num_classes, dropout, **kwargs
         )  # logits (B, S, C)
@@ -155,7 +176,7 @@ class BertMultipleChoice(_TaskModel):
         dict with `logits` float32 [B, K] (softmax over the K choices).
     """
 
-    def __init__(self, encoder, dropout=0.1, **kwargs):
+    def __init__(self, encoder: BertEncoder, dropout: float = 0.1, **kwargs: Any) -> None:
         _check_encoder(encoder)
         inputs = {
             name: keras.Input(shape=(None, None), dtype="int32", name=name) for name in INPUT_NAMES
@@ -170,7 +191,7 @@ class BertMultipleChoice(_TaskModel):
         self._finish(encoder, inputs, {"logits": logits}, **kwargs)
         self.dropout = float(dropout)
 
-    def _head_args(self):
+    def _head_args(self) -> dict[str, Any]:
         return {"dropout": self.dropout}
 
 

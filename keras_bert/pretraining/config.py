@@ -54,11 +54,11 @@ class PretrainingConfig(TrainingSettings):
     """
 
     model: str = "base"
-    bert_config_file: str = None
-    bert_config: "BertConfig" = None
-    vocab_size: int = None
-    train_files: str = None
-    eval_files: str = None
+    bert_config_file: str | None = None
+    bert_config: "BertConfig | None" = None
+    vocab_size: int | None = None
+    train_files: str | None = None
+    eval_files: str | None = None
     batch_size: int = 256
     seq_length: int = 128
     max_predictions_per_seq: int = 20
@@ -72,9 +72,9 @@ class PretrainingConfig(TrainingSettings):
     next_sentence: bool = True
     deterministic: bool = True
     shuffle_buffer: int = 10000
-    max_eval_steps: int = None
+    max_eval_steps: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.train_files:
             raise ValueError("train_files is required (TFRecord file patterns).")
         if not self.model_dir:
@@ -116,7 +116,7 @@ class PretrainingConfig(TrainingSettings):
                 f"loop ({self.steps_per_loop} x {self.grad_accumulation_steps})."
             )
 
-    def check_paths(self):
+    def check_paths(self) -> None:
         """Raises FileNotFoundError naming a local input path that does not exist
         (`run_pretraining` calls it first; the command line before TensorFlow loads)."""
         paths.require_path("init_checkpoint", self.init_checkpoint, paths.INIT_CHECKPOINT_KINDS)
@@ -127,7 +127,7 @@ class PretrainingConfig(TrainingSettings):
             "vocab_file", self.vocab_file, "the vocab.txt the training data was made with"
         )
 
-    def resolve_bert_config(self):
+    def resolve_bert_config(self) -> "BertConfig":
         """The `BertConfig` chosen by bert_config / bert_config_file / model (+ vocab_size)."""
         from keras_bert.config import BertConfig
 

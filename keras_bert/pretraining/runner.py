@@ -11,6 +11,8 @@ Running again with the same model_dir resumes from the newest checkpoint: same s
 state, learning rate and data position.
 """
 
+from typing import Any
+
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -129,7 +131,7 @@ def _train_memory_hint(config):
     return "use a smaller batch_size (a multiple of grad_accumulation_steps) or seq_length"
 
 
-def run_pretraining(config=None, **overrides):
+def run_pretraining(config: PretrainingConfig | None = None, **overrides: Any) -> dict[str, Any]:
     """Pre-train (or resume pre-training) a BERT and evaluate it.
 
     Seeds Python's, NumPy's and TensorFlow's global generators with `config.seed` (weights,

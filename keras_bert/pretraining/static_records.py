@@ -30,6 +30,7 @@ import os
 import queue
 import sys
 import time
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -288,26 +289,26 @@ def _check_settings(
 
 
 def create_pretraining_data(
-    input_files,
-    output_dir,
-    vocab_file,
-    lower_case=True,
-    max_seq_length=128,
-    max_predictions_per_seq=20,
-    masked_lm_prob=0.15,
-    short_seq_prob=0.1,
-    dupe_factor=10,
-    whole_word_masking=False,
-    num_shards=1,
-    num_workers=1,
-    seed=12345,
-    file_format="sentences",
-    documents=None,
-    output_prefix="pretraining",
-    documents_per_chunk=1000,
-    max_chunk_sentences=50000,
-    progress=False,
-):
+    input_files: str | Sequence[str] | None,
+    output_dir: str,
+    vocab_file: str,
+    lower_case: bool = True,
+    max_seq_length: int = 128,
+    max_predictions_per_seq: int = 20,
+    masked_lm_prob: float = 0.15,
+    short_seq_prob: float = 0.1,
+    dupe_factor: int = 10,
+    whole_word_masking: bool = False,
+    num_shards: int = 1,
+    num_workers: int = 1,
+    seed: int = 12345,
+    file_format: str = "sentences",
+    documents: Iterable[Sequence[str]] | None = None,
+    output_prefix: str = "pretraining",
+    documents_per_chunk: int = 1000,
+    max_chunk_sentences: int = 50000,
+    progress: bool = False,
+) -> list[str]:
     """Writes pre-training TFRecords from a corpus (see the module docstring).
 
     Args:

@@ -3,6 +3,11 @@
 Dimensions: B batch, S sequence.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
 import keras
 import tensorflow as tf
 
@@ -12,6 +17,8 @@ from keras_bert.text.tokenizer import BertTokenizer
 
 # Dict inputs use the names of the original run_classifier's InputExample.
 SEGMENT_KEYS = ("text_a", "text_b")
+# One text tensor, one or two of them, or a dict with "text_a" (and "text_b").
+TextInputs: TypeAlias = tf.Tensor | Sequence[tf.Tensor] | dict[str, tf.Tensor]
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -41,7 +48,13 @@ class BertPreprocessor(keras.layers.Layer):
     [[2, 5, 3, 6, 1, 3]]
     """
 
-    def __init__(self, tokenizer, seq_length=128, truncation="longest_first", **kwargs):
+    def __init__(
+        self,
+        tokenizer: BertTokenizer | dict[str, Any],
+        seq_length: int | None = 128,
+        truncation: str = "longest_first",
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         if isinstance(tokenizer, dict):
             tokenizer = keras.saving.deserialize_keras_object(tokenizer)
@@ -64,7 +77,7 @@ class BertPreprocessor(keras.layers.Layer):
         self._allow_non_tensor_positional_args = True
         self.built = True
 
-    def call(self, inputs):
+    def call(self, inputs: TextInputs) -> dict[str, tf.Tensor]:
         segments = _segments(inputs)
         for segment in segments:
             if segment.dtype != tf.string:
@@ -78,12 +91,12 @@ class BertPreprocessor(keras.layers.Layer):
                 )
         return self.packer([self.tokenizer(segment) for segment in segments])  # (B, S) each
 
-    def compute_output_spec(self, inputs):
+    def compute_output_spec(self, inputs: TextInputs) -> dict[str, keras.KerasTensor]:
         segment = _segments(inputs)[0]
         shape = tuple(segment.shape) + (self.seq_length,)
         return {k: keras.KerasTensor(shape, dtype="int32") for k in INPUT_NAMES}
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             tokenizer=keras.saving.serialize_keras_object(self.tokenizer),
@@ -93,7 +106,7 @@ class BertPreprocessor(keras.layers.Layer):
         return config
 
 
-def _segments(inputs):
+def _segments(inputs: TextInputs) -> list[tf.Tensor]:
     """The list of one or two text tensors in `inputs` (tensor, tuple/list or dict)."""
     if isinstance(inputs, dict):
         unknown = set(inputs) - set(SEGMENT_KEYS)

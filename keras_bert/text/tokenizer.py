@@ -3,6 +3,12 @@
 Dimension legend: B... any batch shape of the input strings, T tokens (ragged).
 """
 
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -58,7 +64,13 @@ class BertTokenizer(keras.layers.Layer):
     [[5, 6], [5]]
     """
 
-    def __init__(self, vocabulary, lower_case=True, max_chars_per_word=200, **kwargs):
+    def __init__(
+        self,
+        vocabulary: Sequence[str] | str | os.PathLike[str],
+        lower_case: bool = True,
+        max_chars_per_word: int = 200,
+        **kwargs: Any,
+    ) -> None:
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
         self._convert_input_args = False  # Keep tf.string tensors as they are.
@@ -88,16 +100,16 @@ class BertTokenizer(keras.layers.Layer):
     # === Vocabulary ===
 
     @property
-    def vocab_size(self):
+    def vocab_size(self) -> int:
         return len(self.vocabulary)
 
-    def token_to_id(self, token):
+    def token_to_id(self, token: str) -> int:
         """Returns the id of `token`; KeyError if it is not in the vocabulary."""
         if token not in self._index:
             raise KeyError(f"Token {token!r} is not in the vocabulary.")
         return self._index[token]
 
-    def id_to_token(self, token_id):
+    def id_to_token(self, token_id: int) -> str:
         """Returns the token of `token_id`; IndexError if out of [0, vocab_size)."""
         token_id = int(token_id)
         if not 0 <= token_id < self.vocab_size:
@@ -106,10 +118,12 @@ class BertTokenizer(keras.layers.Layer):
 
     # === Tokenization ===
 
-    def call(self, texts):
+    def call(self, texts: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
         return self._tokenize(texts, with_offsets=False)[0]
 
-    def tokenize_with_offsets(self, texts):
+    def tokenize_with_offsets(
+        self, texts: tf.Tensor | tf.RaggedTensor
+    ) -> tuple[tf.RaggedTensor, tf.RaggedTensor, tf.RaggedTensor]:
         """Tokenizes and returns each token's byte span in the input string.
 
         Args:
@@ -122,7 +136,7 @@ class BertTokenizer(keras.layers.Layer):
         """
         return self._tokenize(texts, with_offsets=True)
 
-    def detokenize(self, ids):
+    def detokenize(self, ids: tf.Tensor | tf.RaggedTensor | Sequence[Any]) -> tf.Tensor:
         """Joins ids [B..., (T)] back into strings [B...]: words separated by spaces,
         "##" pieces glued to their word (lower-cased and split as tokenized)."""
         ids = tf.cast(_as_tensor(ids, tf.int32), tf.int32)
@@ -176,11 +190,11 @@ class BertTokenizer(keras.layers.Layer):
             _to_input_offsets(norm_offsets, ids, ends.flat_values),
         ]
 
-    def compute_output_spec(self, texts):
+    def compute_output_spec(self, texts: keras.KerasTensor) -> keras.KerasTensor:
         shape = tuple(texts.shape) + (None,)
         return keras.KerasTensor(shape, dtype="int32", ragged=True)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             vocabulary=list(self.vocabulary),

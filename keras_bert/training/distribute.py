@@ -16,7 +16,9 @@ from absl import logging
 
 from keras_bert.training.choices import STRATEGIES
 
-_TPU_STRATEGIES = {}  # TPU address -> its TPUStrategy (initializing a TPU system again wipes it).
+_TPU_STRATEGIES: dict[
+    str, tf.distribute.TPUStrategy
+] = {}  # TPU address -> its TPUStrategy (initializing a TPU system again wipes it).
 
 
 def get_strategy(name="default", tpu=None):

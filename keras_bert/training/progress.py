@@ -23,11 +23,12 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 
 # The open bar (at most one) and the lock ordering bar updates and log records.
 _LOCK = threading.RLock()
-_OPEN = []
-_SHOW_WARNING = []  # warnings.showwarning as it was before a bar opened.
+_OPEN: list["ProgressBar"] = []
+_SHOW_WARNING: list[Callable[..., None]] = []  # warnings.showwarning as it was before a bar opened.
 _CLEAR_LINE = "\x1b[K"  # ANSI: erase from the cursor to the end of the line.
 
 

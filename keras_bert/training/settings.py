@@ -5,6 +5,10 @@ define their flags from these dataclasses and check settings before TensorFlow l
 """
 
 import dataclasses
+import types
+import typing
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from absl import flags
 
@@ -12,9 +16,13 @@ from keras_bert import cli, paths
 from keras_bert.training.choices import OPTIMIZERS, PRECISIONS, STRATEGIES, check_settings
 
 # Flag choices (enum flags) by field name.
-CHOICES = {"strategy": STRATEGIES, "mixed_precision": PRECISIONS, "optimizer": OPTIMIZERS}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "strategy": STRATEGIES,
+    "mixed_precision": PRECISIONS,
+    "optimizer": OPTIMIZERS,
+}
 # The --help lines of the shared fields; a config's own fields get theirs from its command line.
-FLAG_HELP = {
+FLAG_HELP: dict[str, str] = {
     "model_dir": "Run directory: checkpoints, TensorBoard logs, plot, summary.json.",
     "init_checkpoint": (
         "Google TF1 checkpoint, Hugging Face directory or another run's model_dir to start from."
@@ -42,7 +50,7 @@ FLAG_HELP = {
     "verbose": "Show a progress bar.",
     "plot": "Write the training-curve PNG.",
 }
-_FLAG_TYPES = {
+_FLAG_TYPES: dict[type, Callable[..., Any]] = {
     bool: flags.DEFINE_bool,
     int: flags.DEFINE_integer,
     float: flags.DEFINE_float,
@@ -81,57 +89,66 @@ class TrainingSettings:
         plot: bool. Write the training-curve PNG.
     """
 
-    model_dir: str = None
-    init_checkpoint: str = None
-    model: str = None
-    vocab_file: str = None
-    lower_case: bool = None
-    batch_size: int = None
-    eval_batch_size: int = None
-    seq_length: int = None
-    learning_rate: float = None
+    model_dir: str | None = None
+    init_checkpoint: str | None = None
+    model: str | None = None
+    vocab_file: str | None = None
+    lower_case: bool | None = None
+    batch_size: int | None = None
+    eval_batch_size: int | None = None
+    seq_length: int | None = None
+    learning_rate: float | None = None
     optimizer: str = "adamw"
     weight_decay: float = 0.01
     clip_norm: float = 1.0
     strategy: str = "default"
-    tpu: str = None
+    tpu: str | None = None
     mixed_precision: str = "none"
     jit_compile: bool = False
-    steps_per_loop: int = None
-    checkpoint_every: int = None
+    steps_per_loop: int | None = None
+    checkpoint_every: int | None = None
     keep_checkpoints: int = 2
     seed: int = 0
     verbose: bool = True
     plot: bool = True
 
-    def check_training_settings(self, at_least_one=()):
+    def check_training_settings(self, at_least_one: Iterable[str] = ()) -> None:
         """Raises ValueError naming a setting that is not one of its choices, or, of the
         `at_least_one` names (keep_checkpoints always), one below 1."""
         check_settings(self, at_least_one=("keep_checkpoints", *at_least_one))
 
-    def check_paths(self):
+    def check_paths(self) -> None:
         """Raises FileNotFoundError naming a local input path that does not exist (the runners
         call it first; the command lines before TensorFlow loads)."""
         paths.require_path("init_checkpoint", self.init_checkpoint, paths.INIT_CHECKPOINT_KINDS)
         paths.require_path("vocab_file", self.vocab_file, "a vocab.txt, or a directory holding one")
 
     @property
-    def dtype(self):
+    def dtype(self) -> str:
         """The Keras dtype policy of `mixed_precision` ("float32" for "none")."""
         return "float32" if self.mixed_precision == "none" else self.mixed_precision
 
 
-def flag_fields(settings_class):
+def flag_fields(settings_class: type) -> list[dataclasses.Field[Any]]:
     """The fields of `settings_class` that are command-line flags (bool, int, float, str)."""
-    return [f for f in dataclasses.fields(settings_class) if f.type in _FLAG_TYPES]
+    return [f for f in dataclasses.fields(settings_class) if _flag_type(f) is not None]
 
 
-def flag_definer(field):
+def flag_definer(field: dataclasses.Field[Any]) -> Callable[..., Any]:
     """The absl DEFINE function of a dataclass field's type (bool, int, float, str)."""
-    return _FLAG_TYPES[field.type]
+    return _FLAG_TYPES[typing.cast(type, _flag_type(field))]  # KeyError for another type.
 
 
-def define_flags(settings_class, help_text=None):
+def _flag_type(field: dataclasses.Field[Any]) -> type | None:
+    """bool, int, float or str for a field of that type or of that type `| None`, else None."""
+    kind = field.type
+    if isinstance(kind, types.UnionType):
+        kinds = [k for k in typing.get_args(kind) if k is not type(None)]
+        kind = kinds[0] if len(kinds) == 1 else None
+    return kind if kind in _FLAG_TYPES else None
+
+
+def define_flags(settings_class: type, help_text: dict[str, str] | None = None) -> None:
     """Defines one flag per field of `settings_class` (name, type and default of the field;
     enum flags for `CHOICES`), again on each call (see `keras_bert.cli.define`).
 
@@ -146,9 +163,9 @@ def define_flags(settings_class, help_text=None):
         if field.name in CHOICES:
             cli.define(flags.DEFINE_enum, field.name, field.default, CHOICES[field.name], text)
         else:
-            cli.define(_FLAG_TYPES[field.type], field.name, field.default, text)
+            cli.define(flag_definer(field), field.name, field.default, text)
 
 
-def flag_values(settings_class):
+def flag_values(settings_class: type) -> dict[str, Any]:
     """The parsed flags of `define_flags(settings_class)` as a dict field name -> value."""
     return {f.name: flags.FLAGS[f.name].value for f in flag_fields(settings_class)}

@@ -13,7 +13,7 @@ class NerOptions:
         document_context: bool. Each sentence in the middle of its document's text.
     """
 
-    entity_types: str = None
+    entity_types: str | None = None
     document_context: bool = False
 
 

@@ -58,8 +58,8 @@ class NerExample:
         where: str, "path:line" of the sentence's first word (for messages).
     """
 
-    words: list
-    tags: list = None
+    words: list[str]
+    tags: list[str] | None = None
     document: int = 0
     where: str = ""
 
@@ -298,7 +298,9 @@ class NerTask(Task):
     predict_splits = {"test": "test_predictions.txt"}
     label_keys = ("tags",)
     token_outputs = ("logits",)
-    recipe = {}  # PAPER.md gives no NER hyperparameters: the GLUE defaults (128, 32, 2e-5, 3).
+    recipe: dict[
+        str, int | float
+    ] = {}  # PAPER.md gives no NER hyperparameters: the GLUE defaults (128, 32, 2e-5, 3).
 
     def __init__(self, name="conll2003", entity_types=None, document_context=False):
         self.name = name

@@ -51,7 +51,7 @@ class SwagExample:
     context: str
     start: str
     endings: tuple
-    label: int = None
+    label: int | None = None
 
     def choices(self):
         """The K (segment A, segment B) pairs."""
