@@ -14,6 +14,8 @@ import tempfile
 
 from absl import flags
 
+from keras_bert.errors import MissingExtraError
+
 _HELP = {
     "-h": True,
     "-?": True,
@@ -26,6 +28,8 @@ _HELP = {
 _DEFINED: list[str] = []  # The flags defined by the running command line (their help is --help's).
 # Errors about a path: the message names it (always one line).
 _PATH_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError)
+# An optional dependency to install (the message says how).
+_INSTALL_ERRORS = (MissingExtraError,)
 # Errors raised by keras_bert's own checks (one line when raised in keras_bert code).
 _CHECK_ERRORS = (ValueError, MemoryError)
 # What TensorFlow's CUDA platform logs (as an error) on every start on a machine without an NVIDIA
@@ -173,7 +177,7 @@ def _reporting_errors(main):
 def is_user_error(error):
     """True for errors reported in one line: `UsageError`, errors about a path, and
     ValueError / MemoryError raised by keras_bert's own checks (not by a library it calls)."""
-    if isinstance(error, (UsageError,) + _PATH_ERRORS):
+    if isinstance(error, (UsageError,) + _PATH_ERRORS + _INSTALL_ERRORS):
         return True
     return isinstance(error, _CHECK_ERRORS) and bool(str(error)) and _raised_in_keras_bert(error)
 

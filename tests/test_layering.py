@@ -36,6 +36,7 @@ LAYERS = (
         "keras_bert.paths",
         "keras_bert.io_utils",
         "keras_bert.inputs",
+        "keras_bert.extras",
         "keras_bert.cli",
     ),
     ("keras_bert.text",),

@@ -285,3 +285,37 @@ def test_out_of_memory_in_pre_training(tmp_path):
     finally:
         keras_bert.BertPretrainer.train_step = original
     assert isinstance(info.value.__cause__, tf.errors.ResourceExhaustedError)
+
+
+# === An optional dependency that is not installed ===
+
+_NO_TFDS = "import sys; sys.modules['tensorflow_datasets'] = None  # As if the tfds extra were not installed."
+
+
+def test_tfds_without_its_extra_names_the_install_command(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(t + "\n" for t in VOCAB))
+    done = run_script(
+        "keras-bert-create-pretraining-data",
+        "keras_bert.pretraining.create_pretraining_data",
+        "--tfds_name=wikipedia/20230601.en",
+        f"--output_dir={tmp_path / 'out'}",
+        f"--vocab_file={vocab}",
+        prelude=_NO_TFDS,
+    )
+    assert_one_line(
+        done,
+        "keras-bert-create-pretraining-data",
+        "needs tensorflow-datasets",
+        "pip install 'keras3-bert[tfds]'",
+    )
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_tfds_without_its_extra_from_the_api(monkeypatch):
+    from keras_bert.errors import MissingExtraError
+    from keras_bert.tasks.glue import data as glue
+
+    monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)
+    with pytest.raises(MissingExtraError, match=r"keras3-bert\[tfds\]"):
+        glue.read_tfds("sst2", "dev")

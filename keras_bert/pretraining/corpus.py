@@ -14,6 +14,8 @@ raise a `ValueError` naming the file and line with ``errors="strict"``.
 
 import re
 
+from keras_bert import extras
+
 # TensorFlow is imported where used (gs:// paths, tf.data): the command line lists FORMATS
 # in --help without it.
 FORMATS = ("sentences", "text", "lines")
@@ -245,7 +247,7 @@ def tfds_documents(name, split="train", field="text", data_dir=None, download=Tr
     Yields:
       list of str sentences of one document (each line of the text is a paragraph).
     """
-    import tensorflow_datasets as tfds  # Imported here: heavy and only needed for tfds corpora.
+    tfds = extras.import_tfds()
 
     dataset = tfds.load(
         name, split=split, data_dir=data_dir, download=download, shuffle_files=False

@@ -35,6 +35,7 @@ from absl import logging
 from scipy import stats
 from sklearn import metrics as sk_metrics
 
+from keras_bert import extras
 from keras_bert.io_utils import write_atomic
 
 SUBMISSION_HEADER = ("index", "prediction")
@@ -436,7 +437,7 @@ def read_tfds(task, split, data_dir=None):
     Returns:
         list of `InputExample` sorted by tfds' `idx` (the file order); labels mapped by name.
     """
-    import tensorflow_datasets as tfds  # Heavy; only this function needs it.
+    tfds = extras.import_tfds()
 
     task = get_spec(task)
     check_split(task, split)

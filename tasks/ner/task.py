@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from keras_bert import extras
 from keras_bert.io_utils import write_atomic
 from keras_bert.models.task_models import BertTokenClassifier
 from keras_bert.tasks import features as feature_lib
@@ -128,7 +129,7 @@ def read_conll(path, entity_types=CONLL2003_ENTITY_TYPES):
 def read_tfds(split, data_dir=None, entity_types=CONLL2003_ENTITY_TYPES):
     """Reads tensorflow-datasets `conll2003` (which drops the -DOCSTART- lines: every
     sentence is in document 0). Returns (examples, scheme) as `read_conll`."""
-    import tensorflow_datasets as tfds  # Heavy; only this function needs it.
+    tfds = extras.import_tfds()
 
     builder = tfds.builder("conll2003", data_dir=data_dir)
     builder.download_and_prepare()

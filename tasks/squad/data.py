@@ -26,6 +26,8 @@ import os
 
 import tensorflow as tf
 
+from keras_bert import extras
+
 VERSIONS = ("1.1", "2.0")
 # Our split names -> the file name stem and the tensorflow-datasets split.
 SPLITS = {"train": ("train", "train"), "dev": ("dev", "validation")}
@@ -166,7 +168,7 @@ def _field(record, name, types, at, default=None):
 def read_tfds(version, split, data_dir=None):
     """One split of tensorflow-datasets `squad/v1.1` or `squad/v2.0` (downloaded and prepared
     if needed) as examples, in the dataset's order."""
-    import tensorflow_datasets as tfds  # Heavy; only this function needs it.
+    tfds = extras.import_tfds()
 
     name = f"squad/v{version}"
     builder = tfds.builder(name, data_dir=data_dir)
