@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TypeAlias
 
 from keras_bert import paths
 from keras_bert._lazy import attach
 
-if TYPE_CHECKING:
-    from keras_bert.export.tflite import RepresentativeTexts
+# Calibration texts for quantize="int8": texts, or (text, text_b) pairs, or a file of them.
+RepresentativeTexts: TypeAlias = (
+    Sequence[str | bytes] | Sequence[Sequence[str | bytes]] | str | os.PathLike[str]
+)
 
 # The names load on first use (the command line's --help starts without TensorFlow).
 _NAMES = {

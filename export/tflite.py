@@ -58,8 +58,6 @@ Every kind of `keras_bert.export.signatures.BUILDERS` converts (`KINDS`).
 
 import json
 import os
-from collections.abc import Sequence
-from typing import TypeAlias
 
 import numpy as np
 import tensorflow as tf
@@ -68,7 +66,7 @@ from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-from keras_bert.export import QUANTIZATIONS, ops, versions
+from keras_bert.export import QUANTIZATIONS, RepresentativeTexts, ops, versions
 from keras_bert.export.saved_model import PROBE_TEXTS
 from keras_bert.export.signatures import BUILDERS, build_signatures
 from keras_bert.export.source import load_source
@@ -81,9 +79,6 @@ KINDS = tuple(BUILDERS)
 FLOAT_ATOL = 1e-4  # float32 TFLite against TensorFlow (different kernels, same math).
 REPRESENTATIVE_LIMIT = 300  # Calibration texts used for "int8".
 # Calibration texts: texts, rows of texts (one per serving_default input), or a file of rows.
-RepresentativeTexts: TypeAlias = (
-    Sequence[str | bytes] | Sequence[Sequence[str | bytes]] | str | os.PathLike[str]
-)
 # Probes beyond the SavedModel's: the final-sigma branch of the uncased tokenizer, invalid UTF-8.
 TFLITE_PROBES = PROBE_TEXTS + ("ΣΟΦΟΣ λόγος Σ.", b"bad \xff\xfe utf-8 \xc3(")
 _BUILTIN_NAMES = {

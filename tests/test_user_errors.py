@@ -289,7 +289,8 @@ def test_out_of_memory_in_pre_training(tmp_path):
 
 # === An optional dependency that is not installed ===
 
-_NO_TFDS = "import sys; sys.modules['tensorflow_datasets'] = None  # As if the tfds extra were not installed."
+# As if the tfds extra were not installed.
+_NO_TFDS = "import sys; sys.modules['tensorflow_datasets'] = None"
 
 
 def test_tfds_without_its_extra_names_the_install_command(tmp_path):
