@@ -203,19 +203,7 @@ def span(source):
         int(info["doc_stride"]),
         int(info["max_query_length"]),
     )
-    least_room = seq_length - max_query - 3
-    if least_room < 1:
-        raise ValueError(
-            f"seq_length {seq_length} leaves no room for the context after {max_query} question "
-            f"tokens (max_query_length): export with a longer seq_length."
-        )
-    reach = -(
-        -(seq_length - 3) // min(doc_stride, least_room)
-    )  # Windows holding one token are fewer apart.
-    version_2, threshold = (
-        info.get("squad_version") == "2.0",
-        float(info.get("null_score_diff_threshold", 0.0)),
-    )
+    reach = _window_reach(seq_length, doc_stride, max_query)
     texts_spec = text_specs(["question", "context"])
 
     @tf.function(input_signature=[encoder_input_specs()])
@@ -244,34 +232,11 @@ def span(source):
             reach,
             seq_length,
         )  # (B,) each
-        answer = {}
-        has_answer = best["found"]
-        if version_2:
-            null = spans.null_scores(
-                windows, logits["start_logits"], logits["end_logits"]
-            )  # (B,) pair
-            null_odds = tf.where(
-                best["found"], (null[0] - best["score"][0]) + (null[1] - best["score"][1]), null[0]
-            )
-            if int(info["n_best_size"]) == 1:  # The null answer then takes the only n-best slot.
-                has_answer &= spans.at_most(null, best["score"])
-            has_answer &= null_odds <= threshold
-            answer["null_odds"] = null_odds
+        has_answer, answer = _null_answer(info, windows, logits, best)
         byte_start, byte_end = spans.span_bytes(starts, ends, best, has_answer)  # (B,) each
-        row = tf.range(tf.size(question))
-        char = [
-            tf.where(has_answer, c, entities.PAD_OFFSET)
-            for c in entities.char_offsets(context, row, byte_start, byte_end)
-        ]
-        text = entities.substrings(
-            context, byte_start[:, tf.newaxis], byte_end[:, tf.newaxis]
-        )  # (B, 1)
-        text = tf.reshape(text, [-1])  # (B,) (TFLite slices no strings)
         return dict(
             answer,
-            answer=text,
-            start_char=char[0],
-            end_char=char[1],
+            **_answer_text(question, context, byte_start, byte_end, has_answer),
             score=best["score"][0],
             has_answer=has_answer,
         )
@@ -281,6 +246,48 @@ def span(source):
         "preprocess": preprocess,
         "predict_ids": predict_ids,
     }
+
+
+def _window_reach(seq_length, doc_stride, max_query):
+    """The `reach` of `spans.max_context`; raises if no context fits beside the question."""
+    least_room = seq_length - max_query - 3
+    if least_room < 1:
+        raise ValueError(
+            f"seq_length {seq_length} leaves no room for the context after {max_query} question "
+            f"tokens (max_query_length): export with a longer seq_length."
+        )
+    # Windows holding one token are fewer apart.
+    return -(-(seq_length - 3) // min(doc_stride, least_room))
+
+
+def _null_answer(info, windows, logits, best):
+    """SQuAD 2.0's no-answer decision: (has_answer bool [B], {"null_odds": float32 [B]} or {})."""
+    if info.get("squad_version") != "2.0":
+        return best["found"], {}
+    threshold = float(info.get("null_score_diff_threshold", 0.0))
+    null = spans.null_scores(windows, logits["start_logits"], logits["end_logits"])  # (B,) pair
+    null_odds = tf.where(
+        best["found"], (null[0] - best["score"][0]) + (null[1] - best["score"][1]), null[0]
+    )
+    has_answer = best["found"]
+    if int(info["n_best_size"]) == 1:  # The null answer then takes the only n-best slot.
+        has_answer &= spans.at_most(null, best["score"])
+    has_answer &= null_odds <= threshold
+    return has_answer, {"null_odds": null_odds}
+
+
+def _answer_text(question, context, byte_start, byte_end, has_answer):
+    """The answer's `answer` string [B] and `start_char`, `end_char` int32 [B] in the context."""
+    row = tf.range(tf.size(question))
+    char = [
+        tf.where(has_answer, c, entities.PAD_OFFSET)
+        for c in entities.char_offsets(context, row, byte_start, byte_end)
+    ]
+    text = entities.substrings(
+        context, byte_start[:, tf.newaxis], byte_end[:, tf.newaxis]
+    )  # (B, 1)
+    text = tf.reshape(text, [-1])  # (B,) (TFLite slices no strings)
+    return {"answer": text, "start_char": char[0], "end_char": char[1]}
 
 
 # task.json `problem` (or "encoder") -> builder.

@@ -219,8 +219,25 @@ def mask_tokens(
       dict: input_ids [N, S] (masked), masked_lm_positions [N, P], masked_lm_ids [N, P] (int64),
       masked_lm_weights [N, P] (float32).
     """
+    s = input_ids.shape[1]
+    maskable, word, num_words = _words(input_ids, lengths, special_ids, is_continuation)
+    k = np.minimum(
+        max_predictions_per_seq, np.maximum(1, np.round(lengths * masked_lm_prob).astype(np.int64))
+    )
+    whole_words = is_continuation is not None
+    chosen_word = _choose_words(maskable, word, num_words, k, rng, whole_words)  # (N, W)
+    chosen = maskable & np.take_along_axis(chosen_word, np.clip(word, 0, s - 1), axis=1)
+    output_ids = _replace_chosen(input_ids, chosen, word, vocab_size, mask_id, rng)
+    return {
+        "input_ids": output_ids.astype(np.int64),
+        **_predictions(input_ids, chosen, max_predictions_per_seq),
+    }
+
+
+def _words(input_ids, lengths, special_ids, is_continuation):
+    """Maskable tokens [N, S] bool, their word index [N, S] (valid where maskable) and the words
+    per row [N]: a word is one token or, with `is_continuation`, a piece and its "##" pieces."""
     n, s = input_ids.shape
-    rows = np.arange(n)[:, None]
     col = np.arange(s)[None, :]
     maskable = (col < lengths[:, None]) & ~np.isin(input_ids, list(special_ids))
     starts = maskable.copy()
@@ -228,36 +245,55 @@ def mask_tokens(
         prev_maskable = np.concatenate([np.zeros((n, 1), bool), maskable[:, :-1]], axis=1)
         starts &= ~(is_continuation[input_ids] & prev_maskable)
     word = np.cumsum(starts, axis=1) - 1  # (N, S): word index of each token (valid where maskable)
-    num_words = starts.sum(axis=1)
+    return maskable, word, starts.sum(axis=1)
+
+
+def _choose_words(maskable, word, num_words, k, rng, whole_words):
+    """Chosen words [N, W] bool: taken in random order while they fit in k [N] predictions."""
+    n, s = maskable.shape
+    rows = np.arange(n)[:, None]
+    col = np.arange(s)[None, :]
     flat_word = (rows * s + word)[maskable]
     word_len = np.bincount(flat_word, minlength=n * s).reshape(n, s)  # (N, W): tokens per word
-    k = np.minimum(
-        max_predictions_per_seq, np.maximum(1, np.round(lengths * masked_lm_prob).astype(np.int64))
-    )
     keys = rng.random((n, s))
     keys[col >= num_words[:, None]] = np.inf
     order = np.argsort(keys, axis=1)  # (N, W): words in random order
-    sorted_len = np.take_along_axis(word_len, order, axis=1)
-    if is_continuation is None:
+    if whole_words:
+        accepted = _fit_greedily(np.take_along_axis(word_len, order, axis=1), num_words, k)
+    else:
         accepted = col < np.minimum(k, num_words)[:, None]
-    else:  # Greedy: take each word if it still fits (the original's loop), vectorized over rows.
-        accepted = np.zeros((n, s), bool)
-        used = np.zeros(n, np.int64)
-        for r in range(int(num_words.max(initial=0))):
-            fits = (sorted_len[:, r] > 0) & (used + sorted_len[:, r] <= k)
-            accepted[:, r] = fits
-            used += np.where(fits, sorted_len[:, r], 0)
-            if np.all(used >= k):
-                break
     chosen_word = np.zeros((n, s), bool)
     np.put_along_axis(chosen_word, order, accepted, axis=1)
-    chosen = maskable & np.take_along_axis(chosen_word, np.clip(word, 0, s - 1), axis=1)
+    return chosen_word
 
+
+def _fit_greedily(sorted_len, num_words, k):
+    """Accepted [N, W] bool: each word (of sorted_len [N, W] tokens) if it still fits in k [N]."""
+    n, s = sorted_len.shape
+    accepted = np.zeros((n, s), bool)
+    used = np.zeros(n, np.int64)
+    for r in range(int(num_words.max(initial=0))):  # The original's loop, vectorized over rows.
+        fits = (sorted_len[:, r] > 0) & (used + sorted_len[:, r] <= k)
+        accepted[:, r] = fits
+        used += np.where(fits, sorted_len[:, r], 0)
+        if np.all(used >= k):
+            break
+    return accepted
+
+
+def _replace_chosen(input_ids, chosen, word, vocab_size, mask_id, rng):
+    """input_ids with each chosen word [MASK] (80%), kept (10%) or random ids (10%, per token)."""
+    n, s = input_ids.shape
     action = np.take_along_axis(rng.random((n, s)), np.clip(word, 0, s - 1), axis=1)
     random_ids = rng.integers(0, vocab_size, (n, s))
     masked = np.where(action < 0.8, mask_id, np.where(action < 0.9, input_ids, random_ids))
-    output_ids = np.where(chosen, masked, input_ids)
+    return np.where(chosen, masked, input_ids)
 
+
+def _predictions(input_ids, chosen, max_predictions_per_seq):
+    """masked_lm_positions, masked_lm_ids [N, P] int64 and masked_lm_weights [N, P] float32 of
+    the chosen [N, S] tokens, in position order."""
+    n = len(input_ids)
     r_idx, c_idx = np.nonzero(chosen)  # row-major: positions sorted within each row
     slot = np.cumsum(chosen, axis=1)[r_idx, c_idx] - 1
     positions = np.zeros((n, max_predictions_per_seq), np.int64)
@@ -266,12 +302,7 @@ def mask_tokens(
     positions[r_idx, slot] = c_idx
     ids[r_idx, slot] = input_ids[r_idx, c_idx]
     weights[r_idx, slot] = 1.0
-    return {
-        "input_ids": output_ids.astype(np.int64),
-        "masked_lm_positions": positions,
-        "masked_lm_ids": ids,
-        "masked_lm_weights": weights,
-    }
+    return {"masked_lm_positions": positions, "masked_lm_ids": ids, "masked_lm_weights": weights}
 
 
 def create_examples(

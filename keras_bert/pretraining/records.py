@@ -160,43 +160,17 @@ def make_dataset(
     """
     files = list_files(file_patterns)
     check_records(files, seq_length, max_predictions_per_seq)
-    num_pipelines, index = 1, 0
-    if input_context is not None:
-        num_pipelines, index = input_context.num_input_pipelines, input_context.input_pipeline_id
-        batch_size = input_context.get_per_replica_batch_size(batch_size)
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be positive, got {batch_size}.")
-
+    num_pipelines, index, batch_size = _pipeline_share(input_context, batch_size)
     shard_files = num_pipelines > 1 and not deterministic and len(files) >= num_pipelines
     if shard_files:
         files = files[index::num_pipelines]
     if is_training:
-        # Every epoch of the files in a new order, drawn statelessly from (seed, epoch):
-        # each iterator of this dataset yields the same stream (Keras may iterate twice).
-        names = tf.constant(files)
-        ds = tf.data.Dataset.range(2**62).flat_map(
-            lambda epoch: tf.data.Dataset.from_tensor_slices(
-                tf.random.experimental.stateless_shuffle(
-                    names, seed=tf.stack([tf.constant(seed, tf.int64), epoch])
-                )
-            )
-        )
-        ds = ds.interleave(
-            tf.data.TFRecordDataset,
-            cycle_length=min(8, len(files)),
-            block_length=1,
-            num_parallel_calls=None if deterministic else tf.data.AUTOTUNE,
-        )
-        ds = ds.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=False)
+        ds = _shuffled_records(files, seed, deterministic, shuffle_buffer)
     else:
         ds = tf.data.TFRecordDataset(files)
     if num_pipelines > 1 and not shard_files:
         ds = ds.shard(num_pipelines, index)
-    options = tf.data.Options()
-    options.experimental_deterministic = deterministic
-    # The sharding is done here; tf.distribute must not shard again.
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    ds = ds.with_options(options)
+    ds = ds.with_options(_options(deterministic))
     ds = ds.batch(batch_size, drop_remainder=drop_remainder or is_training)
     if skip_batches:
         ds = ds.skip(skip_batches)
@@ -206,3 +180,44 @@ def make_dataset(
         deterministic=True,
     )
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _pipeline_share(input_context, batch_size):
+    """(number of input pipelines, this one's index, its batch size); raises if it is empty."""
+    num_pipelines, index = 1, 0
+    if input_context is not None:
+        num_pipelines, index = input_context.num_input_pipelines, input_context.input_pipeline_id
+        batch_size = input_context.get_per_replica_batch_size(batch_size)
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be positive, got {batch_size}.")
+    return num_pipelines, index, batch_size
+
+
+def _shuffled_records(files, seed, deterministic, shuffle_buffer):
+    """The records of `files`, repeated forever, in a seeded shuffled order."""
+    # Every epoch of the files in a new order, drawn statelessly from (seed, epoch):
+    # each iterator of this dataset yields the same stream (Keras may iterate twice).
+    names = tf.constant(files)
+    ds = tf.data.Dataset.range(2**62).flat_map(
+        lambda epoch: tf.data.Dataset.from_tensor_slices(
+            tf.random.experimental.stateless_shuffle(
+                names, seed=tf.stack([tf.constant(seed, tf.int64), epoch])
+            )
+        )
+    )
+    ds = ds.interleave(
+        tf.data.TFRecordDataset,
+        cycle_length=min(8, len(files)),
+        block_length=1,
+        num_parallel_calls=None if deterministic else tf.data.AUTOTUNE,
+    )
+    return ds.shuffle(shuffle_buffer, seed=seed + 1, reshuffle_each_iteration=False)
+
+
+def _options(deterministic):
+    """Dataset options: the order's determinism, and no auto-sharding by tf.distribute."""
+    options = tf.data.Options()
+    options.experimental_deterministic = deterministic
+    # The sharding is done here; tf.distribute must not shard again.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return options

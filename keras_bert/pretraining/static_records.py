@@ -262,24 +262,24 @@ class _Progress:
         sys.stderr.flush()
 
 
-def _check_settings(
-    max_seq_length,
-    max_predictions_per_seq,
-    masked_lm_prob,
-    short_seq_prob,
-    dupe_factor,
-    num_shards,
-    documents_per_chunk,
-):
+def _check_settings(settings, num_shards, documents_per_chunk):
+    """Raises ValueError naming the first setting out of its range."""
+    s = settings
     checks = [
-        (max_seq_length >= 5, f"max_seq_length must be >= 5, got {max_seq_length}"),
+        (s["max_seq_length"] >= 5, f"max_seq_length must be >= 5, got {s['max_seq_length']}"),
         (
-            max_predictions_per_seq >= 1,
-            f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}",
+            s["max_predictions_per_seq"] >= 1,
+            f"max_predictions_per_seq must be >= 1, got {s['max_predictions_per_seq']}",
         ),
-        (0.0 < masked_lm_prob <= 1.0, f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}"),
-        (0.0 <= short_seq_prob <= 1.0, f"short_seq_prob must be in [0, 1], got {short_seq_prob}"),
-        (dupe_factor >= 1, f"dupe_factor must be >= 1, got {dupe_factor}"),
+        (
+            0.0 < s["masked_lm_prob"] <= 1.0,
+            f"masked_lm_prob must be in (0, 1], got {s['masked_lm_prob']}",
+        ),
+        (
+            0.0 <= s["short_seq_prob"] <= 1.0,
+            f"short_seq_prob must be in [0, 1], got {s['short_seq_prob']}",
+        ),
+        (s["dupe_factor"] >= 1, f"dupe_factor must be >= 1, got {s['dupe_factor']}"),
         (num_shards >= 1, f"num_shards must be >= 1, got {num_shards}"),
         (documents_per_chunk >= 2, f"documents_per_chunk must be >= 2, got {documents_per_chunk}"),
     ]
@@ -341,18 +341,6 @@ def create_pretraining_data(
       masked_tokens, random_next, per-shard example counts) are written to
       `{output_dir}/{prefix}-stats.json` and logged.
     """
-    _check_settings(
-        max_seq_length,
-        max_predictions_per_seq,
-        masked_lm_prob,
-        short_seq_prob,
-        dupe_factor,
-        num_shards,
-        documents_per_chunk,
-    )
-    _check_vocabulary(vocab_file, lower_case)
-    if documents is None:
-        documents = corpus_lib.read_documents(input_files, file_format=file_format)  # Fails early.
     settings = dict(
         max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq,
@@ -362,28 +350,40 @@ def create_pretraining_data(
         whole_word_masking=whole_word_masking,
         seed=seed,
     )
+    _check_settings(settings, num_shards, documents_per_chunk)
+    _check_vocabulary(vocab_file, lower_case)
+    if documents is None:
+        documents = corpus_lib.read_documents(input_files, file_format=file_format)  # Fails early.
+    files = _shard_files(output_dir, output_prefix, num_shards)
+    progress_line = _Progress(progress)
+    chunks = _chunks(documents, documents_per_chunk, max_chunk_sentences)
+    results = _ordered_results(chunks, max(1, num_workers), vocab_file, lower_case, settings)
+    stats, shard_counts = _write_shards(files, results, progress_line)
+    progress_line.update(stats, final=True)
+    stats_file = os.path.join(output_dir, f"{output_prefix}-stats.json")
+    _write_summary(stats_file, stats, shard_counts, settings, files)
+    return files
+
+
+def _shard_files(output_dir, output_prefix, num_shards):
+    """The output files' paths, `{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord` in output_dir
+    (created if needed)."""
     tf.io.gfile.makedirs(output_dir)
-    files = [
+    return [
         os.path.join(output_dir, f"{output_prefix}-{i:05d}-of-{num_shards:05d}.tfrecord")
         for i in range(num_shards)
     ]
-    progress_line = _Progress(progress)
-    chunks = _chunks(documents, documents_per_chunk, max_chunk_sentences)
-    stats, shard_counts = _write_shards(
-        files,
-        _ordered_results(chunks, max(1, num_workers), vocab_file, lower_case, settings),
-        progress_line,
-    )
-    progress_line.update(stats, final=True)
+
+
+def _write_summary(path, stats, shard_counts, settings, files):
+    """Writes the statistics, examples per shard, settings and file names to `path` as JSON."""
     summary = dict(
         stats,
         shard_examples=shard_counts,
         settings=settings,
         files=[os.path.basename(f) for f in files],
     )
-    stats_file = os.path.join(output_dir, f"{output_prefix}-stats.json")
-    write_atomic(stats_file, json.dumps(summary, indent=2))
-    return files
+    write_atomic(path, json.dumps(summary, indent=2))
 
 
 def _check_vocabulary(vocab_file, lower_case):

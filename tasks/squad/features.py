@@ -76,13 +76,7 @@ def encode_examples(
                 skipped.append(i)
                 continue
         query = questions[i][:max_query_length]
-        room = seq_length - len(query) - 3
-        if room < 1:
-            raise ValueError(
-                f"seq_length {seq_length} leaves no room for the context of question "
-                f"{example.qas_id!r} ({len(query)} question tokens): raise seq_length or lower "
-                f"max_query_length ({max_query_length})."
-            )
+        room = _context_room(seq_length, query, example.qas_id, max_query_length)
         windows = doc_windows(len(context_ids[c]), room, doc_stride)
         for (start, length), mask in zip(windows, max_context_masks(windows, len(context_ids[c]))):
             rows.append(
@@ -93,19 +87,10 @@ def encode_examples(
             doc_offset.append(len(query) + 2)
             max_context.append(mask)
             if training:
-                first, last = answer
-                inside = first >= start and last < start + length
-                starts.append(first - start + len(query) + 2 if inside else 0)
-                ends.append(last - start + len(query) + 2 if inside else 0)
-    if skipped:
-        logging.warning(
-            "SQuAD training: skipped %d of %d examples whose answer is not found in the context "
-            "(not at its answer_start, or no token on it; question ids %s%s).",
-            len(skipped),
-            len(examples),
-            [examples[i].qas_id for i in skipped[:5]],
-            " ..." if len(skipped) > 5 else "",
-        )
+                first, last = _window_labels(answer, start, length, len(query) + 2)
+                starts.append(first)
+                ends.append(last)
+    _log_skipped(examples, skipped)
     inputs = _ragged_inputs(rows, doc_offset)
     labels = {}
     if training:
@@ -123,6 +108,43 @@ def encode_examples(
         "skipped": skipped,
     }
     return feature_lib.FeatureSet(inputs, labels, np.array(example_index, np.int64), extras)
+
+
+def _context_room(seq_length, query, qas_id, max_query_length):
+    """Context tokens a window holds beside the query; raises ValueError if none."""
+    room = seq_length - len(query) - 3
+    if room < 1:
+        raise ValueError(
+            f"seq_length {seq_length} leaves no room for the context of question "
+            f"{qas_id!r} ({len(query)} question tokens): raise seq_length or lower "
+            f"max_query_length ({max_query_length})."
+        )
+    return room
+
+
+def _window_labels(answer, start, length, doc_offset):
+    """The answer's (first, last) context tokens as positions in the feature of the window
+    (start, length) whose context starts at doc_offset; (0, 0) ([CLS]) if it is not inside."""
+    first, last = answer
+    inside = first >= start and last < start + length
+    return (
+        first - start + doc_offset if inside else 0,
+        last - start + doc_offset if inside else 0,
+    )
+
+
+def _log_skipped(examples, skipped):
+    """Warns about the training examples skipped because their answer is not found."""
+    if not skipped:
+        return
+    logging.warning(
+        "SQuAD training: skipped %d of %d examples whose answer is not found in the context "
+        "(not at its answer_start, or no token on it; question ids %s%s).",
+        len(skipped),
+        len(examples),
+        [examples[i].qas_id for i in skipped[:5]],
+        " ..." if len(skipped) > 5 else "",
+    )
 
 
 def doc_windows(num_tokens, max_tokens, doc_stride):
