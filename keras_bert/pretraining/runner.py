@@ -192,12 +192,12 @@ def _write_run_files(config, model):
     """What the run's encoder needs later
     (`keras_bert.checkpoints.pretraining_run.write_run_files`): its config, vocabulary, casing."""
     vocab_file, lower_case = config.vocab_file, config.lower_case
-    if (
-        config.init_checkpoint
-    ):  # Its vocabulary and casing, unless given: this run is an init checkpoint too.
+    # The init checkpoint's vocabulary and casing (by its format's rule), unless given: this run
+    # is an init checkpoint too.
+    if config.init_checkpoint:
         vocab_file = vocab_file or checkpoints.vocab_path(config.init_checkpoint)
-        if lower_case is None and pretraining_run.detect(config.init_checkpoint):
-            lower_case = pretraining_run.casing(config.init_checkpoint)[0]
+        if lower_case is None:
+            lower_case = checkpoints.casing(config.init_checkpoint)[0]
     pretraining_run.write_run_files(config.model_dir, model.encoder.config, vocab_file, lower_case)
 
 

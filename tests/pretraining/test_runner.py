@@ -266,6 +266,19 @@ def test_a_run_directory_starts_the_next_phase_with_its_weights_vocabulary_and_c
     assert json.loads((tmp_path / "phase2" / "text_config.json").read_text()) == {
         "lower_case": True
     }
+    # From a Google checkpoint the casing follows its format's rule (the released directory name).
+    google_dir = tmp_path / "cased_L-1_H-32_A-2"
+    checkpoints.save(one["model"], google_dir, format="google", vocab=str(vocab))
+    runner.run_pretraining(
+        init_checkpoint=str(google_dir),
+        num_train_steps=1,
+        num_warmup_steps=1,
+        model_dir=str(tmp_path / "phase2g"),
+        **dict(common, checkpoint_every=1),
+    )
+    assert json.loads((tmp_path / "phase2g" / "text_config.json").read_text()) == {
+        "lower_case": False
+    }
     with pytest.raises(ValueError, match="own bert_config.json"):
         checkpoints.load_encoder(str(tmp_path / "phase1"), config=_tiny(48))
     # The vocabulary of a run on a remote filesystem (gs:// in production; TensorFlow's ram://
