@@ -124,14 +124,16 @@ def dropping_stderr_lines(marker):
 def start_tensorflow():
     """Imports TensorFlow and lists its devices. On a machine without an NVIDIA driver the CUDA
     platform's `failed call to cuInit` error line (logged by the C++ runtime whatever the log
-    level, though nothing is wrong) is dropped; everything else it prints, and every later error,
-    still shows."""
-    import tensorflow as tf
-
+    level, though nothing is wrong; under absl's `app.run` already while TensorFlow is imported)
+    is dropped; everything else printed meanwhile, and every later error, still shows."""
     if has_nvidia_driver():
+        import tensorflow as tf
+
         tf.config.list_physical_devices()
         return
     with dropping_stderr_lines(NO_DRIVER_LINE):
+        import tensorflow as tf
+
         tf.config.list_physical_devices()
 
 

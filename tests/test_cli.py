@@ -224,3 +224,30 @@ def test_start_tensorflow_drops_only_the_cuinit_line():
     )
     if not cli.has_nvidia_driver():
         assert b"cuInit" in bare.stderr
+
+
+def test_a_command_line_prints_no_cuinit_line(tmp_path):
+    """A real command (absl's app.run, where TensorFlow already initializes its devices while it is
+    imported) on a machine without an NVIDIA driver: its output has no cuInit line."""
+    from keras_bert import cli
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("hello world\nthe quick brown fox\n\nanother document here\n")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "keras_bert.text.build_vocab",
+            f"--input={corpus}",
+            "--vocab_size=50",
+            f"--output={tmp_path / 'vocab.txt'}",
+        ],
+        capture_output=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert (tmp_path / "vocab.txt").exists()
+    if not cli.has_nvidia_driver():
+        assert b"cuInit" not in done.stderr, done.stderr.decode()[-2000:]
