@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 from finetune_cases import NEGATIVE, POSITIVE, VOCAB, WORDS, write_checkpoint
+from task_cases import SWAG_HEADER as HEADER
 
 from keras_bert.tasks import registry
 from keras_bert.tasks.config import FinetuneConfig
@@ -16,20 +17,6 @@ from keras_bert.tasks.runner import run_finetuning
 from keras_bert.tasks.swag.task import SwagDataError, SwagExample, read_swag
 from keras_bert.text.tokenizer import BertTokenizer
 
-HEADER = [
-    "",
-    "video-id",
-    "fold-ind",
-    "startphrase",
-    "sent1",
-    "sent2",
-    "gold-source",
-    "ending0",
-    "ending1",
-    "ending2",
-    "ending3",
-    "label",
-]
 ROWS = [
     [
         "0",
