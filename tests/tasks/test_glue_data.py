@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
+from finetune_cases import MNLI_FRONT
 from real_data import REAL_DATA  # noqa: E402
 
 from keras_bert.tasks.glue import data as glue
@@ -21,18 +22,6 @@ OPEN_QUOTE = (
 ACCENTED = "Le café était fermé — naïve 東京."
 PLAIN = "The sailors rode the breeze clear of the rocks."
 
-MNLI_FRONT = (
-    "index",
-    "promptID",
-    "pairID",
-    "genre",
-    "sentence1_binary_parse",
-    "sentence2_binary_parse",
-    "sentence1_parse",
-    "sentence2_parse",
-    "sentence1",
-    "sentence2",
-)
 STSB_FRONT = (
     "index",
     "genre",
