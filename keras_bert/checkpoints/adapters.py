@@ -27,13 +27,13 @@ WEIGHTS_FILE = "adapters.npz"
 INFO_FILE = "adapters.json"
 
 
-def _adapter_weights(model):
+def _adapter_weights(model: keras.Model) -> list[keras.Variable]:
     """The task model's weights that adapters hold: LoRA's and those outside the encoder."""
     encoder_ids = {id(v) for v in model.encoder.weights}
     return [v for v in model.weights if lora.is_lora(v) or id(v) not in encoder_ids]
 
 
-def save_adapters(model, directory):
+def save_adapters(model: keras.Model, directory: str) -> str:
     """Writes `adapters.npz` and `adapters.json` of a task model with LoRA to `directory`.
 
     Args:
@@ -62,7 +62,9 @@ def save_adapters(model, directory):
     return path
 
 
-def load_adapters(base, directory):
+def load_adapters(
+    base: str | os.PathLike[str] | keras.Model, directory: str | os.PathLike[str]
+) -> keras.Model:
     """The task model of the base encoder with the adapters of `directory` on it.
 
     Args:

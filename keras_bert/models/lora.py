@@ -15,6 +15,8 @@ task head (every weight of the task model outside its encoder).
 >>> enable_lora(encoder, rank=8)                                       # doctest: +SKIP
 """
 
+from collections.abc import Iterable
+
 import keras
 import numpy as np
 
@@ -58,7 +60,7 @@ def is_lora(variable: keras.Variable) -> bool:
     return variable.name in LORA_WEIGHTS
 
 
-def count_parameters(variables) -> int:
+def count_parameters(variables: Iterable[keras.Variable]) -> int:
     """The number of scalars in `variables`."""
     return int(sum(np.prod(v.shape) for v in variables))
 
