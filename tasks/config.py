@@ -51,6 +51,13 @@ class FinetuneConfig(TrainingSettings):
         checkpoint_every: int or None. Save every this many steps, rounded to a loop (and
             always at the end of an epoch).
         max_train_examples, max_eval_examples: int or None. Use only the first examples.
+        lora_rank: int or None. Fine-tune with LoRA of this rank (1 to the hidden size) on the
+            attention and feed-forward kernels of every block, the rest of the encoder frozen,
+            the task head trained (`keras_bert.models.lora`); model/ holds merged weights.
+        lora_alpha: float or None. LoRA's updates are scaled by lora_alpha / lora_rank;
+            default lora_rank (scale 1).
+        save_adapters: bool. With lora_rank, also write model/adapters.npz and adapters.json
+            (LoRA and head weights; `keras_bert.checkpoints.adapters.load_adapters`).
         task_options: dict. The task's own options (`registry.options_class(task)`: SQuAD's
             doc_stride, max_query_length, n_best_size, max_answer_length,
             null_score_diff_threshold; NER's entity_types, document_context); the command line
@@ -72,6 +79,9 @@ class FinetuneConfig(TrainingSettings):
     buckets: str | None = None
     max_train_examples: int | None = None
     max_eval_examples: int | None = None
+    lora_rank: int | None = None
+    lora_alpha: float | None = None
+    save_adapters: bool = False
     task_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -96,6 +106,16 @@ class FinetuneConfig(TrainingSettings):
         )
         if not 0 <= self.warmup_proportion < 1:
             raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}.")
+        self._check_lora()
+
+    def _check_lora(self) -> None:
+        """lora_rank >= 1 (its upper limit, the hidden size, is checked on the encoder)."""
+        if self.lora_rank is not None and self.lora_rank < 1:
+            raise ValueError(f"lora_rank must be >= 1 (or None for no LoRA), got {self.lora_rank}.")
+        if self.lora_rank is None and (self.lora_alpha is not None or self.save_adapters):
+            raise ValueError("lora_alpha and save_adapters need lora_rank.")
+        if self.lora_alpha is not None and self.lora_alpha <= 0:
+            raise ValueError(f"lora_alpha must be > 0, got {self.lora_alpha}.")
 
     def check_paths(self) -> None:
         """Raises if a local input path does not exist (see `check_input_paths`)."""

@@ -18,7 +18,8 @@ anything reaches the strategy.
 - `eval_results.json`: task, split, step, epoch and the metrics of the kept (best) model;
 - `predictions/`: the task's prediction files (GLUE submission files, SQuAD predictions.json, ...);
 - `model/`: `model.keras` (the task model), `task.json` (task, labels, casing, sequence length,
-  everything export needs) and `vocab.txt`;
+  everything export needs) and `vocab.txt` (with `--lora_rank`, LoRA merged into the kernels;
+  with `--save_adapters` also `adapters.npz` and `adapters.json`, the LoRA and head weights);
 - `tensorboard/`, `history.json`, `training_curve.png`, `summary.json`.
 """
 
@@ -61,6 +62,9 @@ _FLAG_HELP = {
         name: f"FinetuneConfig.{name} (default: the task's recipe; GLUE {value})."
         for name, value in RECIPE.items()
     },
+    "lora_rank": "LoRA fine-tuning of this rank (1..hidden size); the rest of the encoder frozen.",
+    "lora_alpha": "LoRA updates are scaled by lora_alpha / lora_rank (default: lora_rank).",
+    "save_adapters": "With lora_rank: also write model/adapters.npz and adapters.json.",
     "buckets": (
         "Comma-separated fixed padded lengths (default: per-batch padding; fixed under XLA/TPU)."
     ),

@@ -24,6 +24,7 @@ from absl import logging
 from keras_bert.checkpoints.task_model import save_task_model
 from keras_bert.checkpoints.training import read_weights, write_weights
 from keras_bert.io_utils import write_atomic
+from keras_bert.models import lora
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.config import FinetuneConfig
 from keras_bert.training import callbacks, plots
@@ -223,7 +224,8 @@ def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> di
     Returns:
         dict: `eval` (metrics of the kept model), `steps`, `start_step`, `best` (its epoch,
         step and metrics), `history` (training loops), `eval_history` (per epoch),
-        `predictions` (written files), `model_path`, `examples_per_second`, `model` (the
+        `predictions` (written files), `model_path`, `examples_per_second`,
+        `trainable_parameters` (fewer than `full_finetuning_parameters` with LoRA), `model` (the
         trained task model).
     """
     run = training_run.start(FinetuneConfig, config, overrides)
@@ -264,6 +266,7 @@ def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> di
             config.seq_length,
             tokenizer.vocabulary,
             tokenizer.lower_case,
+            adapters=config.save_adapters,
         )
     summary = training_run.summarize(
         run,
@@ -274,6 +277,8 @@ def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> di
             "eval_history": eval_history,
             "predictions": written,
             "model_path": model_path,
+            "trainable_parameters": lora.count_parameters(model.trainable_weights),
+            "full_finetuning_parameters": lora.full_finetuning_parameters(model),
         },
         plot=lambda history, path: _plot(history, eval_history, task.name, path),
     )
@@ -292,6 +297,8 @@ def _encoder_and_tokenizer(run):
         encoder, vocabulary, lower_case = _load_encoder(config, run.dtype)
     tokenizer = BertTokenizer(vocabulary, lower_case=lower_case)
     config.task_object.check_vocabulary(tokenizer)
+    if config.lora_rank is not None:  # Before training writes anything to model_dir.
+        lora.check_rank(config.lora_rank, encoder.config.hidden_size)
     if config.seq_length > encoder.config.max_position_embeddings:
         raise ValueError(
             f"seq_length {config.seq_length} exceeds the model's max_position_embeddings "
@@ -337,11 +344,22 @@ def _plan(config, train):
 
 
 def _build_and_compile(run, encoder, num_train_steps):
-    """(task model, its `TaskTrainer`), compiled, the newest checkpoint restored."""
+    """(task model, its `TaskTrainer`), compiled, the newest checkpoint restored; with
+    lora_rank, LoRA on the encoder (the rest of it frozen) before the optimizer is made."""
     config, task = run.config, run.config.task_object
     with run.strategy.scope():
         model = task.build_model(encoder, config.dropout)
+        if config.lora_rank is not None:
+            lora.enable_lora(encoder, config.lora_rank, config.lora_alpha)
         trainer = TaskTrainer(task, model)
+    trainable = lora.count_parameters(model.trainable_weights)
+    full = lora.full_finetuning_parameters(model)
+    logging.info(
+        "Trainable parameters: %d of full fine-tuning's %d (%.2f%%)",
+        trainable,
+        full,
+        100 * trainable / full,
+    )
     training_run.compile_and_restore(
         run,
         model,

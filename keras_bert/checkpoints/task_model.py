@@ -18,6 +18,7 @@ import keras
 import tensorflow as tf
 
 import keras_bert
+from keras_bert.checkpoints.adapters import save_adapters
 from keras_bert.io_utils import atomic_directory
 from keras_bert.models import task_models  # noqa: F401  (registers the task model classes)
 from keras_bert.text.vocab import write_vocabulary
@@ -28,8 +29,11 @@ VOCAB_NAME = "vocab.txt"
 _REQUIRED = ("problem", "lower_case", "seq_length")
 
 
-def save_task_model(model, path, task, seq_length, vocabulary, lower_case):
+def save_task_model(model, path, task, seq_length, vocabulary, lower_case, adapters=False):
     """Writes `model.keras`, `task.json` and `vocab.txt` to `path` as one new directory.
+
+    A model with LoRA (`keras_bert.models.lora`) is saved with its LoRA updates merged into the
+    kernels: model.keras loads as a plain model.
 
     An existing directory at `path` is replaced whole (readers see the old or the new one).
 
@@ -40,6 +44,8 @@ def save_task_model(model, path, task, seq_length, vocabulary, lower_case):
         seq_length: int, the longest packed sequence of training.
         vocabulary: list[str], the WordPiece tokens.
         lower_case: bool, the tokenizer's casing.
+        adapters: bool. Also write the LoRA weights and the head alone
+            (`keras_bert.checkpoints.adapters.save_adapters`).
 
     Returns:
         str, `path`.
@@ -59,6 +65,8 @@ def save_task_model(model, path, task, seq_length, vocabulary, lower_case):
         write_vocabulary(vocabulary, os.path.join(tmp, VOCAB_NAME))
         with tf.io.gfile.GFile(os.path.join(tmp, TASK_FILE), "w") as f:
             f.write(json.dumps(info, indent=1))
+        if adapters:
+            save_adapters(model, tmp)
     return path
 
 
