@@ -20,7 +20,8 @@ anything reaches the strategy.
 - `model/`: `model.keras` (the task model), `task.json` (task, labels, casing, sequence length,
   everything export needs) and `vocab.txt` (with `--lora_rank`, LoRA merged into the kernels;
   with `--save_adapters` also `adapters.npz` and `adapters.json`, the LoRA and head weights);
-- `tensorboard/`, `history.json`, `training_curve.png`, `summary.json`.
+- `tensorboard/`, `history.json`, `training_curve.png`, `summary.json`, `lora.json` (the run's LoRA
+  settings: a resumed run restores them).
 """
 
 import json

@@ -31,6 +31,8 @@ from keras_bert.training import callbacks, plots
 from keras_bert.training import run as training_run
 from keras_bert.training.memory import out_of_memory_hint
 
+LORA_FILE = "lora.json"  # The run's LoRA settings (`_lora_settings`).
+
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class TaskTrainer(keras.Model):
@@ -347,10 +349,11 @@ def _build_and_compile(run, encoder, num_train_steps):
     """(task model, its `TaskTrainer`), compiled, the newest checkpoint restored; with
     lora_rank, LoRA on the encoder (the rest of it frozen) before the optimizer is made."""
     config, task = run.config, run.config.task_object
+    rank, alpha = _lora_settings(run)
     with run.strategy.scope():
         model = task.build_model(encoder, config.dropout)
-        if config.lora_rank is not None:
-            lora.enable_lora(encoder, config.lora_rank, config.lora_alpha)
+        if rank is not None:
+            lora.enable_lora(encoder, rank, alpha)
         trainer = TaskTrainer(task, model)
     trainable = lora.count_parameters(model.trainable_weights)
     full = lora.full_finetuning_parameters(model)
@@ -369,6 +372,27 @@ def _build_and_compile(run, encoder, num_train_steps):
         keras_model=trainer,
     )
     return model, trainer
+
+
+def _lora_settings(run):
+    """(lora_rank, lora_alpha) of the run, kept in `<model_dir>/lora.json` from its first start:
+    a run resumed without --lora_rank restores its LoRA model; other LoRA settings than the
+    recorded ones are an error (the checkpoints would not fit)."""
+    config, path = run.config, run.path(LORA_FILE)
+    given = {"lora_rank": config.lora_rank, "lora_alpha": config.lora_alpha}
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            recorded = json.load(f)
+        if config.lora_rank is None:
+            given = recorded
+        elif recorded != given:
+            raise ValueError(
+                f"{config.model_dir} holds a run with {recorded}, not {given}: resume it with its "
+                f"own settings, or use another model_dir."
+            )
+    elif run.chief:
+        write_atomic(path, json.dumps(given))
+    return given["lora_rank"], given["lora_alpha"]
 
 
 def _train_epochs(run, model, trainer, train, eval_sets, eval_history, steps_per_epoch, loop):

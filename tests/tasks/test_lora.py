@@ -2,6 +2,7 @@
 head, model/ holds the merged model, adapters round-trip, bad ranks fail before any file."""
 
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -162,3 +163,28 @@ def test_bad_lora_settings_fail_before_any_file(lora_run, tmp_path):
         )
     run_dir = tmp_path / "run"
     assert not run_dir.exists() or not os.listdir(run_dir)
+
+
+def test_a_resumed_run_keeps_its_lora_settings(lora_run, tmp_path):
+    """Resumed without --lora_rank, a LoRA run restores its LoRA model (lora.json) and trains on;
+    other LoRA settings than its own are an error."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(os.path.dirname(lora_run["summary"]["model_path"]), run_dir)
+    settings = dict(
+        task="sst2",
+        model_dir=str(run_dir),
+        do_train=True,
+        learning_rate=1e-2,
+        batch_size=16,
+        seq_length=32,
+        verbose=False,
+        plot=False,
+        data_dir=lora_run["data_dir"],
+        init_checkpoint=lora_run["init_checkpoint"],
+    )
+    with pytest.raises(ValueError, match="resume it with its own settings"):
+        run_finetuning(num_train_epochs=2, lora_rank=RANK + 1, **settings)
+    resumed = run_finetuning(num_train_epochs=2, **settings)
+    assert (resumed["start_step"], resumed["steps"]) == (4, 8)
+    assert resumed["trainable_parameters"] == lora_run["summary"]["trainable_parameters"]
+    assert any(lora.is_lora(v) for v in resumed["model"].weights)
