@@ -19,6 +19,43 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 JOB = os.path.abspath(__file__)  # The script the tests start in a subprocess.
+# The tiny BERT of the resume tests. Dropout stays on (0.1): a resumed run must draw the same masks.
+RESUME_BERT = dict(
+    vocab_size=48,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=32,
+)
+
+
+def pretraining_job(tmp_path, name):
+    """run_pretraining settings of the resume tests: 6 steps of RESUME_BERT on records written
+    into `tmp_path`, a checkpoint every 2 steps, into `tmp_path / name`."""
+    from pretraining_data import write_records
+
+    train, _ = write_records(
+        str(tmp_path), 200, vocab_size=48, seq_length=24, max_predictions_per_seq=4, num_shards=2
+    )
+    return dict(
+        bert_config=RESUME_BERT,
+        train_files=train,
+        batch_size=8,
+        seq_length=24,
+        max_predictions_per_seq=4,
+        num_train_steps=6,
+        num_warmup_steps=2,
+        learning_rate=2e-3,
+        steps_per_loop=1,
+        checkpoint_every=2,
+        keep_checkpoints=2,
+        model_dir=str(tmp_path / name),
+        verbose=False,
+        plot=False,
+        seed=7,
+        shuffle_buffer=50,
+    )
 
 
 def run_config(config):

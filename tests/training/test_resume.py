@@ -10,51 +10,16 @@ import sys
 
 import numpy as np
 import pytest
-from pretraining_data import write_records
-from train_job import JOB, run_config
+from train_job import JOB, RESUME_BERT, pretraining_job, run_config
 
 import keras_bert
 from keras_bert.checkpoints.training import TrainingCheckpoint
 from keras_bert.errors import CheckpointError
 from keras_bert.training import optimizers
 
-# Dropout stays on (0.1): the resumed run must draw the same dropout masks.
-BERT = dict(
-    vocab_size=48,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=32,
-)
-
-
-def _config(tmp_path, name):
-    train, _ = write_records(
-        str(tmp_path), 200, vocab_size=48, seq_length=24, max_predictions_per_seq=4, num_shards=2
-    )
-    return dict(
-        bert_config=BERT,
-        train_files=train,
-        batch_size=8,
-        seq_length=24,
-        max_predictions_per_seq=4,
-        num_train_steps=6,
-        num_warmup_steps=2,
-        learning_rate=2e-3,
-        steps_per_loop=1,
-        checkpoint_every=2,
-        keep_checkpoints=2,
-        model_dir=str(tmp_path / name),
-        verbose=False,
-        plot=False,
-        seed=7,
-        shuffle_buffer=50,
-    )
-
 
 def test_killed_run_resumes_exactly(tmp_path):
-    config = _config(tmp_path, "full")
+    config = pretraining_job(tmp_path, "full")
     full = run_config(config)
 
     killed = dict(config, model_dir=str(tmp_path / "killed"))
@@ -108,7 +73,7 @@ def test_killed_run_resumes_exactly(tmp_path):
 
 
 def _state(vocab_size=48):
-    config = keras_bert.BertConfig(**dict(BERT, vocab_size=vocab_size))
+    config = keras_bert.BertConfig(**dict(RESUME_BERT, vocab_size=vocab_size))
     model = keras_bert.BertPretrainer(keras_bert.BertEncoder(config))
     optimizer = optimizers.create_optimizer(1e-3, 10, 1, variables=model.trainable_variables)
     optimizer.build(model.trainable_variables)

@@ -13,41 +13,9 @@ import sys
 import numpy as np
 import pytest
 from finetune_cases import write_checkpoint, write_sst2
-from pretraining_data import write_records
-from train_job import JOB
+from train_job import JOB, pretraining_job
 
-BERT = dict(
-    vocab_size=48,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=32,
-)
 KILL_AT = 4  # Steps 1..4 done and checkpointed, then the process dies; 5 and 6 follow on resume.
-
-
-def _pretrain(tmp_path, name):
-    train, _ = write_records(
-        str(tmp_path), 200, vocab_size=48, seq_length=24, max_predictions_per_seq=4, num_shards=2
-    )
-    return dict(
-        bert_config=BERT,
-        train_files=train,
-        batch_size=8,
-        seq_length=24,
-        max_predictions_per_seq=4,
-        num_train_steps=6,
-        num_warmup_steps=2,
-        learning_rate=2e-3,
-        steps_per_loop=1,
-        checkpoint_every=2,
-        model_dir=str(tmp_path / name),
-        verbose=False,
-        plot=False,
-        seed=7,
-        shuffle_buffer=50,
-    )
 
 
 def _finetune(tmp_path, name):
@@ -181,12 +149,12 @@ def test_fine_tuning_resumes_exactly(tmp_path, strategy):
 @pytest.mark.slow
 def test_pre_training_resumes_exactly_mirrored(tmp_path):
     _assert_resumed_exactly(
-        tmp_path, _pretrain(tmp_path, "x"), "mirrored", ("loss", "mlm_loss", "nsp_loss")
+        tmp_path, pretraining_job(tmp_path, "x"), "mirrored", ("loss", "mlm_loss", "nsp_loss")
     )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", ["pretrain", "finetune"])
 def test_multi_worker_resumes_exactly(tmp_path, runner):
-    config = _pretrain(tmp_path, "x") if runner == "pretrain" else _finetune(tmp_path, "x")
+    config = pretraining_job(tmp_path, "x") if runner == "pretrain" else _finetune(tmp_path, "x")
     _assert_resumed_exactly(tmp_path, config, "multi_worker_mirrored", ("loss",))
