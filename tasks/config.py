@@ -43,7 +43,8 @@ class FinetuneConfig(TrainingSettings):
             task's default (GLUE: 128, 32, 2e-5, 3).
         warmup_proportion: float. Linear warmup over this fraction of the steps.
         optimizer: "adam_weight_decay" (the original BERT optimizer), "adamw" or "lamb".
-        dropout: float. Dropout rate of the encoder and head (0.1).
+        dropout: float. Dropout rate of the task head (0.1); the encoder keeps the rates of its
+            checkpoint's config (hidden_dropout_prob, attention_probs_dropout_prob).
         buckets: str or None. Comma-separated fixed padded lengths; default: pad each batch
             to its longest example, except under jit_compile or TPU, where the lengths of
             `features.DEFAULT_BUCKETS` below seq_length and seq_length itself are used.

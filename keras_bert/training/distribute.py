@@ -5,7 +5,8 @@ worker runs the same program); tpu connects through `TPUClusterResolver` (a name
 grpc:// address, "" or "local" for Colab / a TPU VM); auto takes the TPU if one answers, else
 mirrored over two or more GPUs, else default (`resolve_auto` also picks the precision), so one
 notebook or command runs unchanged on a TPU, GPU or CPU runtime. A TPU system is initialized once
-per process and address: asking again returns the same strategy.
+per process and address, and a (multi-worker) mirrored strategy once per process: asking again
+returns the same strategy.
 """
 
 import json
@@ -19,6 +20,7 @@ from keras_bert.training.choices import STRATEGIES
 _TPU_STRATEGIES: dict[
     str, tf.distribute.TPUStrategy
 ] = {}  # TPU address -> its TPUStrategy (initializing a TPU system again wipes it).
+_MIRRORED_STRATEGIES: dict[str, tf.distribute.Strategy] = {}  # name -> the process's strategy.
 
 
 def get_strategy(name="default", tpu=None):
@@ -40,11 +42,18 @@ def get_strategy(name="default", tpu=None):
         tpu = _auto_tpu(tpu)
     if name == "default":
         return tf.distribute.get_strategy()
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    if name == "multi_worker_mirrored":
-        _check_tf_config()
-        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name in ("mirrored", "multi_worker_mirrored"):
+        # One per process: a second strategy's collectives reuse the first's instance keys, and
+        # a run with other shapes (e.g. a LoRA run after a full one) fails in all-reduce.
+        if name == "multi_worker_mirrored":
+            _check_tf_config()
+        if name not in _MIRRORED_STRATEGIES:
+            _MIRRORED_STRATEGIES[name] = (
+                tf.distribute.MultiWorkerMirroredStrategy()
+                if name == "multi_worker_mirrored"
+                else tf.distribute.MirroredStrategy()
+            )
+        return _MIRRORED_STRATEGIES[name]
     if name == "tpu":
         address = tpu or ""
         if address not in _TPU_STRATEGIES:

@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 from finetune_cases import TINY, VOCAB, write_checkpoint, write_sst2
+from logical_cpus import run_on_logical_cpus
 
 import keras_bert
 from keras_bert import checkpoints
@@ -188,3 +189,50 @@ def test_a_resumed_run_keeps_its_lora_settings(lora_run, tmp_path):
     assert (resumed["start_step"], resumed["steps"]) == (4, 8)
     assert resumed["trainable_parameters"] == lora_run["summary"]["trainable_parameters"]
     assert any(lora.is_lora(v) for v in resumed["model"].weights)
+
+
+def test_a_lora_run_exports_to_a_saved_model_with_its_answers(lora_run, tmp_path):
+    """model/ of a LoRA run holds merged weights: the export takes it unchanged and answers raw
+    text with the trained model's probabilities."""
+    import tensorflow as tf
+
+    from keras_bert.export import export_saved_model
+
+    examples = glue.read_examples(glue.get_spec("sst2"), lora_run["data_dir"], "dev")
+    serving = tf.saved_model.load(
+        export_saved_model(lora_run["summary"]["model_path"], str(tmp_path / "serving"))
+    )
+    answers = serving.signatures["serving_default"](text=tf.constant([e.text_a for e in examples]))
+    expected = keras.ops.softmax(_logits(lora_run["summary"]["model"], lora_run["feats"])).numpy()
+    np.testing.assert_allclose(answers["probabilities"].numpy(), expected, atol=1e-5)
+
+
+def test_lora_on_two_mirrored_replicas_follows_one_device(lora_run, tmp_path):
+    """LoRA under MirroredStrategy (two logical CPUs) trains the same weights with the same
+    losses, step for step, as on one device (dropout off: it draws per replica); a LoRA run after
+    a full one in the same process (a notebook) shares the process's strategy and runs."""
+    checkpoint = write_checkpoint(
+        str(tmp_path / "ckpt"), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
+    code = f"""
+from keras_bert.tasks.runner import run_finetuning
+results = {{}}
+for name, strategy, rank in (
+    ("one", "default", {RANK}), ("full", "mirrored", None), ("two", "mirrored", {RANK})
+):
+    summary = run_finetuning(
+        task="sst2", model_dir={str(tmp_path)!r} + "/" + name, do_train=True, learning_rate=1e-2,
+        num_train_epochs=1, batch_size=16, seq_length=32, lora_rank=rank, verbose=False,
+        plot=False, strategy=strategy, dropout=0.0, steps_per_loop=1,
+        data_dir={lora_run["data_dir"]!r}, init_checkpoint={checkpoint!r})
+    results[name] = dict(
+        replicas=summary["replicas"], trainable=summary["trainable_parameters"],
+        losses=[h["loss"] for h in summary["history"]])
+report(results)
+"""
+    results = run_on_logical_cpus(code, count=2, timeout=300)
+    one, two = results["one"], results["two"]
+    assert (one["replicas"], two["replicas"]) == (1, 2)
+    assert one["trainable"] == two["trainable"] < results["full"]["trainable"] / 10
+    assert len(one["losses"]) == 4 and np.ptp(one["losses"]) > 1e-3
+    np.testing.assert_allclose(two["losses"], one["losses"], rtol=1e-5, atol=1e-6)
