@@ -27,6 +27,8 @@ from keras_bert.export.text_inputs import (
     text_specs,
     trim_to_longest,
 )
+from keras_bert.tasks.long_text import max_first_length, resolve_stride
+from keras_bert.text import windows as window_lib
 
 
 def model_outputs(source, inputs):
@@ -48,6 +50,8 @@ def text_signatures(source, answer):
     Returns:
         dict signature name -> tf.function.
     """
+    if source.info.get("long_text") == "windows":
+        return window_signatures(source, answer)
     packer = TextPacker(source.tokenizer, source.seq_length)
     texts_spec = text_specs(source.text_inputs)
 
@@ -63,6 +67,60 @@ def text_signatures(source, answer):
     def serving_default(*texts):
         inputs = preprocess(*texts)  # (B, S): padded to the batch's longest row only.
         return answer(inputs, predict_ids(inputs))
+
+    return {
+        "serving_default": serving_default,
+        "preprocess": preprocess,
+        "predict_ids": predict_ids,
+    }
+
+
+def window_signatures(source, answer):
+    """`text_signatures` of a model trained on windows of long texts (task.json `long_text`
+    "windows", `keras_bert.tasks.long_text`): each text is read in windows
+    (`keras_bert.text.windows.pack_windows`, at most `max_windows`), whose logits are pooled
+    (`window_pooling`) into the text's answer, plus `num_windows` int32 [B] (windows read) and
+    `text_cut` bool [B] (the text had more than `max_windows` windows: its end was not read).
+    `preprocess` gives every window's encoder inputs [W, S] (S: the longest window of the
+    batch) and its text's `example_index` int32 [W]."""
+    info, seq_length = source.info, source.seq_length
+    pair = len(source.text_inputs) == 2
+    settings = dict(
+        seq_length=seq_length,
+        doc_stride=resolve_stride(seq_length, pair, info.get("doc_stride")),
+        max_first_length=max_first_length(seq_length),
+        max_windows=int(info["max_windows"]),
+    )
+    texts_spec = text_specs(source.text_inputs)
+
+    def windows_of(texts):
+        first, second = (None, texts[0]) if len(texts) == 1 else texts
+        inputs, windows, _ = window_lib.pack_windows(source.tokenizer, first, second, **settings)
+        return inputs, windows
+
+    @tf.function(input_signature=[encoder_input_specs()])
+    def predict_ids(inputs):
+        return model_outputs(source, inputs)
+
+    @tf.function(input_signature=texts_spec)
+    def preprocess(*texts):
+        inputs, windows = windows_of(texts)
+        return dict(inputs, example_index=windows["example"])
+
+    @tf.function(input_signature=texts_spec)
+    def serving_default(*texts):
+        inputs, windows = windows_of(texts)  # (W, S)
+        logits = window_lib.pool_windows(
+            predict_ids(inputs)["logits"],
+            windows["example"],
+            windows["count"],
+            info.get("window_pooling", "mean"),
+        )  # (B, C)
+        return dict(
+            answer(None, {"logits": logits}),
+            num_windows=windows["count"],
+            text_cut=windows["needed"] > windows["count"],
+        )
 
     return {
         "serving_default": serving_default,
