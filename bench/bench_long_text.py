@@ -15,8 +15,9 @@ batches of `--batch`:
   against truncate's packer: the same encoder work).
 
 Peers are interleaved over `--repeat` rounds; the table gives medians over the timed calls and
-their spread, the ratios are medians of the per-round ratios (wall and CPU time); "roofline" is
-the encoder's FLOPs per second over a large float32 matmul's on this machine.
+their spread, the ratios are medians of the per-round ratios (wall and CPU time; on a shared
+machine CPU time is the steadier); "roofline" is the encoder's matmul FLOPs per second (every row
+counted at `--seq` tokens) over a large float32 matmul's on this machine.
 
     .venv/bin/python bench/bench_long_text.py [--batch 8] [--seq 128] [--doc_stride 96]
         [--max_windows 16] [--docs 120] [--iters 1] [--repeat 3]
@@ -133,7 +134,7 @@ def report(args, peers, batches, lengths, config):
                 windows_read[name] / docs,
                 s["median"] * 1e3 / docs,
                 s["cpu"] * 1e3 / docs,
-                f"{flops / s['median'] / roofline:.0%}",
+                f"{flops / s['median'] / (roofline * 1e9):.1%}",
                 f"{(s['max'] - s['min']) / s['median']:.0%}",
             ]
         )

@@ -28,11 +28,9 @@ class LongTextOptions:
 
     Args:
         long_text: str. "truncate" texts to seq_length, or read them in "windows".
-        doc_stride: int or None. Tokens between window starts (sentence tasks: default half a
-            window; SQuAD: default 128).
-        max_windows: int. long_text=windows: windows read per text at most (16).
-        window_pooling: str. long_text=windows: a text's logits are the "mean", "max" or
-            "first" of its windows'.
+        doc_stride: int or None. Tokens between window starts (default half a window; SQuAD 128).
+        max_windows: int. Windows read per text at most, with long_text=windows.
+        window_pooling: str. A text's logits: the "mean", "max" or "first" of its windows'.
     """
 
     long_text: str = "truncate"

@@ -121,6 +121,23 @@ def test_ner_entities_equal_the_tasks_predictions(conll):
     assert empty["entity_text"].shape == (0, 0) and empty["entity_count"].shape == (0,)
 
 
+def test_ner_reads_a_megabyte_text_in_max_windows(conll):
+    """1 MB of text: entities from all 16 windows read (past the first), the rest cut and said."""
+    loaded = tf.saved_model.load(conll["path"])
+    text = ("The movies were really good , the actor was Zzz . " * 21000)[: 1 << 20]
+    out = loaded.signatures["serving_default"](text=tf.constant([text, "the movie"]))
+    assert out["num_windows"].numpy().tolist() == [16, 1]
+    assert out["text_cut"].numpy().tolist() == [True, False]
+    ends = out["end_char"].numpy()[0, : out["entity_count"].numpy()[0]]
+    room = SEQ_LENGTH - 2  # Pieces of a window; 16 windows half a window apart.
+    piece_ends = (
+        load_source(conll["model_dir"])
+        .tokenizer.tokenize_with_offsets(tf.constant([text[:5000]]))[2][0]
+        .numpy()
+    )  # (ASCII: bytes are characters.)
+    assert piece_ends[2 * room] < ends.max() <= piece_ends[15 * (room // 2) + room - 1]
+
+
 def test_ner_preprocess_and_predict_ids_give_the_keras_logits(conll):
     signatures = tf.saved_model.load(conll["path"]).signatures
     texts = tf.constant([_words(c)[0] for c in NER_TEXTS] + BLANK_TEXTS)
