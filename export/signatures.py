@@ -11,7 +11,7 @@ A builder takes an `ExportSource` and returns {signature name: tf.function with 
 signature}. Kinds whose examples are one text (or pair) per row only say how the model's
 outputs become the answer and call `text_signatures`. Kinds with other inputs (SQuAD's
 question and context windows, NER's word offsets, SWAG's choices) write their own builder
-from the same pieces (`text_inputs.TextPacker`, `text_inputs.trim_to_longest`,
+from the same pieces (`text_inputs.TextPacker`, `keras_bert.text.windows.pack_windows`,
 `model_outputs`, and their answers' modules `entities` and `spans`) and register it in
 `BUILDERS` under the `problem` their task writes to task.json.
 
@@ -25,8 +25,9 @@ from keras_bert.export.text_inputs import (
     TextPacker,
     encoder_input_specs,
     text_specs,
-    trim_to_longest,
 )
+from keras_bert.tasks.long_text import LongTextOptions, max_first_length, resolve_stride
+from keras_bert.text import windows as window_lib
 
 
 def model_outputs(source, inputs):
@@ -48,6 +49,8 @@ def text_signatures(source, answer):
     Returns:
         dict signature name -> tf.function.
     """
+    if source.info.get("long_text") == "windows":
+        return window_signatures(source, answer)
     packer = TextPacker(source.tokenizer, source.seq_length)
     texts_spec = text_specs(source.text_inputs)
 
@@ -63,6 +66,60 @@ def text_signatures(source, answer):
     def serving_default(*texts):
         inputs = preprocess(*texts)  # (B, S): padded to the batch's longest row only.
         return answer(inputs, predict_ids(inputs))
+
+    return {
+        "serving_default": serving_default,
+        "preprocess": preprocess,
+        "predict_ids": predict_ids,
+    }
+
+
+def window_signatures(source, answer):
+    """`text_signatures` of a model trained on windows of long texts (task.json `long_text`
+    "windows", `keras_bert.tasks.long_text`): each text is read in windows
+    (`keras_bert.text.windows.pack_windows`, at most `max_windows`), whose logits are pooled
+    (`window_pooling`) into the text's answer, plus `num_windows` int32 [B] (windows read) and
+    `text_cut` bool [B] (the text had more than `max_windows` windows: its end was not read).
+    `preprocess` gives every window's encoder inputs [W, S] (S: the longest window of the
+    batch) and its text's `example_index` int32 [W]."""
+    info, seq_length = source.info, source.seq_length
+    pair = len(source.text_inputs) == 2
+    settings = dict(
+        seq_length=seq_length,
+        doc_stride=resolve_stride(seq_length, pair, info.get("doc_stride")),
+        max_first_length=max_first_length(seq_length),
+        max_windows=int(info["max_windows"]),
+    )
+    texts_spec = text_specs(source.text_inputs)
+
+    def windows_of(texts):
+        first, second = (None, texts[0]) if len(texts) == 1 else texts
+        inputs, windows, _ = window_lib.pack_windows(source.tokenizer, first, second, **settings)
+        return inputs, windows
+
+    @tf.function(input_signature=[encoder_input_specs()])
+    def predict_ids(inputs):
+        return model_outputs(source, inputs)
+
+    @tf.function(input_signature=texts_spec)
+    def preprocess(*texts):
+        inputs, windows = windows_of(texts)
+        return dict(inputs, example_index=windows["example"])
+
+    @tf.function(input_signature=texts_spec)
+    def serving_default(*texts):
+        inputs, windows = windows_of(texts)  # (W, S)
+        logits = window_lib.pool_windows(
+            predict_ids(inputs)["logits"],
+            windows["example"],
+            windows["count"],
+            info.get("window_pooling", "mean"),
+        )  # (B, C)
+        return dict(
+            answer(None, {"logits": logits}),
+            num_windows=windows["count"],
+            text_cut=windows["needed"] > windows["count"],
+        )
 
     return {
         "serving_default": serving_default,
@@ -108,11 +165,23 @@ def token_classification(source):
     """NER: `text` string [B] -> its entities, padded to the batch's most (E):
     `entity_text`, `entity_type` string [B, E] (the exact substring of the text, and its
     type), `start_char`, `end_char` int32 [B, E] (code point offsets, see
-    `keras_bert.export.entities`; -1 and "" pad), `entity_count` int32 [B]. `predict_ids`
-    gives the tag `logits` [B, S, C]. Words past the first seq_length - 2 pieces get no tag."""
-    packer = TextPacker(source.tokenizer, source.seq_length)
+    `keras_bert.export.entities`; -1 and "" pad), `entity_count` int32 [B], `num_windows`
+    int32 [B] and `text_cut` bool [B]. A text longer than seq_length - 2 pieces is read in
+    windows half a window apart, each word tagged in the window where it has the most context
+    (as the NER task's long sentences in training and evaluation), at most `max_windows`
+    (task.json, default `LongTextOptions.max_windows`) per text: words past them get no tag and
+    `text_cut` says so. `preprocess` gives the windows' encoder inputs [W, S] and
+    `example_index` [W]; `predict_ids` the tag `logits` [W, S, C]."""
     labels = [str(label) for label in source.info["labels"]]
     is_suffix = tf.constant([t.startswith("##") and t != "##" for t in source.tokenizer.vocabulary])
+    seq_length, room = source.seq_length, source.seq_length - 2
+    step = max(1, room // 2)  # `keras_bert.tasks.ner.task.windows`' stride.
+    settings = dict(
+        seq_length=seq_length,
+        doc_stride=step,
+        max_first_length=0,
+        max_windows=int(source.info.get("max_windows", LongTextOptions.max_windows)),
+    )
 
     @tf.function(input_signature=[encoder_input_specs()])
     def predict_ids(inputs):
@@ -120,20 +189,32 @@ def token_classification(source):
 
     @tf.function(input_signature=text_specs(["text"]))
     def preprocess(text):
-        return packer(text)
+        inputs, windows, _ = window_lib.pack_windows(source.tokenizer, None, text, **settings)
+        return dict(inputs, example_index=windows["example"])
 
     @tf.function(input_signature=text_specs(["text"]))
     def serving_default(text):
-        ids, starts, ends = source.tokenizer.tokenize_with_offsets(text)  # (B, (pieces)) each
-        inputs = trim_to_longest(packer.preprocessor.packer(ids))  # (B, S)
-        logits = predict_ids(inputs)["logits"]  # (B, S, C)
-        words = entities.word_spans(ids, starts, ends, is_suffix)  # (W,) each
-        tagged = words["piece"] < source.seq_length - 2  # Inside the packed row.
+        inputs, windows, (ids, starts, ends) = window_lib.pack_windows(
+            source.tokenizer, None, text, **settings
+        )
+        logits = predict_ids(inputs)["logits"]  # (W, S, C)
+        words = entities.word_spans(ids, starts, ends, is_suffix)  # (N,) each
+        piece = tf.gather(tf.cast(ids.row_splits, tf.int32), words["row"]) + words["piece"]
+        slot = tf.gather(
+            _token_slots(windows, ids, tf.shape(logits)[1], -(-room // step), seq_length), piece
+        )  # (N,)
+        tagged = slot >= 0  # (N,) inside a window read
         words = {k: tf.boolean_mask(v, tagged) for k, v in words.items()}
-        position = tf.stack([words["row"], words["piece"] + 1], 1)  # (W, 2): after [CLS]
-        tag = tf.argmax(tf.gather_nd(logits, position), axis=-1, output_type=tf.int32)  # (W,)
-        return entities.entity_outputs(
-            text, entities.decode_iob2(words, tag, labels), entities.entity_types(labels)
+        slot = tf.boolean_mask(slot, tagged)
+        width = tf.shape(logits)[1]
+        position = tf.stack([slot // width, slot % width], 1)  # (N, 2): window, position
+        tag = tf.argmax(tf.gather_nd(logits, position), axis=-1, output_type=tf.int32)  # (N,)
+        return dict(
+            entities.entity_outputs(
+                text, entities.decode_iob2(words, tag, labels), entities.entity_types(labels)
+            ),
+            num_windows=windows["count"],
+            text_cut=windows["needed"] > windows["count"],
         )
 
     return {
@@ -141,6 +222,25 @@ def token_classification(source):
         "preprocess": preprocess,
         "predict_ids": predict_ids,
     }
+
+
+def _token_slots(windows, ids, width, reach, seq_length):
+    """int32 [M] (M: the pieces of `ids`, flat): where each piece is read, window * width +
+    position in it, in the window where it has the most context (`spans.max_context`); -1 for
+    pieces in no window (past `max_windows`)."""
+    pos = tf.range(width)[tf.newaxis, :]  # (1, S)
+    token = windows["start"][:, tf.newaxis] + pos - 1  # (W, S) the piece at each position
+    inside = (pos >= 1) & (pos <= windows["length"][:, tf.newaxis])  # (W, S)
+    best = inside & spans.max_context(windows, token, reach, seq_length)  # (W, S)
+    row_start = tf.gather(tf.cast(ids.row_splits, tf.int32), windows["example"])[:, tf.newaxis]
+    window = tf.range(tf.size(windows["example"]))[:, tf.newaxis]  # (W, 1)
+    num_pieces = tf.size(ids.flat_values)
+    slot = tf.math.unsorted_segment_max(
+        tf.reshape(tf.where(best, window * width + pos, -1), [-1]),
+        tf.reshape(tf.where(best, row_start + token, num_pieces), [-1]),
+        num_pieces + 1,  # One segment more for the positions read by no piece.
+    )[:num_pieces]
+    return tf.maximum(slot, -1)  # (M,) a piece in no window: the lowest int -> -1
 
 
 def multiple_choice(source):

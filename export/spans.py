@@ -4,7 +4,8 @@ The same features and post-processing as `keras_bert.tasks.squad.features` and
 `keras_bert.tasks.squad.postprocess` (the original run_squad.py's), for the top answer:
 - the question keeps its first `max_query_length` tokens; the context is cut into windows of
   `seq_length - len(question) - 3` tokens whose starts are `doc_stride` tokens apart, each
-  packed as `[CLS] question [SEP] window [SEP]` (types 1 from the window on);
+  packed as `[CLS] question [SEP] window [SEP]` (types 1 from the window on):
+  `keras_bert.text.windows.pack_windows`, which the sentence tasks' long texts share;
 - per window, the `n_best_size` best start and end positions (among its real tokens, ties to
   the first) pair into candidate spans, kept when both ends lie in the window's context, the
   end is not before the start, the span has at most `max_answer_length` tokens and the window
@@ -27,73 +28,10 @@ Dimensions: B questions, W windows (flat over the batch), S sequence, N n_best_s
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.export.text_inputs import MIN_LENGTH
 from keras_bert.text.packer import _take
+from keras_bert.text.windows import pack_windows  # noqa: F401 (SQuAD's windows, here too)
 
 NULL_SCORE = 1e6  # squad.postprocess's start value of the smallest null score.
-
-
-def pack_windows(tokenizer, question, context, seq_length, doc_stride, max_query_length):
-    """Questions and contexts [B] -> every window's encoder inputs and facts.
-
-    Returns:
-        (inputs, windows, tokens): encoder inputs int32 [W, S] (S: the longest window); windows,
-        a dict of int32 [W] `example`, `start` (its first context token), `length` (context
-        tokens), `offset` (the position of its first context token) and of int32 [B] `count`
-        (windows), `num_tokens`, `room`, `step`; tokens, the contexts' (ids, byte starts,
-        byte ends), ragged [B, (T)].
-    """
-    query = tokenizer(question)  # (B, (Q)); the first max_query_length are kept
-    tokens = tokenizer.tokenize_with_offsets(context)  # (B, (T)) each
-    ids = tokens[0]
-    query_length = tf.minimum(tf.cast(query.row_lengths(), tf.int32), max_query_length)  # (B,)
-    num_tokens = tf.cast(ids.row_lengths(), tf.int32)  # (B,)
-    room = seq_length - query_length - 3  # (B,) >= 1: checked when the export is built
-    step = tf.minimum(
-        room, doc_stride
-    )  # (B,) a window of `room` tokens ends before the next starts
-    count = (
-        tf.maximum(num_tokens - room, 0) + step - 1
-    ) // step + 1  # (B,) one window for an empty context
-    first = tf.cumsum(count, exclusive=True)  # (B,) the first window of each example
-    example = _segment_ids(first, tf.reduce_sum(count))  # (W,)
-    start = (tf.range(tf.size(example)) - tf.gather(first, example)) * tf.gather(
-        step, example
-    )  # (W,)
-    length = tf.minimum(tf.gather(num_tokens, example) - start, tf.gather(room, example))  # (W,)
-    offset = tf.gather(query_length, example) + 2  # (W,)
-    total = offset + length + 1  # (W,)
-    width = tf.maximum(tf.reduce_max(total), MIN_LENGTH)
-    pos = tf.range(width)[tf.newaxis, :]  # (1, S)
-    offset_, end_ = offset[:, tf.newaxis], (offset + length)[:, tf.newaxis]  # (W, 1)
-    query_index = (
-        tf.gather(tf.cast(query.row_splits, tf.int32), example)[:, tf.newaxis] + pos - 1
-    )  # (W, S)
-    context_index = (tf.gather(tf.cast(ids.row_splits, tf.int32), example) + start - offset)[
-        :, tf.newaxis
-    ] + pos
-    word_ids = tf.where(pos < offset_ - 1, _take(query.values, query_index), tokenizer.sep_id)
-    word_ids = tf.where((pos >= offset_) & (pos < end_), _take(ids.values, context_index), word_ids)
-    word_ids = tf.where(
-        pos == 0, tokenizer.cls_id, tf.where(pos > end_, tokenizer.pad_id, word_ids)
-    )
-    mask = pos < total[:, tf.newaxis]  # (W, S)
-    inputs = {
-        "input_word_ids": word_ids,
-        "input_mask": tf.cast(mask, tf.int32),
-        "input_type_ids": tf.cast((pos >= offset_) & mask, tf.int32),
-    }
-    windows = {
-        "example": example,
-        "start": start,
-        "length": length,
-        "offset": offset,
-        "count": count,
-        "num_tokens": num_tokens,
-        "room": room,
-        "step": step,
-    }
-    return inputs, windows, tokens
 
 
 def max_context_ranks(seq_length):
@@ -272,15 +210,6 @@ def _minus_infinity(like):
     into the lowest float32 (-3.4e38), which inside a graph compares the same, but not as an
     output."""
     return tf.math.log(tf.zeros_like(like))
-
-
-def _segment_ids(first, total):
-    """int32 [total]: the segment of each position, segment i starting at `first[i]`
-    (increasing)."""
-    marks = tf.math.unsorted_segment_sum(
-        tf.ones_like(first[1:]), first[1:], total
-    )  # (total,) 1 where one starts
-    return tf.cumsum(marks)
 
 
 def _first_max(values, second=None):

@@ -13,8 +13,7 @@ import tensorflow as tf
 
 from keras_bert.inputs import INPUT_NAMES
 from keras_bert.text.preprocessor import BertPreprocessor
-
-MIN_LENGTH = 2  # [CLS] [SEP]: an empty text, and the width of an empty batch.
+from keras_bert.text.windows import MIN_LENGTH
 
 
 def text_specs(names):

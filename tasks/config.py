@@ -61,8 +61,9 @@ class FinetuneConfig(TrainingSettings):
             (LoRA and head weights; `keras_bert.checkpoints.adapters.load_adapters`).
         task_options: dict. The task's own options (`registry.options_class(task)`: SQuAD's
             doc_stride, max_query_length, n_best_size, max_answer_length,
-            null_score_diff_threshold; NER's entity_types, document_context); the command line
-            has a flag of each name.
+            null_score_diff_threshold; NER's entity_types, document_context; the sentence tasks'
+            long_text, doc_stride, max_windows, window_pooling, `keras_bert.tasks.long_text`);
+            the command line has a flag of each name.
     """
 
     task: str | None = None
@@ -105,6 +106,7 @@ class FinetuneConfig(TrainingSettings):
         self.check_training_settings(
             at_least_one=("seq_length", "batch_size", "eval_batch_size", "num_train_epochs")
         )
+        self.task_object.check_settings(self.seq_length)
         if not 0 <= self.warmup_proportion < 1:
             raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}.")
         self._check_lora()

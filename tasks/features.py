@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 # Labels of padded positions and of ignored tokens (NER: pieces after a word's first).
 IGNORE_LABEL = -100
@@ -226,7 +227,7 @@ def _to_dense(rows, length, pad):
     return tf.ensure_shape(dense, [None] * rows.shape.rank)
 
 
-def encode_texts(tokenizer, seq_length, text_a, text_b=None, batch_size=512):
+def encode_texts(tokenizer, seq_length, text_a, text_b=None, batch_size=512, return_cut=False):
     """Tokenizes and packs texts in `tf.data` ([CLS] A [SEP] (B [SEP]), the original's
     longest-first truncation to `seq_length`), without padding.
 
@@ -235,14 +236,17 @@ def encode_texts(tokenizer, seq_length, text_a, text_b=None, batch_size=512):
         seq_length: int, the longest packed sequence.
         text_a: list of str. text_b: list of str, or None for single texts.
         batch_size: int, texts tokenized per `tf.data` batch.
+        return_cut: bool. Also return which examples were truncated.
 
     Returns:
-        dict with int32 `tf.RaggedTensor`s [N, (L)] `input_word_ids` and `input_type_ids`.
+        dict with int32 `tf.RaggedTensor`s [N, (L)] `input_word_ids` and `input_type_ids`;
+        with `return_cut`, (that dict, bool `np.ndarray` [N]: tokens were cut).
     """
     columns = (list(text_a),) if text_b is None else (list(text_a), list(text_b))
     if not columns[0]:
         empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
-        return {"input_word_ids": empty, "input_type_ids": empty}
+        inputs = {"input_word_ids": empty, "input_type_ids": empty}
+        return (inputs, np.zeros([0], bool)) if return_cut else inputs
     pack = _pack_function(tokenizer, seq_length, len(columns))
     data = (
         tf.data.Dataset.from_tensor_slices(columns)
@@ -250,9 +254,172 @@ def encode_texts(tokenizer, seq_length, text_a, text_b=None, batch_size=512):
         .map(pack, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     )
     parts = list(data)
-    return {
+    inputs = {
         k: tf.concat([p[k] for p in parts], axis=0) for k in ("input_word_ids", "input_type_ids")
     }
+    if return_cut:
+        return inputs, np.concatenate([p["cut"].numpy() for p in parts])
+    return inputs
+
+
+def encode_long_texts(tokenizer, seq_length, text_a, text_b, options, name):
+    """Texts -> (inputs, example_index) as `options` (`long_text.LongTextOptions`) say:
+    truncated (`encode_texts`; the log says how many were cut) or in windows
+    (`encode_windows`; the log says how many texts had more windows than max_windows).
+
+    Args:
+        tokenizer, seq_length, text_a, text_b: as `encode_texts`.
+        options: `keras_bert.tasks.long_text.LongTextOptions`.
+        name: str, what the log lines name (task and split).
+
+    Returns:
+        (inputs, example_index): dict of ragged `input_word_ids`, `input_type_ids` [N, (L)], and
+        int `np.ndarray` [N], the example of each feature.
+    """
+    from keras_bert.tasks.long_text import resolve_stride
+
+    n = len(text_a)
+    if options.long_text == "truncate":
+        inputs, cut = encode_texts(tokenizer, seq_length, text_a, text_b, return_cut=True)
+        if cut.any():
+            logging.info(
+                "%s: %d of %d examples are longer than seq_length %d and were truncated "
+                "(long_text=windows reads them whole).",
+                name,
+                int(cut.sum()),
+                n,
+                seq_length,
+            )
+        return inputs, np.arange(n)
+    stride = resolve_stride(seq_length, text_b is not None, options.doc_stride)
+    inputs, example_index, needed = encode_windows(
+        tokenizer,
+        seq_length,
+        text_a,
+        text_b,
+        doc_stride=stride,
+        max_windows=options.max_windows,
+    )
+    logging.info(
+        "%s: %d examples -> %d windows (doc_stride %d); %d examples need more than max_windows "
+        "%d and are read in part.",
+        name,
+        n,
+        len(example_index),
+        stride,
+        int((needed > options.max_windows).sum()),
+        options.max_windows,
+    )
+    return inputs, example_index
+
+
+def encode_windows(
+    tokenizer, seq_length, text_a, text_b=None, *, doc_stride, max_windows, batch_size=256
+):
+    """Long texts -> one feature per window (`keras_bert.text.windows.pack_windows`, the
+    graph the exports run): single texts in windows of `seq_length - 2` tokens; pairs keep
+    text_a whole up to `long_text.max_first_length(seq_length)` tokens beside windows of
+    text_b.
+
+    Args:
+        tokenizer: `keras_bert.text.BertTokenizer`.
+        seq_length: int, the longest packed window.
+        text_a: list of str. text_b: list of str, or None for single texts.
+        doc_stride: int, tokens between window starts (`long_text.resolve_stride`).
+        max_windows: int, windows kept per text (its first).
+        batch_size: int, texts windowed per call.
+
+    Returns:
+        (inputs, example_index, needed): dict of int32 `tf.RaggedTensor`s [W, (L)]
+        `input_word_ids` and `input_type_ids`; int `np.ndarray` [W], the text of each window;
+        int `np.ndarray` [N], the windows each text would need without `max_windows`.
+    """
+    window = _window_function(tokenizer, seq_length, doc_stride, max_windows, text_b is not None)
+    texts = [list(text_a)] + ([] if text_b is None else [list(text_b)])
+    ids, types, example_index, needed = [], [], [], []
+    for begin in range(0, len(texts[0]), batch_size):
+        out = window(*[tf.constant(t[begin : begin + batch_size], tf.string) for t in texts])
+        ids.append(out["input_word_ids"])
+        types.append(out["input_type_ids"])
+        example_index.append(out["example"].numpy() + begin)
+        needed.append(out["needed"].numpy())
+    if not ids:
+        empty = tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
+        return (
+            {"input_word_ids": empty, "input_type_ids": empty},
+            np.zeros([0], np.int64),
+            (np.zeros([0], np.int64)),
+        )
+    inputs = {"input_word_ids": tf.concat(ids, 0), "input_type_ids": tf.concat(types, 0)}
+    return inputs, np.concatenate(example_index).astype(np.int64), np.concatenate(needed)
+
+
+def pool_windows(logits, example_index, num_examples, pooling="mean"):
+    """Each example's logits from its features' (`keras_bert.text.windows.pool_windows`, as
+    the exports pool them): their "mean", "max" (per class) or "first".
+
+    Args:
+        logits: float `np.ndarray` [W, C], one row per feature, an example's features
+            consecutive (as `encode_windows` makes them).
+        example_index: int `np.ndarray` [W], the example of each feature (every example has one).
+        num_examples: int, N.
+        pooling: "mean", "max" or "first".
+
+    Returns:
+        float `np.ndarray` [N, C].
+    """
+    from keras_bert.text.windows import pool_windows as pool
+
+    example_index = np.asarray(example_index)
+    if len(example_index) == num_examples and np.array_equal(
+        example_index, np.arange(num_examples)
+    ):
+        return np.asarray(logits)  # One feature per example.
+    count = np.bincount(example_index, minlength=num_examples)
+    return pool(
+        tf.constant(logits, tf.float32),
+        tf.constant(example_index, tf.int32),
+        tf.constant(count, tf.int32),
+        pooling,
+    ).numpy()
+
+
+_WINDOW_FUNCTIONS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def _window_function(tokenizer, seq_length, doc_stride, max_windows, pair):
+    """A `tf.function` windowing a batch of texts (`pack_windows`), traced once per tokenizer
+    and settings; it returns ragged windows, their `example` and each text's `needed`."""
+    from keras_bert.tasks.long_text import max_first_length
+    from keras_bert.text.windows import pack_windows
+
+    cache = _WINDOW_FUNCTIONS.setdefault(tokenizer, {})
+    key = (seq_length, doc_stride, max_windows, pair)
+    if key not in cache:
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * (1 + pair))
+        def window(*texts):
+            first, second = (None, texts[0]) if len(texts) == 1 else texts
+            inputs, windows, _ = pack_windows(
+                tokenizer,
+                first,
+                second,
+                seq_length,
+                doc_stride,
+                max_first_length(seq_length),
+                max_windows,
+            )
+            lengths = tf.reduce_sum(inputs["input_mask"], axis=1)
+            out = {
+                k: tf.RaggedTensor.from_tensor(inputs[k], lengths=lengths).with_row_splits_dtype(
+                    tf.int64
+                )
+                for k in ("input_word_ids", "input_type_ids")
+            }
+            return dict(out, example=windows["example"], needed=windows["needed"])
+
+        cache[key] = window
+    return cache[key]
 
 
 _PACK_FUNCTIONS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = (
@@ -262,7 +429,8 @@ _PACK_FUNCTIONS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = (
 
 def _pack_function(tokenizer, seq_length, segments):
     """A `tf.function` tokenizing and packing a batch of texts, traced once per tokenizer and
-    shape: every `tf.data` pipeline of `encode_texts` then calls the same graph."""
+    shape: every `tf.data` pipeline of `encode_texts` then calls the same graph. It also says
+    which rows were truncated (`cut`)."""
     from keras_bert.text.packer import BertPacker
 
     cache = _PACK_FUNCTIONS.setdefault(tokenizer, {})
@@ -273,14 +441,17 @@ def _pack_function(tokenizer, seq_length, segments):
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * segments)
         def pack(*texts):
-            packed = packer([tokenizer(t) for t in texts])
+            tokens = [tokenizer(t) for t in texts]
+            packed = packer(tokens)
             lengths = tf.reduce_sum(packed["input_mask"], axis=1)
-            return {
+            wanted = tf.add_n([t.row_lengths() for t in tokens]) + 1 + segments
+            out = {
                 k: tf.RaggedTensor.from_tensor(packed[k], lengths=lengths).with_row_splits_dtype(
                     tf.int64
                 )
                 for k in ("input_word_ids", "input_type_ids")
             }
+            return dict(out, cut=wanted > tf.cast(lengths, wanted.dtype))
 
         cache[(seq_length, segments)] = pack
     return cache[(seq_length, segments)]

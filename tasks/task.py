@@ -63,6 +63,10 @@ class Task:
     def check_vocabulary(self, tokenizer):
         """Raise if the tokenizer lacks something the task needs (default: nothing)."""
 
+    def check_settings(self, seq_length):
+        """Raise if the task's options do not fit `seq_length` (default: nothing); the run's
+        config calls it before anything is written."""
+
 
 def sparse_xent_sums(labels, logits, weights=None):
     """(sum of cross-entropies, count) for int labels [...] and logits [..., C]; positions with

@@ -2,8 +2,12 @@
 
 The data, metrics and submission files are `keras_bert.tasks.glue.data`'s; this module is the
 model side: features from `features.encode_texts`, a `BertClassifier` on `pooled_output`,
-cross-entropy (or mean-squared error for STS-B).
+cross-entropy (or mean-squared error for STS-B). Long texts are truncated, or read in windows
+whose logits are pooled per example (`keras_bert.tasks.long_text`; options `long_text`,
+`doc_stride`, `max_windows`, `window_pooling`).
 """
+
+import dataclasses
 
 import numpy as np
 import tensorflow as tf
@@ -11,15 +15,22 @@ import tensorflow as tf
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.glue import data as glue
+from keras_bert.tasks.long_text import LongTextOptions, resolve_stride
 from keras_bert.tasks.task import Task, sparse_xent_sums
 
 
 class GlueClassification(Task):
-    """One GLUE task (`keras_bert.tasks.glue.data.SPECS[name]`) for the fine-tuning runner."""
+    """One GLUE task (`keras_bert.tasks.glue.data.SPECS[name]`) for the fine-tuning runner.
+
+    Args:
+        name: str, the GLUE task.
+        **long_text: `keras_bert.tasks.long_text.LongTextOptions` fields.
+    """
 
     label_keys = ("label",)
 
-    def __init__(self, name):
+    def __init__(self, name, **long_text):
+        self.options = LongTextOptions(**long_text)
         self.spec = glue.get_spec(name)
         self.name = self.spec.name
         self.main_metric = self.spec.main_metric
@@ -42,13 +53,23 @@ class GlueClassification(Task):
             raise ValueError(f"Task {self.name} needs data_dir (the GLUE task folder) or tfds.")
         return glue.read_examples(self.spec, data_dir, split)
 
+    @property
+    def pair(self):
+        return self.spec.text_columns[1] is not None
+
+    def check_settings(self, seq_length):
+        if self.options.long_text == "windows":
+            resolve_stride(seq_length, self.pair, self.options.doc_stride)
+
     def encode(self, examples, tokenizer, seq_length, training=False):
         pair = any(e.text_b is not None for e in examples)
-        inputs = feature_lib.encode_texts(
+        inputs, example_index = feature_lib.encode_long_texts(
             tokenizer,
             seq_length,
             [e.text_a for e in examples],
             [e.text_b or "" for e in examples] if pair else None,
+            self.options,
+            self.name,
         )
         labels = {}
         if examples and all(e.label is not None for e in examples):
@@ -57,7 +78,8 @@ class GlueClassification(Task):
             else:
                 index = {label: i for i, label in enumerate(self.spec.labels)}
                 labels["label"] = np.array([index[e.label] for e in examples], np.int32)
-        return feature_lib.FeatureSet(inputs, labels)
+        labels = {k: v[example_index] for k, v in labels.items()}  # Windows: their example's.
+        return feature_lib.FeatureSet(inputs, labels, example_index)
 
     def build_model(self, encoder, dropout):
         return BertClassifier(
@@ -71,26 +93,36 @@ class GlueClassification(Task):
             return tf.reduce_sum(tf.square(error)), tf.cast(tf.size(error), tf.float32)
         return sparse_xent_sums(labels["label"], logits)
 
-    def predictions(self, outputs):
-        """Label strings (or STS-B scores) from the model outputs."""
-        logits = outputs["logits"]
+    def predictions(self, examples, features, outputs):
+        """Label strings (or STS-B scores) of the examples from the model outputs (windows'
+        logits pooled per example)."""
+        logits = feature_lib.pool_windows(
+            outputs["logits"], features.example_index, len(examples), self.options.window_pooling
+        )
         if self.regression:
             return [float(v) for v in logits[:, 0]]
         return [self.spec.labels[i] for i in np.argmax(logits, axis=-1)]
 
     def evaluate(self, examples, features, outputs):
         return glue.compute_metrics(
-            self.spec, [e.label for e in examples], self.predictions(outputs)
+            self.spec, [e.label for e in examples], self.predictions(examples, features, outputs)
         )
 
     def write_predictions(self, split, examples, features, outputs, output_dir):
         return [
-            glue.write_submission(self.spec, split, examples, self.predictions(outputs), output_dir)
+            glue.write_submission(
+                self.spec,
+                split,
+                examples,
+                self.predictions(examples, features, outputs),
+                output_dir,
+            )
         ]
 
     def info(self):
         return {
             "problem": "regression" if self.regression else "classification",
             "labels": None if self.regression else list(self.spec.labels),
-            "text_inputs": ["text"] if self.name in ("cola", "sst2") else ["text", "text_b"],
+            "text_inputs": ["text", "text_b"] if self.pair else ["text"],
+            **dataclasses.asdict(self.options),
         }

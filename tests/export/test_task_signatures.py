@@ -40,27 +40,23 @@ def _words(case):
     text, words, starts = "", [], []
     for part in case.split("|"):
         word = part.lstrip()
-        starts.append(len(text) + len(part) - len(word))
-        words.append(word)
+        if word:  # (A blank part is no word: whitespace.)
+            starts.append(len(text) + len(part) - len(word))
+            words.append(word)
         text += part
     return text, words, starts
 
 
 def _python_entities(model_dir, cases):
     """Per case, [(text, type, start_char, end_char)] from NerTask's predictions on the Keras model
-    (words past the first seq_length - 2 pieces left out, as the export leaves them untagged)."""
+    (long sentences in windows, as the export reads them)."""
     source = load_source(model_dir)
     task = NerTask()
     assert list(task.labels) == source.info["labels"]
     parsed = [_words(c) for c in cases]
     examples = []
     for _, words, _ in parsed:
-        pieces = np.cumsum(source.tokenizer(tf.constant(words)).row_lengths().numpy())
-        examples.append(
-            NerExample(
-                words[: int(np.sum(pieces - pieces[0] < SEQ_LENGTH - 2))] if len(words) else words
-            )
-        )
+        examples.append(NerExample(words))
     features = task.encode(examples, source.tokenizer, SEQ_LENGTH)
     outputs = runner.predict(source.model, task, features, batch_size=4)
     answers = []
@@ -108,9 +104,8 @@ def test_ner_entities_equal_the_tasks_predictions(conll):
     flat = [e for row in want for e in row]
     assert {e[1] for e in flat} == {"PER", "ORG", "LOC", "MISC"}
     assert any(" " in e[0] for e in flat) and any("movies" in e[0] for e in flat)
-    assert (
-        any("Ünïcödé 東京 🙂" in e[0] for e in flat) and want[5][-1][3] == 109
-    )  # Within 30 pieces.
+    assert any("Ünïcödé 東京 🙂" in e[0] for e in flat)
+    assert want[5][-1][3] == 274 and out["num_windows"].numpy()[5] > 1  # Every window's words.
     # Padding: "" and -1 after each row's entities; the width is the batch's most entities.
     count = out["entity_count"].numpy()
     assert out["entity_text"].shape == (len(texts) + len(BLANK_TEXTS), count.max())
@@ -126,18 +121,38 @@ def test_ner_entities_equal_the_tasks_predictions(conll):
     assert empty["entity_text"].shape == (0, 0) and empty["entity_count"].shape == (0,)
 
 
+def test_ner_reads_a_megabyte_text_in_max_windows(conll):
+    """1 MB of text: entities from all 16 windows read (past the first), the rest cut and said."""
+    loaded = tf.saved_model.load(conll["path"])
+    text = ("The movies were really good , the actor was Zzz . " * 21000)[: 1 << 20]
+    out = loaded.signatures["serving_default"](text=tf.constant([text, "the movie"]))
+    assert out["num_windows"].numpy().tolist() == [16, 1]
+    assert out["text_cut"].numpy().tolist() == [True, False]
+    ends = out["end_char"].numpy()[0, : out["entity_count"].numpy()[0]]
+    room = SEQ_LENGTH - 2  # Pieces of a window; 16 windows half a window apart.
+    piece_ends = (
+        load_source(conll["model_dir"])
+        .tokenizer.tokenize_with_offsets(tf.constant([text[:5000]]))[2][0]
+        .numpy()
+    )  # (ASCII: bytes are characters.)
+    assert piece_ends[2 * room] < ends.max() <= piece_ends[15 * (room // 2) + room - 1]
+
+
 def test_ner_preprocess_and_predict_ids_give_the_keras_logits(conll):
     signatures = tf.saved_model.load(conll["path"]).signatures
     texts = tf.constant([_words(c)[0] for c in NER_TEXTS] + BLANK_TEXTS)
-    inputs = signatures["preprocess"](text=texts)
+    inputs = {k: v.numpy() for k, v in signatures["preprocess"](text=texts).items()}
+    index = inputs.pop("example_index")
+    assert len(index) > len(NER_TEXTS + BLANK_TEXTS)  # The long text is read in windows.
+    first = [int(np.flatnonzero(index == i)[0]) for i in range(texts.shape[0])]
     source = load_source(conll["model_dir"])
     full = BertPreprocessor(source.tokenizer, SEQ_LENGTH)(texts)
     width = inputs["input_word_ids"].shape[1]
     assert width == SEQ_LENGTH  # The long text fills the row.
-    for name in full:
-        np.testing.assert_array_equal(inputs[name], full[name][:, :width])
-    logits = signatures["predict_ids"](**inputs)["logits"].numpy()
-    mask = inputs["input_mask"].numpy()[..., None]
+    for name in full:  # Each text's first window is its truncation.
+        np.testing.assert_array_equal(inputs[name][first], full[name][:, :width])
+    logits = signatures["predict_ids"](**inputs)["logits"].numpy()[first]
+    mask = inputs["input_mask"][first][..., None]
     want = np.asarray(source.model(full, training=False)["logits"])
     np.testing.assert_allclose(logits * mask, want[:, :width] * mask, atol=ATOL)
 

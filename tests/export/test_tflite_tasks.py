@@ -136,7 +136,15 @@ def test_tasks_convert_with_builtins_and_text_kernels_only(name, request):
     kind, outputs = {
         "ner": (
             "token_classification",
-            ["end_char", "entity_count", "entity_text", "entity_type", "start_char"],
+            [
+                "end_char",
+                "entity_count",
+                "entity_text",
+                "entity_type",
+                "num_windows",
+                "start_char",
+                "text_cut",
+            ],
         ),
         "swag": ("multiple_choice", ["choice", "probabilities"]),
         "squad2": (

@@ -46,7 +46,7 @@ def test_reads_label_tab_text_strictly(tmp_path):
     assert [(e.label, e.text) for e in test] == [(None, "just a text"), ("ham", "labelled")]
     bad = {
         "no tab\n": ":1: expected label<TAB>text, found 1",
-        "a\tb\tc\n": ":1: expected label<TAB>text, found 3",
+        "a\tb\tc\td\n": ":1: expected label<TAB>text, found 4",
         "x\ty\n\t text\n": ":2: empty label",
         "x\t  \n": ":1: empty text",
         "\n\n": "no examples",

@@ -1,0 +1,98 @@
+"""A model fine-tuned with `--long_text=windows`: its SavedModel and float32 TFLite answers against
+the runner's on real long documents, and a 1 MB text through both.
+
+The runner's answers are the task's own path (`task.encode` windows, `runner.predict`, the
+task's pooling); the exports' come from `serving_default` in batches of 8 documents.
+
+    .venv/bin/python bench/long_text_exports.py --model_dir runs/docs/model --data docs/dev.tsv \\
+        [--docs 200] [--export_dir /tmp/long_text_exports]
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from keras_bert.checkpoints.task_model import load_task_model  # noqa: E402
+from keras_bert.export import export_saved_model, tflite  # noqa: E402
+from keras_bert.export.source import load_source  # noqa: E402
+from keras_bert.tasks import features as feature_lib  # noqa: E402
+from keras_bert.tasks import registry, runner  # noqa: E402
+from keras_bert.tasks.text_classification.task import TextExample  # noqa: E402
+
+MEGABYTE = ("the lovely film was really quite good and " * 30000)[: 1 << 20]
+OPTIONS = ("long_text", "doc_stride", "max_windows", "window_pooling")
+
+
+def runner_logits(model_dir, texts):
+    """The runner's document logits and windows per document."""
+    model, info, vocab = load_task_model(model_dir)
+    task = registry.get_task("text_classification", {k: info[k] for k in OPTIONS})
+    task.labels, task.pair = info["labels"], False
+    examples = [TextExample(f"dev-{i}", t, None) for i, t in enumerate(texts)]
+    from keras_bert.text.tokenizer import BertTokenizer
+
+    feats = task.encode(
+        examples, BertTokenizer(vocab, lower_case=info["lower_case"]), info["seq_length"]
+    )
+    outputs = runner.predict(model, task, feats, 32)
+    pooled = feature_lib.pool_windows(
+        outputs["logits"], feats.example_index, len(texts), info["window_pooling"]
+    )
+    return pooled, np.bincount(feats.example_index)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model_dir", required=True)
+    parser.add_argument("--data", required=True, help="A label<TAB>text file.")
+    parser.add_argument("--docs", type=int, default=200)
+    parser.add_argument("--export_dir", default=None)
+    args = parser.parse_args()
+    with open(os.path.join(args.model_dir, "task.json")) as f:
+        assert json.load(f).get("long_text") == "windows", "not a --long_text=windows model"
+    with open(args.data, encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    texts = [r[1] for r in rows if r[:2] != ["label", "text"]][: args.docs]
+    logits, counts = runner_logits(args.model_dir, texts)
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    out_dir = args.export_dir or tempfile.mkdtemp()
+    serving = tf.saved_model.load(
+        export_saved_model(args.model_dir, os.path.join(out_dir, "saved_model"))
+    ).signatures["serving_default"]
+    lite_path = tflite.write_tflite(load_source(args.model_dir), os.path.join(out_dir, "tflite"))
+    lite = tflite.load_interpreter(os.path.join(lite_path, tflite.MODEL_FILE))
+    lite = lite.get_signature_runner("serving_default")
+    calls = {
+        "SavedModel": lambda b: {k: v.numpy() for k, v in serving(text=tf.constant(b)).items()},
+        "TFLite float32": lambda b: lite(text=np.array([t.encode() for t in b], object)),
+    }
+    print(f"{len(texts)} documents, {counts.mean():.2f} windows each on average")
+    for name, call in calls.items():
+        outs = [call(texts[i : i + 8]) for i in range(0, len(texts), 8)]
+        labels = np.concatenate([o["label_id"] for o in outs])
+        difference = np.abs(np.concatenate([o["probabilities"] for o in outs]) - probabilities)
+        windows = np.concatenate([o["num_windows"] for o in outs])
+        print(
+            f"{name}: the runner's label on {np.mean(labels == logits.argmax(-1)):.1%}, largest "
+            f"probability difference {difference.max():.2g}, num_windows equal: "
+            f"{windows.tolist() == counts.tolist()}"
+        )
+        started = time.perf_counter()
+        big = call([MEGABYTE])
+        print(
+            f"{name}, a 1 MB text: label {big['label'].tolist()}, num_windows "
+            f"{big['num_windows'].tolist()}, text_cut {big['text_cut'].tolist()}, "
+            f"{time.perf_counter() - started:.1f} s"
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

