@@ -46,7 +46,6 @@ from typing import Any
 
 from absl import logging
 
-from keras_bert.io_utils import write_atomic
 from keras_bert.tasks import sweep
 from keras_bert.tasks.config import FinetuneConfig
 from keras_bert.tasks.registry import GLUE_TASKS
@@ -350,7 +349,7 @@ def write_submission_zip(plan: SuitePlan, results: dict[str, Any]) -> str:
                 with open(path, "rb") as f:
                     archive.writestr(name, f.read())
     path = os.path.join(plan.model_dir, SUBMISSION)
-    write_atomic(path, buffer.getvalue())
+    sweep.write_file(path, buffer.getvalue())
     missing = sorted(
         set(TEST_ROWS) - {n for t in plan.tasks for n in glue.SPECS[t].predict_splits.values()}
     )
@@ -391,8 +390,8 @@ def _report(plan, results):
         "wnli": plan.wnli,
         "grids": {t: dataclasses.asdict(g) for t, g in plan.grids.items()},
     }
-    write_atomic(os.path.join(plan.model_dir, RESULTS_JSON), json.dumps(results, indent=1))
-    write_atomic(os.path.join(plan.model_dir, RESULTS_MD), render_markdown(results))
+    sweep.write_file(os.path.join(plan.model_dir, RESULTS_JSON), json.dumps(results, indent=1))
+    sweep.write_file(os.path.join(plan.model_dir, RESULTS_MD), render_markdown(results))
     _plot(plan, results)
     return results
 

@@ -41,7 +41,6 @@ from typing import Any
 
 from absl import logging
 
-from keras_bert.io_utils import write_atomic
 from keras_bert.tasks.config import FinetuneConfig
 from keras_bert.training.choices import OPTIMIZERS
 
@@ -228,7 +227,8 @@ def run_sweep(
     """
     if not config.do_train:
         raise ValueError("A sweep trains each of its runs: pass do_train (and do_eval).")
-    if os.path.isdir(os.path.join(config.model_dir, "checkpoints")):
+    model_dir = str(config.model_dir)  # FinetuneConfig requires it.
+    if os.path.isdir(os.path.join(model_dir, "checkpoints")):
         raise ValueError(
             f"{config.model_dir} holds a single run (checkpoints/), not a sweep: use another "
             f"model_dir for the sweep."
@@ -239,8 +239,8 @@ def run_sweep(
     progress = progress or Progress([s["num_train_epochs"] for s in settings])
     runs = [_run_once(config, setting, progress, runner) for setting in settings]
     results = summarize(config, runs)
-    _point_best(config.model_dir, results["best_run"])
-    write_atomic(os.path.join(config.model_dir, RESULTS_FILE), json.dumps(results, indent=1))
+    _point_best(model_dir, results["best_run"])
+    write_file(os.path.join(model_dir, RESULTS_FILE), json.dumps(results, indent=1))
     logging.info(
         "%s sweep: best %s, %s %.4f (of %d runs)",
         config.task,
@@ -249,7 +249,7 @@ def run_sweep(
         results["best"]["score"],
         len(runs),
     )
-    best_dir = os.path.join(config.model_dir, results["best_run"])
+    best_dir = os.path.join(model_dir, results["best_run"])
     if config.do_predict:
         results["predictions"] = predict_with_model(config, best_dir)
     return {**results, "best_dir": best_dir}
@@ -273,7 +273,8 @@ def predict_with_model(config: FinetuneConfig, run_dir: str) -> list[str]:
     tf.io.gfile.makedirs(out_dir)
     written = []
     for split in task.predict_splits:
-        examples = task.read(config.data_dir, split, use_tfds=config.tfds)
+        file = config.eval_file if split in task.eval_splits else None  # As the runner reads.
+        examples = task.read(config.data_dir, split, use_tfds=config.tfds, file=file)
         feats = task.encode(examples, tokenizer, info["seq_length"])
         outputs = predict(model, task, feats, config.eval_batch_size, config.bucket_lengths())
         written += task.write_predictions(split, examples, feats, outputs, out_dir)
@@ -338,7 +339,7 @@ def _run_once(config, setting, progress, runner):
         "best_epoch": (summary.get("best") or {}).get("epoch"),
         "fingerprint": prints,
     }
-    write_atomic(record_path, json.dumps(record, indent=1))
+    write_file(record_path, json.dumps(record, indent=1))
     progress.finished(time.perf_counter() - started)
     return record
 
@@ -395,7 +396,7 @@ def _point_best(model_dir, name):
     on gs://)."""
     path = os.path.join(model_dir, BEST)
     if "://" in model_dir:
-        write_atomic(path, name + "\n")
+        write_file(path, name + "\n")
         return
     tmp = f"{path}.tmp-link"
     if os.path.lexists(tmp):
@@ -419,3 +420,11 @@ def best_run_dir(model_dir: str) -> str:
         with tf.io.gfile.GFile(path) as f:
             return os.path.join(model_dir, f.read().strip())
     raise FileNotFoundError(f"{model_dir} holds no finished sweep (no {BEST}).")
+
+
+def write_file(path: str, data: str | bytes) -> None:
+    """`keras_bert.io_utils.write_atomic` (imported on use: the command lines' --help stays
+    without TensorFlow)."""
+    from keras_bert.io_utils import write_atomic
+
+    write_atomic(path, data)

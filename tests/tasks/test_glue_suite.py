@@ -20,10 +20,11 @@ import zipfile
 import numpy as np
 import pytest
 from finetune_cases import write_checkpoint
+from suite_job import run_spec
 from task_cases import write_glue_tree
 from test_user_errors import assert_one_line, run_script
 
-from keras_bert.tasks import glue_suite, sweep
+from keras_bert.tasks import glue_suite, registry, sweep
 from keras_bert.tasks.glue.data import GlueDataError
 
 # What the GLUE server takes (gluebenchmark.com submission instructions; the GLUE baseline and
@@ -337,6 +338,16 @@ def test_all_nine_tasks_and_ax_make_the_server_zip(glue_root, checkpoint, tmp_pa
     ]
 
 
+_CALLS = []
+
+
+def _counting(config):
+    from keras_bert.tasks.runner import run_finetuning
+
+    _CALLS.append(config)
+    return run_finetuning(config)
+
+
 def suite_spec(glue_root, checkpoint, out, **extra):
     """suite_job.py's plan: RTE and MRPC, two seeds each, 2 epochs of 2 steps, a checkpoint per
     step."""
@@ -353,12 +364,10 @@ def suite_spec(glue_root, checkpoint, out, **extra):
 
 @pytest.mark.slow
 def test_a_killed_suite_resumes_with_identical_results(glue_root, checkpoint, tmp_path):
-    sys.path.insert(0, os.path.dirname(JOB))
-    from suite_job import run_spec
-
     full = run_spec(suite_spec(glue_root, checkpoint, str(tmp_path / "full")))
     killed = suite_spec(glue_root, checkpoint, str(tmp_path / "killed"))
-    # SIGKILL right after the checkpoint of step 3 (mid-epoch 2) of the suite's third run (MRPC).
+    # SIGKILL right after the checkpoint of step 3 (mid-epoch 2) of the suite's third run: the
+    # first of RTE (the tasks run in GLUE's order: MRPC first).
     done = subprocess.run(
         [sys.executable, JOB, json.dumps(dict(killed, kill_in_run=3, kill_after_step=3))],
         capture_output=True,
@@ -366,16 +375,66 @@ def test_a_killed_suite_resumes_with_identical_results(glue_root, checkpoint, tm
         timeout=900,
     )
     assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
-    mrpc = os.path.join(killed["model_dir"], "mrpc")
-    finished = sorted(
-        n for n in os.listdir(mrpc) if os.path.exists(os.path.join(mrpc, n, "sweep_run.json"))
-    )
-    assert finished == [] and os.path.exists(os.path.join(killed["model_dir"], "rte", "best"))
-    resumed = run_spec(killed)
-    with open(os.path.join(mrpc, "lr0.001_bs8_ep2_adam_weight_decay_seed0", "summary.json")) as f:
-        assert json.load(f)["start_step"] == 3  # Resumed from its checkpoint, not from scratch.
+
+    def finished(task):
+        folder = os.path.join(killed["model_dir"], task)
+        return sorted(
+            n
+            for n in os.listdir(folder)
+            if n.startswith("lr") and os.path.exists(os.path.join(folder, n, "sweep_run.json"))
+        )
+
+    assert len(finished("mrpc")) == 2 and finished("rte") == []
+    resumed = run_spec(killed, runner=_counting)
+    # MRPC's finished runs were kept; RTE's first run resumed from its checkpoint of step 3.
+    assert [c.model_dir.split(os.sep)[-2:] for c in _CALLS] == [
+        ["rte", "lr0.001_bs8_ep2_adam_weight_decay_seed0"],
+        ["rte", "lr0.001_bs8_ep2_adam_weight_decay_seed1"],
+    ]
+    rte = os.path.join(killed["model_dir"], "rte", "lr0.001_bs8_ep2_adam_weight_decay_seed0")
+    with open(os.path.join(rte, "summary.json")) as f:
+        assert json.load(f)["start_step"] == 3
     for task in ("rte", "mrpc"):
         assert resumed["tasks"][task]["runs"] == full["tasks"][task]["runs"]
         assert resumed["tasks"][task]["dev"] == pytest.approx(full["tasks"][task]["dev"], rel=1e-6)
     with zipfile.ZipFile(full["submission"]) as a, zipfile.ZipFile(resumed["submission"]) as b:
         assert {n: a.read(n) for n in a.namelist()} == {n: b.read(n) for n in b.namelist()}
+
+
+# === The sweep on every task of the registry ===
+
+
+def _sweep_task(task, checkpoint, tmp_path, seeds):
+    from task_cases import task_options, write_task_data
+
+    from keras_bert.tasks.config import FinetuneConfig
+
+    config = FinetuneConfig(
+        task=task,
+        data_dir=write_task_data(str(tmp_path / "data"), task),
+        model_dir=str(tmp_path / "sweep"),
+        do_train=True,
+        do_eval=True,
+        task_options=task_options(task),
+        **settings(checkpoint, num_train_epochs=1),
+    )
+    results = sweep.run_sweep(config, sweep.make_grid(config, learning_rates="1e-3", seeds=seeds))
+    metric = config.task_object.main_metric
+    assert results["metric"] == metric and len(results["runs"]) == len(seeds.split(","))
+    assert results["best"]["score"] == max(r["metrics"][metric] for r in results["runs"])
+    assert results["seeds"]["count"] == len(results["runs"])
+    with open(os.path.join(sweep.best_run_dir(config.model_dir), "eval_results.json")) as f:
+        assert json.load(f)[metric] == results["best"]["score"]
+    return results
+
+
+def test_the_sweep_of_a_task_outside_glue(checkpoint, tmp_path):
+    """NER's sweep: two restarts, the best by dev F1 (its main metric)."""
+    results = _sweep_task("conll2003", checkpoint, tmp_path, "0,1")
+    assert results["seeds"]["min"] <= results["best"]["score"] == results["seeds"]["max"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", registry.task_names())
+def test_the_sweep_of_every_task(task, checkpoint, tmp_path):
+    _sweep_task(task, checkpoint, tmp_path, "3")
