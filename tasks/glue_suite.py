@@ -235,10 +235,10 @@ def run_suite(
     results: dict[str, Any] = {"tasks": {}}
     started = time.perf_counter()
     for number, task in enumerate(plan.tasks, start=1):
-        first = progress.done + 1
-        last = progress.done + len(plan.grids[task].settings()) if task in plan.grids else first - 1
-        progress.prefix = f"task {number}/{len(plan.tasks)} {task} (runs {first}-{last})"
+        progress.prefix = f"task {number}/{len(plan.tasks)} {task}"
         if task in plan.grids:
+            first, count = progress.done + 1, len(plan.grids[task].settings())
+            progress.prefix += f" (runs {first}-{first + count - 1})"
             outcome = sweep.run_sweep(plan.configs[task], plan.grids[task], progress, runner)
             record = _task_record(plan, task, outcome)
         else:
