@@ -240,6 +240,9 @@ def run_sweep(
     runs = [_run_once(config, setting, progress, runner) for setting in settings]
     results = summarize(config, runs)
     _point_best(model_dir, results["best_run"])
+    best_dir = os.path.join(model_dir, results["best_run"])
+    if config.do_predict:
+        results["predictions"] = _predictions(config, best_dir, results["best_run"])
     write_file(os.path.join(model_dir, RESULTS_FILE), json.dumps(results, indent=1))
     logging.info(
         "%s sweep: best %s, %s %.4f (of %d runs)",
@@ -249,10 +252,19 @@ def run_sweep(
         results["best"]["score"],
         len(runs),
     )
-    best_dir = os.path.join(model_dir, results["best_run"])
-    if config.do_predict:
-        results["predictions"] = predict_with_model(config, best_dir)
     return {**results, "best_dir": best_dir}
+
+
+def _predictions(config, best_dir, best_run):
+    """The best run's prediction files: those of an earlier call if the best run is the same and
+    they are all there (a finished sweep started again), else written now."""
+    import tensorflow as tf
+
+    before = _read_json(os.path.join(str(config.model_dir), RESULTS_FILE)) or {}
+    written = before.get("predictions")
+    if before.get("best_run") == best_run and written and all(map(tf.io.gfile.exists, written)):
+        return written
+    return predict_with_model(config, best_dir)
 
 
 def predict_with_model(config: FinetuneConfig, run_dir: str) -> list[str]:
