@@ -171,6 +171,7 @@ class SuitePlan:
     grids: dict[str, sweep.Grid]
     wnli: str
     submission: bool
+    train_examples: dict[str, int] = dataclasses.field(default_factory=dict)  # In the file.
 
 
 def plan_suite(
@@ -217,7 +218,10 @@ def plan_suite(
         )
         if not (task == "wnli" and wnli == "majority"):
             grids[task] = sweep.make_grid(configs[task], **(grid or {}))
-    return SuitePlan(data_dir, model_dir, names, configs, grids, wnli, submission)
+    from keras_bert.tasks.glue import data as glue
+
+    sizes = {t: len(glue.read_examples(t, configs[t].data_dir, "train")) for t in names}
+    return SuitePlan(data_dir, model_dir, names, configs, grids, wnli, submission, sizes)
 
 
 def _folder(task):
@@ -259,23 +263,22 @@ def run_suite(
 
 def _weights(plan):
     """Each run's weight for the time left: its training examples (capped) x epochs."""
-    from keras_bert.tasks.glue import data as glue
+    return [
+        _used(plan, task) * s["num_train_epochs"]
+        for task in plan.tasks
+        if task in plan.grids
+        for s in plan.grids[task].settings()
+    ]
 
-    weights = []
-    for task in plan.tasks:
-        if task not in plan.grids:
-            continue
-        config = plan.configs[task]
-        examples = len(glue.read_examples(task, config.data_dir, "train"))
-        if config.max_train_examples:
-            examples = min(examples, config.max_train_examples)
-        weights += [examples * s["num_train_epochs"] for s in plan.grids[task].settings()]
-    return weights
+
+def _used(plan, task):
+    """The training examples a run of `task` uses (the file's, or max_train_examples if fewer)."""
+    cap = plan.configs[task].max_train_examples
+    return min(plan.train_examples[task], cap) if cap else plan.train_examples[task]
 
 
 def _task_record(plan, task, outcome):
     """A task's entry of results.json from its sweep's results."""
-    config = plan.configs[task]
     predictions = _prediction_files(task, outcome["best_dir"]) if plan.submission else {}
     return {
         "metric": outcome["metric"],
@@ -287,7 +290,8 @@ def _task_record(plan, task, outcome):
         "runs": [{k: r[k] for k in ("name", "setting", "score")} for r in outcome["runs"]],
         "run_dir": os.path.relpath(outcome["best_dir"], plan.model_dir),
         "predictions": predictions,
-        "max_train_examples": config.max_train_examples,
+        "train_examples": plan.train_examples[task],
+        "train_examples_used": _used(plan, task),
     }
 
 
@@ -328,7 +332,8 @@ def _majority(plan, task):
         "runs": [],
         "run_dir": None,
         "predictions": predictions,
-        "max_train_examples": None,
+        "train_examples": len(train),
+        "train_examples_used": len(train),
     }
 
 
@@ -467,16 +472,13 @@ def render_markdown(results: dict[str, Any]) -> str:
             f"{average['dev']:.2f}; paper BERT-base (test) {average['paper_base_test']:.2f}, "
             f"BERT-large (test) {average['paper_large_test']:.2f}.",
         ]
-    capped = {
-        t: r["max_train_examples"] for t, r in results["tasks"].items() if r["max_train_examples"]
-    }
+    capped = [
+        f"{t} {r['train_examples_used']:,} of {r['train_examples']:,}"
+        for t, r in results["tasks"].items()
+        if r["train_examples_used"] < r["train_examples"]
+    ]
     if capped:
-        lines += [
-            "",
-            "Training sets capped (max_train_examples): "
-            + ", ".join(f"{t} {n}" for t, n in capped.items())
-            + ".",
-        ]
+        lines += ["", f"Training sets capped (max_train_examples): {', '.join(capped)}."]
     lines += [
         "",
         "Selected on dev by each task's main metric (seeds, learning rates, ...); spread: the best "

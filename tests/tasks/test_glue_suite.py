@@ -124,6 +124,13 @@ def check_markdown(model_dir):
         if task["runs"]:
             assert float(cells[3]) == task["best_setting"]["learning_rate"]
             assert int(cells[7]) == task["best_setting"]["seed"]
+    capped = re.search(r"Training sets capped \(max_train_examples\): (.*)\.", text)
+    expected = [
+        f"{t} {r['train_examples_used']} of {r['train_examples']}"
+        for t, r in results["tasks"].items()
+        if r["train_examples_used"] < r["train_examples"]
+    ]
+    assert (capped.group(1).split(", ") if capped else []) == expected
     kept = [c for c in results["columns"] if c["task"] != "wnli"]
     ours = np.mean([100 * results["tasks"][c["task"]]["dev"][c["metric"]] for c in kept])
     match = re.search(r"ours \(dev\) ([\d.]+); paper BERT-base \(test\) ([\d.]+)", text)
@@ -140,7 +147,7 @@ def test_suite_sweeps_predicts_and_reports(glue_root, checkpoint, tmp_path):
     plan = glue_suite.plan_suite(
         glue_root,
         out,
-        settings(checkpoint),
+        settings(checkpoint, max_train_examples=12),
         dict(learning_rates="1e-3", num_train_epochs="1"),
         tasks="mnli,wnli",
         test_rows=TINY_ROWS,
@@ -152,6 +159,7 @@ def test_suite_sweeps_predicts_and_reports(glue_root, checkpoint, tmp_path):
         ["MNLI-m.tsv", "MNLI-mm.tsv", "AX.tsv", "WNLI.tsv"],
     )
     assert check_markdown(out)["tasks"].keys() == {"mnli", "wnli"}
+    assert results["tasks"]["mnli"]["train_examples_used"] == 12  # Of 16: results.md says so.
     assert os.path.getsize(os.path.join(out, "results.png")) > 1000
 
     # The sweep (one run here; test_the_sweep_of_a_task_outside_glue picks among two): the best by
