@@ -335,6 +335,7 @@ def _run_once(config, setting, progress, runner):
         progress.finished(None)
         return record
     logging.info(progress.line(what))
+    _fresh_session()
     started = time.perf_counter()
     summary = runner(run_config)
     metric = config.task_object.main_metric
@@ -354,6 +355,17 @@ def _run_once(config, setting, progress, runner):
     write_file(record_path, json.dumps(record, indent=1))
     progress.finished(time.perf_counter() - started)
     return record
+
+
+def _fresh_session():
+    """Frees what earlier runs left in this process (Keras' global state, TensorFlow's graphs):
+    without it, dozens of runs in one process (a suite) grow until the system kills it."""
+    import gc
+
+    import keras
+
+    keras.backend.clear_session()
+    gc.collect()
 
 
 def _read_json(path):
