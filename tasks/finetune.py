@@ -4,6 +4,12 @@
         --init_checkpoint=uncased_L-12_H-768_A-12/ --model_dir=runs/mrpc --do_train --do_eval \\
         --do_predict
 
+With `--sweep`, the paper's protocol instead of one run (`keras_bert.tasks.sweep`): every setting
+of `--learning_rates` (default 5e-5,4e-5,3e-5,2e-5), `--batch_sizes`, `--num_train_epochs`
+(a list here), `--optimizers` and `--seeds` (or `--restarts=N`) in its own sub-directory of
+`--model_dir`, the best by the task's main dev metric linked as `<model_dir>/best`, every run's
+score in `<model_dir>/eval_results.json`; a killed sweep resumes.
+
 The runner is `keras_bert.tasks.runner` (`run_finetuning`, `predict`, `save_task_model`, ...; also
 importable from here) and its settings a `FinetuneConfig` (flag name = field name). The training
 half is the pre-training runner's: `keras_bert.training` strategies, optimizer and
@@ -41,6 +47,7 @@ __all__ = [
     *_TRAINER_NAMES,
     "config_from_flags",
     "console_main",
+    "sweep_grid",
     "define_flags",
     "main",
 ]
@@ -72,10 +79,30 @@ _FLAG_HELP = {
 }
 
 
+# The sweep's flags (keras_bert.tasks.sweep): name -> help.
+SWEEP_FLAGS = {
+    "learning_rates": "With --sweep: comma-separated learning rates (default 5e-5,4e-5,3e-5,2e-5).",
+    "batch_sizes": "With --sweep: comma-separated batch sizes (default: --batch_size).",
+    "optimizers": "With --sweep: comma-separated optimizers (default: --optimizer).",
+    "seeds": "With --sweep: comma-separated seeds, the random restarts (default: --seed).",
+}
+
+
 def define_flags():
     """Define the flags (again on each call: another command line may define the same names):
-    `FinetuneConfig`'s fields and every task family's options (`registry.option_fields`)."""
+    `FinetuneConfig`'s fields, every task family's options (`registry.option_fields`) and the
+    sweep's (`--sweep`, its lists and `--restarts`; `--num_train_epochs` takes a list)."""
     settings.define_flags(FinetuneConfig, _FLAG_HELP)
+    cli.define(
+        flags.DEFINE_list,
+        "num_train_epochs",
+        None,
+        "Training epochs (default: the task's recipe; GLUE 3); with --sweep a comma list.",
+    )
+    cli.define(flags.DEFINE_bool, "sweep", False, "Run the grid of the sweep flags, keep the best.")
+    for name, text in SWEEP_FLAGS.items():
+        cli.define(flags.DEFINE_string, name, None, text)
+    cli.define(flags.DEFINE_integer, "restarts", None, "With --sweep: seeds --seed .. --seed+N-1.")
     for name, (field, text, takers) in registry.option_fields().items():
         define = settings.flag_definer(field)
         cli.define(
@@ -94,14 +121,64 @@ def config_from_flags():
         for name in registry.option_fields()
         if flags.FLAGS[name].value is not None
     }
-    return FinetuneConfig(**settings.flag_values(FinetuneConfig), task_options=given)
+    values = settings.flag_values(FinetuneConfig)
+    values["num_train_epochs"] = _epochs_list()[0]
+    return FinetuneConfig(**values, task_options=given)
+
+
+def _epochs_list():
+    """--num_train_epochs as a list of int ([None] when not given); several only with --sweep."""
+    given = flags.FLAGS["num_train_epochs"].value
+    if not given:
+        return [None]
+    try:
+        epochs = [int(v) for v in given]
+    except ValueError:
+        raise cli.UsageError(
+            f"num_train_epochs must be integers, got {','.join(given)!r}."
+        ) from None
+    if len(epochs) > 1 and not flags.FLAGS.sweep:
+        raise cli.UsageError("num_train_epochs takes several values only with --sweep.")
+    return epochs
+
+
+def sweep_grid(config):
+    """The sweep's `Grid` from the parsed sweep flags (`keras_bert.tasks.sweep.make_grid`)."""
+    from keras_bert.tasks import sweep
+
+    FLAGS = flags.FLAGS
+    epochs = _epochs_list()
+    return sweep.make_grid(
+        config,
+        learning_rates=FLAGS.learning_rates,
+        batch_sizes=FLAGS.batch_sizes,
+        num_train_epochs=None if epochs == [None] else epochs,
+        optimizers=FLAGS.optimizers,
+        seeds=FLAGS.seeds,
+        restarts=FLAGS.restarts,
+    )
+
+
+def _check_sweep_flags():
+    FLAGS = flags.FLAGS
+    if not FLAGS.sweep:
+        given = [n for n in (*SWEEP_FLAGS, "restarts") if FLAGS[n].value is not None]
+        if given:
+            raise cli.UsageError(f"{', '.join(given)} need --sweep.")
 
 
 def main(argv):
     del argv
     FLAGS = flags.FLAGS  # Paths, the task name and settings are checked before TensorFlow loads.
     check_input_paths(FLAGS.init_checkpoint, FLAGS.vocab_file, FLAGS.data_dir, FLAGS.tfds)
+    _check_sweep_flags()
     config = config_from_flags()
+    if FLAGS.sweep:
+        from keras_bert.tasks import sweep
+
+        results = sweep.run_sweep(config, sweep_grid(config))
+        print(json.dumps({k: v for k, v in results.items() if k != "runs"}, indent=1))
+        return
     from keras_bert.tasks.runner import run_finetuning
 
     summary = run_finetuning(config)

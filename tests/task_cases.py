@@ -148,3 +148,28 @@ FAMILY_OPTIONS = {"squad": dict(doc_stride=8, max_query_length=6, max_answer_len
 def task_options(task):
     """The options `write_task_data`'s data of `task` trains with at a short seq_length."""
     return dict(FAMILY_OPTIONS.get(registry.TASKS[task][0], {}))
+
+
+def write_glue_tree(root, n=16, test_rows=5):
+    """The GLUE distribution's layout under `root` for all nine tasks (`n` training and n/2 dev
+    examples each, as `write_task_data`) with their test files (`test_rows` rows, ids 0..n-1;
+    MNLI matched and mismatched) and the diagnostic set diagnostic/diagnostic.tsv (AX). Returns
+    `root`."""
+    for name, spec in glue.SPECS.items():
+        folder = _glue(root, name, n)
+        columns = [c[0] if isinstance(c, tuple) else c for c in spec.text_columns if c is not None]
+        for split in spec.predict_splits:
+            path = (
+                os.path.join(root, "diagnostic", "diagnostic.tsv")
+                if split == "ax"
+                else os.path.join(folder, f"{split}.tsv")
+            )
+            header = (
+                ["index", "sentence1", "sentence2"]
+                if split == "ax"
+                else [spec.index_column] + columns
+            )
+            rows = sentiment_rows(test_rows, seed=len(split) + 7)
+            lines = [header] + [[str(i)] + [s] * (len(header) - 1) for i, (s, _) in enumerate(rows)]
+            _write(path, "".join("\t".join(line) + "\n" for line in lines))
+    return root

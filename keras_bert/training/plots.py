@@ -44,3 +44,55 @@ def plot_history(history, path, title="BERT pre-training", panels=PANELS):
     fig.savefig(buffer, format="png", dpi=90)
     write_atomic(path, buffer.getvalue())
     return path
+
+
+def plot_sweeps(panels, path, title="sweep"):
+    """One panel per sweep: its dev metric (y) per learning rate (x, log scale), a marker per run
+    coloured by seed, and a line through each setting's mean over seeds.
+
+    Args:
+        panels: list of (name, metric name, points); points: (learning rate, seed, score,
+            label of the run's other settings, e.g. "bs32 ep3 adamw").
+        path: the PNG to write (atomically). title: str.
+
+    Returns `path`.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    if not panels:
+        raise ValueError("Nothing to plot: no sweep has runs.")
+    columns = min(len(panels), 3)
+    rows = -(-len(panels) // columns)
+    fig = Figure(figsize=(4.2 * columns, 3.4 * rows))
+    seeds = sorted({p[1] for _, _, points in panels for p in points})
+    colors = {seed: f"C{i % 10}" for i, seed in enumerate(seeds)}
+    for i, (name, metric, points) in enumerate(panels):
+        ax = fig.add_subplot(rows, columns, i + 1)
+        for seed in seeds:
+            mine = [(lr, score) for lr, s, score, _ in points if s == seed]
+            if mine:
+                ax.scatter(*zip(*mine), color=colors[seed], label=f"seed {seed}", s=18)
+        for other in sorted({p[3] for p in points}):
+            by_lr = {}
+            for lr, _, score, label in points:
+                if label == other:
+                    by_lr.setdefault(lr, []).append(score)
+            lrs = sorted(by_lr)
+            ax.plot(
+                lrs, [sum(by_lr[lr]) / len(by_lr[lr]) for lr in lrs], "-", alpha=0.6, label=other
+            )
+        ax.set_xscale("log")
+        ax.set_xlabel("learning rate")
+        ax.set_ylabel(f"dev {metric} (x100)")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=90)
+    write_atomic(path, buffer.getvalue())
+    return path
