@@ -95,6 +95,10 @@ def export(
     function, _, quantizes = FORMATS[format]
     if not quantizes and quantize != "none":
         raise ValueError(f"quantize applies to format='tflite' only, got format={format!r}.")
+    if format != "saved_model" and (warmup_texts is not None or tune_batching):
+        raise ValueError(
+            f"warmup_texts and tune_batching are for format='saved_model', got format={format!r}."
+        )
     paths.require_path(
         "model_dir",
         model_dir,
@@ -102,17 +106,14 @@ def export(
         "or its run directory, or a pre-trained encoder: Google checkpoint, Hugging Face directory "
         "or run_pretraining model_dir",
     )
-    serving = dict(
-        warmup_requests=warmup_requests, warmup_texts=warmup_texts, tune_batching=tune_batching
-    )
-    if format != "saved_model" and (warmup_texts is not None or tune_batching):
-        raise ValueError(
-            f"warmup_texts and tune_batching are for format='saved_model', got {format!r}."
-        )
     module, name = function.split(":")
-    extra = dict(quantize=quantize, representative_texts=representative_texts) if quantizes else {}
+    extra: dict[str, object] = {}
+    if quantizes:
+        extra = dict(quantize=quantize, representative_texts=representative_texts)
     if format == "saved_model":
-        extra = serving
+        extra = dict(
+            warmup_requests=warmup_requests, warmup_texts=warmup_texts, tune_batching=tune_batching
+        )
     return getattr(importlib.import_module(module), name)(
         model_dir, export_dir, version=version, seq_length=seq_length, **extra
     )

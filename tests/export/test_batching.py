@@ -9,6 +9,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from google.protobuf import (
     descriptor_pb2,
@@ -130,3 +131,11 @@ def test_tune_batching_export_writes_parameters_and_warms_up_its_batch_sizes(
     assert sizes == set(parameters.allowed_batch_sizes) | {1}
     loaded = tf.saved_model.load(path)  # Still a servable export.
     assert loaded.signatures["serving_default"](text=tf.constant(["a"]), text_b=tf.constant(["b"]))
+
+
+def test_serving_options_are_for_saved_models_only(mnli, tmp_path):
+    from keras_bert.export import export
+
+    with pytest.raises(ValueError, match="tune_batching are for format='saved_model'"):
+        export(mnli["model_dir"], str(tmp_path / "hub"), format="hub", tune_batching=True)
+    assert not os.path.exists(tmp_path / "hub")
