@@ -187,6 +187,8 @@ def peers(args, directory, pairs):
     signature = tf.saved_model.load(path).signatures["serving_default"]
     ours = probabilities_of(signature)
     options = read_batching(path)
+    with open(os.path.join(path, "assets.extra", batching.PARAMETERS_FILE)) as f:
+        print(f"the export's {batching.PARAMETERS_FILE}:\n{f.read()}", flush=True)
     found = {"ours": ours}
     if options.max_batch_size > 1:
         found["ours + batching"] = batching.Batcher(ours, options)
@@ -336,9 +338,7 @@ def main(argv=None):
         flush=True,
     )
     with tempfile.TemporaryDirectory() as directory:
-        callables, options = peers(args, directory, pairs)
-        if options is not None:
-            print(f"the export's measured batching: {options}", flush=True)
+        callables, _ = peers(args, directory, pairs)
         try:
             measured, differences = run(args, callables, request_sets)
         finally:
