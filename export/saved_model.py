@@ -4,7 +4,9 @@
 'serving/sst2/1'
 
 `<export_dir>/<version>/` holds `saved_model.pb`, `variables/` and `assets.extra/` (task.json
-with the export's facts, vocab.txt; TF Serving ignores that folder). The signatures are those
+with the export's facts, vocab.txt, and for TF Serving `tf_serving_warmup_requests`, replayed
+when a version loads (`keras_bert.export.warmup`), and with `tune_batching`
+`batching_parameters.txt` (`keras_bert.export.batching`)). The signatures are those
 of `keras_bert.export.signatures` for the model's kind. Before the version appears, the
 written SavedModel is checked: every op must be servable (`keras_bert.export.ops.check_ops`)
 and, reloaded, every signature must give the answers of the functions it was saved from
@@ -18,7 +20,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.export import ops, versions
+from keras_bert.export import batching, ops, versions, warmup
 from keras_bert.export.signatures import build_signatures
 from keras_bert.export.source import load_source
 from keras_bert.text.vocab import write_vocabulary
@@ -33,6 +35,9 @@ def export_saved_model(
     export_dir: str | os.PathLike[str],
     version: int | None = None,
     seq_length: int | None = None,
+    warmup_requests: bool = True,
+    warmup_texts: warmup.Texts | None = None,
+    tune_batching: bool = False,
 ) -> str:
     """Exports a fine-tuned task model (or a pre-trained encoder) for TF Serving.
 
@@ -42,6 +47,13 @@ def export_saved_model(
         export_dir: str. The model's base directory; versions are its integer subdirectories.
         version: int or None (the next version).
         seq_length: int or None. Longest packed sequence (default: the training length).
+        warmup_requests: bool. Write `assets.extra/tf_serving_warmup_requests` (every padded
+            width, every batch size; see `keras_bert.export.warmup`).
+        warmup_texts: None, or real texts for the warmup requests (and the batching
+            measurement): rows of texts or a file, one row per line, columns tab-separated.
+        tune_batching: bool. Measure TF Serving's batching settings on this machine and write
+            `assets.extra/batching_parameters.txt` (a minute or so); the warmup requests then
+            use its `allowed_batch_sizes`.
 
     Returns:
         str, the new version directory.
@@ -49,12 +61,22 @@ def export_saved_model(
     Raises:
         FileExistsError: the version exists (it is never overwritten).
         keras_bert.export.ops.OpCheckError: an op TF Serving cannot run (naming op and node).
+        ValueError: warmup_texts rows with fewer texts than the signature takes.
     """
     source = load_source(model_dir, seq_length=seq_length, mlm=False)
-    return write_saved_model(source, export_dir, version=version)
+    return write_saved_model(
+        source,
+        export_dir,
+        version=version,
+        warmup_requests=warmup_requests,
+        warmup_texts=warmup_texts,
+        tune_batching=tune_batching,
+    )
 
 
-def write_saved_model(source, export_dir, version=None):
+def write_saved_model(
+    source, export_dir, version=None, warmup_requests=True, warmup_texts=None, tune_batching=False
+):
     """Writes the signatures of an `ExportSource` as a new checked version; returns its path."""
     signatures = build_signatures(source)
     module = serving_module(source, signatures)
@@ -65,7 +87,41 @@ def write_saved_model(source, export_dir, version=None):
         )
         verify_reload(tmp, signatures, probe_inputs(signatures))
         write_extra(tmp, source, signatures, text_ops)
+        batch_sizes = warmup.BATCH_SIZES
+        if tune_batching:
+            batch_sizes = write_batching(tmp, signatures, source, warmup_texts).allowed_batch_sizes
+        if warmup_requests:
+            requests = warmup.warmup_requests(
+                signatures,
+                source.tokenizer.vocabulary,
+                source.seq_length,
+                batch_sizes,
+                warmup_texts,
+            )
+            warmup.write_warmup(os.path.join(tmp, EXTRA_DIR, warmup.WARMUP_FILE), requests)
     return final
+
+
+def write_batching(path, functions, source, texts=None):
+    """Measures batching on the SavedModel at `path` (single-row requests of `texts`, or of
+    vocabulary words of every length) and writes assets.extra/batching_parameters.txt; returns
+    the chosen `batching.BatchingOptions`."""
+    columns = warmup.text_columns(functions["serving_default"])
+    rows = (
+        warmup.read_rows(texts, sum(columns.values()))
+        if texts is not None
+        else warmup.synthetic_rows(
+            source.tokenizer.vocabulary, source.seq_length, sum(columns.values())
+        )
+    )
+    requests = [warmup.as_request([row], columns) for row in rows]
+    function = tf.saved_model.load(path).signatures["serving_default"]
+    clients = 2 * max(batching.MAX_BATCH_SIZES)
+    best, table = batching.tune(function, requests, seconds=batching.TUNE_SECONDS, clients=clients)
+    text = batching.batching_parameters(best, table, clients)
+    with tf.io.gfile.GFile(os.path.join(path, EXTRA_DIR, batching.PARAMETERS_FILE), "w") as f:
+        f.write(text)
+    return best
 
 
 def serving_module(source, functions):

@@ -155,7 +155,7 @@ def test_install_requires_lists_no_reference_package():
     config = setup_cfg()
     required = install_requires()
     extras = config["options.extras_require"]
-    for extra in ("bench", "tfds"):
+    for extra in ("bench", "tfds", "serving"):
         names = {normalize(requirement_name(r)) for r in extras[extra].split("\n") if r.strip()}
         assert names and not names & required, (extra, names & required)
     assert {"keras-hub", "tf-models-official", "tensorflow-datasets"}.isdisjoint(required)
@@ -163,7 +163,7 @@ def test_install_requires_lists_no_reference_package():
     # the package itself (keras3-bert[...]): pip's resolver gives up on those (resolution-too-deep).
     assert not any("keras3-bert" in extras[name] for name in extras)
     with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as f:
-        assert "-e '.[tfds,bench,test]'" in f.read()
+        assert "-e '.[tfds,bench,serving,test]'" in f.read()
 
 
 BLOCKER = textwrap.dedent("""

@@ -27,7 +27,8 @@ BLOCKED = (
 )
 
 
-def main(spec):
+def bare_tensorflow():
+    """Blocks BLOCKED, imports TensorFlow and loads tensorflow-text's op kernels; returns tf."""
     text_ops = os.path.join(
         importlib.util.find_spec("tensorflow_text").submodule_search_locations[0], "python", "ops"
     )
@@ -38,6 +39,22 @@ def main(spec):
 
     for library in sorted(glob.glob(os.path.join(text_ops, "_*.so"))):
         tf.load_op_library(library)
+    return tf
+
+
+def imported_blocked():
+    """The BLOCKED packages imported so far (none, unless the block failed)."""
+    return sorted(
+        {
+            k.split(".")[0]
+            for k, v in sys.modules.items()
+            if v is not None and k.split(".")[0] in BLOCKED
+        }
+    )
+
+
+def main(spec):
+    tf = bare_tensorflow()
     rest_spec = importlib.util.spec_from_file_location("rest", spec["rest_py"])
     rest = importlib.util.module_from_spec(rest_spec)
     rest_spec.loader.exec_module(rest)
@@ -49,15 +66,8 @@ def main(spec):
             responses.append(rest.predict(loaded.signatures, body))
         except Exception as e:  # noqa: BLE001 -- reported to the test as TF Serving reports errors.
             responses.append({"error": f"{type(e).__name__}: {e}"})
-    imported = sorted(
-        {
-            k.split(".")[0]
-            for k, v in sys.modules.items()
-            if v is not None and k.split(".")[0] in BLOCKED
-        }
-    )
     with open(spec["out"], "w") as f:
-        json.dump({"responses": responses, "imported": imported}, f)
+        json.dump({"responses": responses, "imported": imported_blocked()}, f)
 
 
 if __name__ == "__main__":
