@@ -72,10 +72,12 @@ _FLAG_HELP = {
 }
 
 
-def define_flags():
+def define_flags(config_class=FinetuneConfig, help_text=None):
     """Define the flags (again on each call: another command line may define the same names):
-    `FinetuneConfig`'s fields and every task family's options (`registry.option_fields`)."""
-    settings.define_flags(FinetuneConfig, _FLAG_HELP)
+    `config_class`'s fields (`FinetuneConfig`, or a subclass such as distillation's
+    `DistillConfig`, with `help_text`'s lines) and every task family's options
+    (`registry.option_fields`)."""
+    settings.define_flags(config_class, {**_FLAG_HELP, **(help_text or {})})
     for name, (field, text, takers) in registry.option_fields().items():
         define = settings.flag_definer(field)
         cli.define(
@@ -86,15 +88,15 @@ def define_flags():
         )
 
 
-def config_from_flags():
-    """A `FinetuneConfig` from the parsed flags (flag name = field name); the task option flags
-    given go into `task_options`."""
+def config_from_flags(config_class=FinetuneConfig):
+    """A `config_class` (`FinetuneConfig`) from the parsed flags (flag name = field name); the
+    task option flags given go into `task_options`."""
     given = {
         name: flags.FLAGS[name].value
         for name in registry.option_fields()
         if flags.FLAGS[name].value is not None
     }
-    return FinetuneConfig(**settings.flag_values(FinetuneConfig), task_options=given)
+    return config_class(**settings.flag_values(config_class), task_options=given)
 
 
 def main(argv):

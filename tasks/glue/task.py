@@ -42,6 +42,10 @@ class GlueClassification(Task):
             raise ValueError(f"Task {self.name} needs data_dir (the GLUE task folder) or tfds.")
         return glue.read_examples(self.spec, data_dir, split)
 
+    def read_unlabeled(self, path):
+        """Inputs in the layout of the task's test file (index and text columns)."""
+        return glue.read_examples(self.spec, None, next(iter(self.predict_splits)), file=path)
+
     def encode(self, examples, tokenizer, seq_length, training=False):
         pair = any(e.text_b is not None for e in examples)
         inputs = feature_lib.encode_texts(
