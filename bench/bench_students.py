@@ -155,6 +155,7 @@ def plot(path, task, runners, metrics, rounds, n_timed):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     names = list(dict.fromkeys(name for name, _ in runners))
     quantizations = list(dict.fromkeys(q for _, q in runners))
@@ -163,12 +164,18 @@ def plot(path, task, runners, metrics, rounds, n_timed):
     figure, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     for (name, quantize), (_, size) in runners.items():
         y = metrics[(name, quantize)][task.main_metric]
-        ms = common.summarize_rounds(rounds[(name, quantize)])["median"] * 1e3 / n_timed
-        for ax, x in zip(axes, (ms, size / 2**20)):
-            ax.scatter(x, y, color=colors[name], marker=markers[quantize], s=60)
-    for ax, label in zip(axes, ("ms per input (batch 1, TFLite)", "model.tflite MB")):
+        timing = common.summarize_rounds(rounds[(name, quantize)])
+        ms, low, high = (timing[k] * 1e3 / n_timed for k in ("median", "min", "max"))
+        style = dict(color=colors[name], marker=markers[quantize], markersize=8, ls="")
+        axes[0].errorbar(ms, y, xerr=[[ms - low], [high - ms]], capsize=3, **style)  # min..max
+        axes[1].plot(size / 2**20, y, **style)
+    for ax, label in zip(
+        axes, ("ms per input (batch 1, TFLite; bars: min..max)", "model.tflite MB")
+    ):
         ax.set_xlabel(label)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"dev {task.main_metric}")
     handles = [plt.Line2D([], [], color=colors[n], marker="o", ls="", label=n) for n in names]
@@ -198,7 +205,7 @@ def tiny_models(tmp):
         init_checkpoint=write_checkpoint(os.path.join(tmp, "ckpt"), num_hidden_layers=2),
         model_dir=os.path.join(tmp, "teacher"),
         learning_rate=3e-3,
-        num_train_epochs=4,
+        num_train_epochs=6,
         seq_length=64,
         **quiet,
     )["model_path"]
