@@ -155,7 +155,6 @@ def plot(path, task, runners, metrics, rounds, n_timed):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
     names = list(dict.fromkeys(name for name, _ in runners))
     quantizations = list(dict.fromkeys(q for _, q in runners))
@@ -173,9 +172,7 @@ def plot(path, task, runners, metrics, rounds, n_timed):
         axes, ("ms per input (batch 1, TFLite; bars: min..max)", "model.tflite MB")
     ):
         ax.set_xlabel(label)
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlim(left=0)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(f"dev {task.main_metric}")
     handles = [plt.Line2D([], [], color=colors[n], marker="o", ls="", label=n) for n in names]
@@ -265,6 +262,10 @@ def main(argv=None):
             "MB",
         ]
         print(common.format_table(header, rows))
+        for name in list(models)[1:]:
+            for quantize in quantizations:
+                ratio = common.ratio_text(rounds[("teacher", quantize)], rounds[(name, quantize)])
+                print(f"speed {name} / teacher, {quantize}: {ratio}")
         print(f"chart: {plot(args.out, task, runners, metrics, rounds, n)}")
         for name, path in models.items():
             print(f"  {name}: {path}")

@@ -257,7 +257,10 @@ def test_distillation_beats_its_from_scratch_twin_and_exports(teacher, tmp_path)
         batch_size=32,
         **QUIET,
     )
-    distilled = run_distillation(model_dir=str(tmp_path / "distilled"), alpha=0.5, **common)
+    distilled = run_distillation(
+        model_dir=str(tmp_path / "distilled"), alpha=0.5, do_predict=True, **common
+    )
+    assert [os.path.basename(p) for p in distilled["predictions"]] == ["SST-2.tsv"]
     twin = run_distillation(model_dir=str(tmp_path / "twin"), alpha=1.0, **common)
     assert distilled["steps"] == twin["steps"] == 5 * 13
     assert distilled["eval"]["accuracy"] >= twin["eval"]["accuracy"] + 0.1, (distilled, twin)
