@@ -94,11 +94,7 @@ class FinetuneConfig(TrainingSettings):
             )
         if not (self.do_train or self.do_eval or self.do_predict):
             raise ValueError("Nothing to do: pass at least one of do_train, do_eval, do_predict.")
-        if not self.init_checkpoint and not (self.model and self.vocab_file):
-            raise ValueError(
-                "Pass init_checkpoint (a Google, Hugging Face or pre-training run checkpoint), "
-                "or model (a BertConfig preset) with vocab_file to start from random weights."
-            )
+        self._check_model_source()
         for name, value in RECIPE.items():
             if getattr(self, name) is None:
                 setattr(self, name, self.task_object.recipe.get(name, value))
@@ -110,6 +106,14 @@ class FinetuneConfig(TrainingSettings):
         if not 0 <= self.warmup_proportion < 1:
             raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}.")
         self._check_lora()
+
+    def _check_model_source(self) -> None:
+        """Raises unless the model to train is named: init_checkpoint, or model + vocab_file."""
+        if not self.init_checkpoint and not (self.model and self.vocab_file):
+            raise ValueError(
+                "Pass init_checkpoint (a Google, Hugging Face or pre-training run checkpoint), "
+                "or model (a BertConfig preset) with vocab_file to start from random weights."
+            )
 
     def _check_lora(self) -> None:
         """lora_rank >= 1 (its upper limit, the hidden size, is checked on the encoder)."""

@@ -88,21 +88,15 @@ SWEEP_FLAGS = {
 }
 
 
-def define_flags():
+def define_flags(config_class=FinetuneConfig, help_text=None):
     """Define the flags (again on each call: another command line may define the same names):
-    `FinetuneConfig`'s fields, every task family's options (`registry.option_fields`) and the
-    sweep's (`--sweep`, its lists and `--restarts`; `--num_train_epochs` takes a list)."""
-    settings.define_flags(FinetuneConfig, _FLAG_HELP)
-    cli.define(
-        flags.DEFINE_list,
-        "num_train_epochs",
-        None,
-        "Training epochs (default: the task's recipe; GLUE 3); with --sweep a comma list.",
-    )
-    cli.define(flags.DEFINE_bool, "sweep", False, "Run the grid of the sweep flags, keep the best.")
-    for name, text in SWEEP_FLAGS.items():
-        cli.define(flags.DEFINE_string, name, None, text)
-    cli.define(flags.DEFINE_integer, "restarts", None, "With --sweep: seeds --seed .. --seed+N-1.")
+    `config_class`'s fields (`FinetuneConfig`, or a subclass such as distillation's
+    `DistillConfig`, with `help_text`'s lines), every task family's options
+    (`registry.option_fields`) and, for `FinetuneConfig`, the sweep's (`--sweep`, its lists and
+    `--restarts`; `--num_train_epochs` takes a list)."""
+    settings.define_flags(config_class, {**_FLAG_HELP, **(help_text or {})})
+    if config_class is FinetuneConfig:
+        _define_sweep_flags()
     for name, (field, text, takers) in registry.option_fields().items():
         define = settings.flag_definer(field)
         cli.define(
@@ -113,17 +107,31 @@ def define_flags():
         )
 
 
-def config_from_flags():
-    """A `FinetuneConfig` from the parsed flags (flag name = field name); the task option flags
-    given go into `task_options`."""
+def _define_sweep_flags():
+    cli.define(
+        flags.DEFINE_list,
+        "num_train_epochs",
+        None,
+        "Training epochs (default: the task's recipe; GLUE 3); with --sweep a comma list.",
+    )
+    cli.define(flags.DEFINE_bool, "sweep", False, "Run the grid of the sweep flags, keep the best.")
+    for name, text in SWEEP_FLAGS.items():
+        cli.define(flags.DEFINE_string, name, None, text)
+    cli.define(flags.DEFINE_integer, "restarts", None, "With --sweep: seeds --seed .. --seed+N-1.")
+
+
+def config_from_flags(config_class=FinetuneConfig):
+    """A `config_class` (`FinetuneConfig`) from the parsed flags (flag name = field name); the
+    task option flags given go into `task_options`."""
     given = {
         name: flags.FLAGS[name].value
         for name in registry.option_fields()
         if flags.FLAGS[name].value is not None
     }
-    values = settings.flag_values(FinetuneConfig)
-    values["num_train_epochs"] = _epochs_list()[0]
-    return FinetuneConfig(**values, task_options=given)
+    values = settings.flag_values(config_class)
+    if config_class is FinetuneConfig:
+        values["num_train_epochs"] = _epochs_list()[0]
+    return config_class(**values, task_options=given)
 
 
 def _epochs_list():

@@ -49,6 +49,11 @@ class TaskTrainer(keras.Model):
         self.model = model
         self.built = True  # The task model is built; this wrapper adds no weights.
 
+    @property
+    def label_keys(self):
+        """The FeatureSet labels the training batches carry (the task's)."""
+        return self.task.label_keys
+
     def call(self, inputs, training=False):
         return self.model(inputs, training=training)
 
@@ -185,7 +190,7 @@ def _read_json(path, default):
     return default
 
 
-def _evaluate(config, model, strategy, eval_sets):
+def evaluate_splits(config, model, strategy, eval_sets):
     """Metrics of every eval split, suffixed as the task names them (MNLI: _matched ...)."""
     task = config.task_object
     metrics = {}
@@ -231,10 +236,23 @@ def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> di
         trained task model).
     """
     run = training_run.start(FinetuneConfig, config, overrides)
-    config, task = run.config, run.config.task_object
     encoder, tokenizer = _encoder_and_tokenizer(run)
-    # Training first: a task may learn its label set there (text_classification) and check dev
-    # against it.
+    train, eval_sets = load_splits(run.config, tokenizer)
+    plan = plan_steps(run.config, train)
+    model, trainer = _build_and_compile(run, encoder, plan[1])
+    fields = {
+        "trainable_parameters": lora.count_parameters(model.trainable_weights),
+        "full_finetuning_parameters": lora.full_finetuning_parameters(model),
+    }
+    return train_and_finish(run, model, trainer, tokenizer, train, eval_sets, plan, fields)
+
+
+def load_splits(config, tokenizer):
+    """(train, eval_sets): the training split's (examples, FeatureSet) if do_train (else None),
+    and {split: (examples, FeatureSet)} of the eval splits if do_train or do_eval. Training is
+    read first: a task may learn its label set there (text_classification) and check dev
+    against it."""
+    task = config.task_object
     train = (
         _load(config, tokenizer, task.train_split, config.max_train_examples)
         if config.do_train
@@ -245,8 +263,32 @@ def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> di
         if (config.do_eval or config.do_train)
         else {}
     )
-    steps_per_epoch, num_train_steps, loop = _plan(config, train)
-    model, trainer = _build_and_compile(run, encoder, num_train_steps)
+    return train, eval_sets
+
+
+def train_and_finish(
+    run, model, trainer, tokenizer, train, eval_sets, plan, fields, reference=None
+):
+    """The steps after compiling, shared by fine-tuning and distillation: train the remaining
+    epochs (evaluating each, keeping the best), restore the best, evaluate, predict, save the
+    task model, summarize.
+
+    Args:
+        run: the `training_run.Run`, compiled and restored (`compile_and_restore`).
+        model: the task model that is evaluated, saved and exported.
+        trainer: the compiled `TaskTrainer` (or subclass) that `fit` trains.
+        tokenizer: `BertTokenizer`.
+        train: (examples, FeatureSet) or None. eval_sets: {split: (examples, FeatureSet)}.
+        plan: `plan_steps`'s (steps_per_epoch, num_train_steps, loop).
+        fields: dict of the runner's own summary fields.
+        reference: function() -> dict of more eval_results.json entries (the teacher's
+            metrics of a distillation), called once when the final evaluation is written.
+
+    Returns:
+        the summary dict of `run_finetuning`.
+    """
+    config, task = run.config, run.config.task_object
+    steps_per_epoch, num_train_steps, loop = plan
     every = config.checkpoint_every or steps_per_epoch
     training_run.start_log(run, num_train_steps, max(loop, every // loop * loop))
     eval_history = callbacks.load_history(run.path("eval_history.json"), run.start_step)
@@ -254,7 +296,7 @@ def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> di
         _train_epochs(run, model, trainer, train[1], eval_sets, eval_history, steps_per_epoch, loop)
     best = _restore_best(run, model)
     results = (
-        _final_evaluation(run, model, eval_sets, best)
+        _final_evaluation(run, model, eval_sets, best, reference)
         if config.do_eval and eval_sets and run.chief
         else {}
     )
@@ -268,7 +310,7 @@ def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> di
             config.seq_length,
             tokenizer.vocabulary,
             tokenizer.lower_case,
-            adapters=config.save_adapters,
+            adapters=getattr(config, "save_adapters", False),
         )
     summary = training_run.summarize(
         run,
@@ -279,8 +321,7 @@ def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> di
             "eval_history": eval_history,
             "predictions": written,
             "model_path": model_path,
-            "trainable_parameters": lora.count_parameters(model.trainable_weights),
-            "full_finetuning_parameters": lora.full_finetuning_parameters(model),
+            **fields,
         },
         plot=lambda history, path: _plot(history, eval_history, task.name, path),
     )
@@ -326,7 +367,7 @@ def _load(config, tokenizer, split, limit):
     return examples, feats
 
 
-def _plan(config, train):
+def plan_steps(config, train):
     """(steps_per_epoch, num_train_steps, steps per logging loop) of the training data."""
     steps_per_epoch = 1
     if train:
@@ -413,7 +454,7 @@ def _train_epochs(run, model, trainer, train, eval_sets, eval_history, steps_per
 
 def _train_epoch(run, trainer, train, epoch, steps_per_epoch, loop):
     """`fit` over the rest of `epoch`'s batch plan (all of it unless resumed inside it)."""
-    config, task = run.config, run.config.task_object
+    config = run.config
     done = run.step - epoch * steps_per_epoch
     batches, padded = feature_lib.batch_plan(
         train.lengths,
@@ -425,7 +466,7 @@ def _train_epoch(run, trainer, train, epoch, steps_per_epoch, loop):
         buckets=config.bucket_lengths(),
     )
     batches, padded = batches[done:steps_per_epoch], padded[done:steps_per_epoch]
-    data = _distribute(run.strategy, train, batches, padded, task.label_keys)
+    data = _distribute(run.strategy, train, batches, padded, trainer.label_keys)
     first_loop = epoch * steps_per_epoch // loop
     with out_of_memory_hint(
         "training",
@@ -449,7 +490,7 @@ def _evaluate_epoch(run, model, eval_sets, eval_history, epoch):
     task's main metric (`_save_best`)."""
     config, task = run.config, run.config.task_object
     step = run.step
-    metrics = _evaluate(config, model, run.strategy, eval_sets)
+    metrics = evaluate_splits(config, model, run.strategy, eval_sets)
     eval_history.append({"epoch": epoch + 1, "step": step, **metrics})
     run.log.write_eval(step, metrics)
     logging.info(
@@ -480,13 +521,14 @@ def _restore_best(run, model):
     return best
 
 
-def _final_evaluation(run, model, eval_sets, best):
-    """The metrics of the kept model (the best epoch's, or evaluated now), in eval_results.json."""
+def _final_evaluation(run, model, eval_sets, best, reference=None):
+    """The metrics of the kept model (the best epoch's, or evaluated now), in eval_results.json
+    (with `reference()`'s entries after them)."""
     config, task = run.config, run.config.task_object
     results = (
         best["metrics"]
         if best is not None and config.do_train
-        else _evaluate(config, model, run.strategy, eval_sets)
+        else evaluate_splits(config, model, run.strategy, eval_sets)
     )
     record = {
         "task": task.name,
@@ -494,6 +536,7 @@ def _final_evaluation(run, model, eval_sets, best):
         "step": best["step"] if best else run.step,
         "epoch": best["epoch"] if best else None,
         **results,
+        **(reference() if reference is not None else {}),
     }
     write_atomic(run.path("eval_results.json"), json.dumps(record, indent=1))
     return results

@@ -7,6 +7,8 @@ runner picks tasks by name from `keras_bert.tasks.registry`.
 Dimensions: B batch, N features.
 """
 
+import os
+
 import tensorflow as tf
 
 
@@ -34,6 +36,13 @@ class Task:
     def read(self, data_dir, split, use_tfds=False, file=None):
         """The examples of `split`, from `data_dir` (or `file`), or from tensorflow-datasets."""
         raise NotImplementedError
+
+    def read_unlabeled(self, path):
+        """Examples of inputs only, from a file in the format of the task's (first) prediction
+        split, for distillation (`unlabeled_file`); their labels, if the file has any, are not
+        used."""
+        split = next(iter(self.predict_splits), self.train_split)
+        return self.read(os.path.dirname(path), split, file=path)
 
     def encode(self, examples, tokenizer, seq_length, training=False):
         """Examples -> `keras_bert.tasks.features.FeatureSet`."""

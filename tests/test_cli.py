@@ -47,6 +47,7 @@ def test_every_command_line_has_a_console_entry_point():
     assert {
         "keras-bert-pretrain",
         "keras-bert-finetune",
+        "keras-bert-distill",
         "keras-bert-export",
         "keras-bert-extract-features",
         "keras-bert-create-pretraining-data",

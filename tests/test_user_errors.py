@@ -81,6 +81,12 @@ def assert_one_line(done, prog, *parts):
             ["--model_dir={tmp}/model", "--export_dir={tmp}/e"],
             ["model_dir={tmp}/model does not exist; expected a fine-tuned model/ directory"],
         ),
+        (
+            "keras-bert-distill",
+            "keras_bert.tasks.distill",
+            ["--teacher={tmp}/mrpc/model", "--student_layers=3", "--model_dir={tmp}/run"],
+            ["teacher={tmp}/mrpc/model does not exist; expected a fine-tuned model/ directory"],
+        ),
     ],
 )
 def test_wrong_paths(tmp_path, script, module, flags, expected):

@@ -2,7 +2,8 @@
 
 Usage: python train_job.py '<json>' where the JSON holds `configs` (a list of runs, each
 run_pretraining keyword arguments with `bert_config` as a dict, or, with `"runner": "finetune"`,
-run_finetuning keyword arguments), `out` (a JSON file for the list of their results),
+run_finetuning keyword arguments, or with `"runner": "distill"` run_distillation's), `out` (a
+JSON file for the list of their results),
 optional `logical_cpus` (split the CPU into that many logical devices before TensorFlow
 starts) and optional `kill_after_checkpoint` (SIGKILL this process right after the
 checkpoint of that step is written, as a preemption would).
@@ -61,10 +62,15 @@ def pretraining_job(tmp_path, name):
 def run_config(config):
     """One run of a spec's `configs`, in this process; returns the runner's summary."""
     config = dict(config)
-    if config.pop("runner", "pretrain") == "finetune":
+    kind = config.pop("runner", "pretrain")
+    if kind == "finetune":
         from keras_bert.tasks.runner import run_finetuning
 
         return run_finetuning(**config)
+    if kind == "distill":
+        from keras_bert.tasks.distillation.runner import run_distillation
+
+        return run_distillation(**config)
     import keras_bert
     from keras_bert.pretraining import runner
 

@@ -80,6 +80,41 @@ def find_task_model(path):
     return None
 
 
+def require_task_model(path, name="model_dir"):
+    """The task model directory at `path` or `path`/model, checked before anything loads.
+
+    Args:
+        path: str, what setting `name` gave (local or gs://).
+        name: str, the setting, named in the errors.
+
+    Returns:
+        str, the directory holding task.json.
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+        ValueError: `path` holds no task.json (a pre-trained checkpoint, not a fine-tuned model).
+    """
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(
+            f"{name}={path} does not exist; expected a fine-tuned model/ directory "
+            f"(model.keras, {TASK_FILE}, {VOCAB_NAME}) or the fine-tuning run directory holding it."
+        )
+    directory = find_task_model(path)
+    if directory is None:
+        raise ValueError(
+            f"{name}={path} is not a fine-tuned task model: it has no {TASK_FILE} (nor has "
+            f"{path}/model). A pre-trained encoder has no task head; fine-tune it first "
+            f"(keras-bert-finetune) and pass that run's model/ directory."
+        )
+    return directory
+
+
+def read_task_info(directory):
+    """The dict of `directory`/task.json (light: the model is not loaded)."""
+    with tf.io.gfile.GFile(os.path.join(directory, TASK_FILE)) as f:
+        return json.load(f)
+
+
 def load_task_model(directory):
     """Reads a directory written by `save_task_model`.
 
@@ -94,8 +129,7 @@ def load_task_model(directory):
         ValueError: task.json lacks the problem, the casing or the sequence length.
     """
     task_file = os.path.join(directory, TASK_FILE)
-    with tf.io.gfile.GFile(task_file) as f:
-        info = json.load(f)
+    info = read_task_info(directory)
     missing = [k for k in _REQUIRED if k not in info]
     if missing:
         raise ValueError(

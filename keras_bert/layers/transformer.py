@@ -153,18 +153,28 @@ class TransformerBlock(keras.layers.Layer):
             y = activation(y)
         return tf.reshape(y, [batch * seq, -1])  # (B*S, out)
 
+    def _scores(self, tokens, batch, seq):
+        """Scaled query-key scores [B, N, S, S] of tokens [B*S, H], before the mask."""
+        # Scale the queries rather than the (larger) score matrix.
+        q = self._split_heads(self._dense(self.query, tokens, batch, seq), batch, seq) * tf.cast(
+            self.head_size**-0.5, tokens.dtype
+        )  # (B, N, S, D)
+        k = self._split_heads(self._dense(self.key, tokens, batch, seq), batch, seq)  # (B, N, S, D)
+        return tf.matmul(q, k, transpose_b=True)  # (B, N, S, S)
+
+    def attention_scores(self, x):
+        """The block's attention scores on its input x [B, S, H]: q.k / sqrt(D) per head,
+        [B, N, S, S], before the padding mask and the softmax (what TinyBERT distills)."""
+        batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+        return self._scores(tf.reshape(x, [-1, self.hidden_size]), batch, seq)
+
     def call(self, x, attention_bias=None, training=None):
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         tokens = tf.reshape(x, [-1, self.hidden_size])  # (B*S, H)
-        # Scale the queries rather than the (larger) score matrix.
-        q = self._split_heads(self._dense(self.query, tokens, batch, seq), batch, seq) * tf.cast(
-            self.head_size**-0.5, x.dtype
-        )  # (B, N, S, D)
-        k = self._split_heads(self._dense(self.key, tokens, batch, seq), batch, seq)  # (B, N, S, D)
+        scores = self._scores(tokens, batch, seq)  # (B, N, S, S)
         v = self._split_heads(
             self._dense(self.value, tokens, batch, seq), batch, seq
         )  # (B, N, S, D)
-        scores = tf.matmul(q, k, transpose_b=True)  # (B, N, S, S)
         if attention_bias is not None:
             scores += tf.cast(attention_bias, scores.dtype)
         # Softmax in float32 under mixed precision.

@@ -273,7 +273,7 @@ def check_split(task, split):
 # === Local files ===
 
 
-def read_examples(task, data_dir, split, skip_malformed=None):
+def read_examples(task, data_dir, split, skip_malformed=None, file=None):
     """Reads one split from the GLUE distribution's files.
 
     Args:
@@ -282,6 +282,7 @@ def read_examples(task, data_dir, split, skip_malformed=None):
         split: str, one of `task.splits` ("train", "dev", "test"; MNLI "dev_matched", ..., "ax").
         skip_malformed: bool, skip and log malformed rows of labelled splits; None: the task's
             default (True for QQP only).
+        file: str or None. Read this file (in `split`'s layout) instead of data_dir's.
 
     Returns:
         list of `InputExample`, in file order.
@@ -290,7 +291,7 @@ def read_examples(task, data_dir, split, skip_malformed=None):
         GlueDataError: a missing file, or a bad row (named by file and line).
     """
     task = get_spec(task)
-    path = find_file(task, data_dir, split)
+    path = file or find_file(task, data_dir, split)
     is_test = split in task.predict_splits
     skip = not is_test and (task.skip_malformed if skip_malformed is None else skip_malformed)
     rows = _rows(path)

@@ -61,6 +61,10 @@ class GlueClassification(Task):
         if self.options.long_text == "windows":
             resolve_stride(seq_length, self.pair, self.options.doc_stride)
 
+    def read_unlabeled(self, path):
+        """Inputs in the layout of the task's test file (index and text columns)."""
+        return glue.read_examples(self.spec, None, next(iter(self.predict_splits)), file=path)
+
     def encode(self, examples, tokenizer, seq_length, training=False):
         pair = any(e.text_b is not None for e in examples)
         inputs, example_index = feature_lib.encode_long_texts(

@@ -1,0 +1,275 @@
+"""A teacher and its distilled students as TFLite: dev metric against latency and size, for every
+quantization in `keras_bert.export.QUANTIZATIONS`, measured side by side in one run.
+
+Each model directory (a fine-tuned or distilled `model/`, sentence or sentence-pair
+classification or regression: GLUE, text_classification) is exported to TFLite in each
+quantization (`keras_bert.export.export`; int8 modes calibrated on the first training texts of
+--data_dir). Every export answers the task's dev set from raw text (LiteRT with
+tensorflow-text's kernels, batches of 32), scored with the task's own metric (the main one,
+e.g. MRPC F1). Latency is batch 1 over the first `--texts` dev inputs, one call each; all
+(model, quantization) pairs are interleaved in each of `--repeat` rounds. The table gives
+medians over all calls with their spread ((max - min) / median), the ratio to the teacher's
+export of the same quantization (median of per-round ratios), and the file size; the chart
+(`--out`) plots the metric against latency and against size.
+
+    .venv/bin/python bench/bench_students.py --teacher runs/mrpc/model \\
+        --students runs/mrpc-3/model --data_dir /work/shared/data/mrpc \\
+        [--texts 50] [--repeat 3] [--threads 1] [--eval_examples 0] [--quantize all]
+
+Without --teacher, a tiny teacher and a 1-layer student are trained here on generated
+sentiment sentences (seconds; the shape of the run, not a measurement).
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path[1:1] = [os.path.join(HERE, "..", "tests")]
+import common  # noqa: E402
+
+import keras_bert.export  # noqa: E402
+from keras_bert.checkpoints.task_model import read_task_info, require_task_model  # noqa: E402
+from keras_bert.export import tflite  # noqa: E402
+from keras_bert.tasks import registry  # noqa: E402
+
+
+def parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--teacher", help="The teacher's model/ directory.")
+    parser.add_argument("--students", default="", help="Comma-separated students' model/ dirs.")
+    parser.add_argument("--data_dir", help="The task's data folder (train and dev files).")
+    parser.add_argument("--texts", type=int, default=50, help="Dev inputs timed at batch 1.")
+    parser.add_argument("--repeat", type=int, default=3, help="Interleaved rounds.")
+    parser.add_argument("--threads", type=int, default=1, help="TFLite interpreter threads.")
+    parser.add_argument(
+        "--eval_examples", type=int, default=0, help="Score on the first N dev examples (0: all)."
+    )
+    parser.add_argument(
+        "--quantize", default="all", help="Comma-separated QUANTIZATIONS (default all of them)."
+    )
+    parser.add_argument("--out", default=os.path.join(HERE, "out", "students.png"))
+    return parser.parse_args(argv)
+
+
+def rows_of(examples):
+    """The raw-text rows (text, or text and text_b) of a task's examples."""
+    return [(e.text_a,) if e.text_b is None else (e.text_a, e.text_b) for e in examples]
+
+
+def call(runner, rows):
+    """serving_default on a batch of rows -> logits-like [B, C] (log-probabilities, or the
+    score as one column)."""
+    inputs = {"text": tflite.as_strings([r[0] for r in rows])}
+    if len(rows[0]) > 1:
+        inputs["text_b"] = tflite.as_strings([r[1] for r in rows])
+    out = runner(**inputs)
+    if "probabilities" in out:
+        return np.log(np.maximum(out["probabilities"], 1e-30))
+    return np.asarray(out["score"], np.float32).reshape(-1, 1)
+
+
+def export_all(models, quantizations, calibration, tmp, threads):
+    """{(model name, quantization): (signature runner, size in bytes)}."""
+    runners = {}
+    for name, model_dir in models.items():
+        for quantize in quantizations:
+            path = keras_bert.export.export(
+                model_dir,
+                os.path.join(tmp, name, quantize),
+                format="tflite",
+                quantize=quantize,
+                representative_texts=calibration if quantize.startswith("int8") else None,
+            )
+            file = os.path.join(path, tflite.MODEL_FILE)
+            interpreter = tflite.load_interpreter(file, num_threads=threads)
+            runners[(name, quantize)] = (
+                interpreter.get_signature_runner("serving_default"),
+                os.path.getsize(file),
+            )
+            print(
+                f"  exported {name} {quantize}: {os.path.getsize(file) / 2**20:.1f} MB", flush=True
+            )
+    return runners
+
+
+def score(task, runner, examples):
+    """The task's metrics of one export on `examples`, answered from raw text."""
+    rows = rows_of(examples)
+    logits = np.concatenate([call(runner, rows[i : i + 32]) for i in range(0, len(rows), 32)])
+    return {k: float(v) for k, v in task.evaluate(examples, None, {"logits": logits}).items()}
+
+
+def time_rounds(runners, rows, repeat):
+    """{key: [time_call result per round]}, the keys interleaved within each round."""
+    cases = {
+        key: (lambda r: lambda: [call(r, [row]) for row in rows])(runner)
+        for key, (runner, _) in runners.items()
+    }
+    for fn in cases.values():
+        fn()  # Warm-up, untimed.
+    rounds = {key: [] for key in cases}
+    for index in range(repeat):
+        for key, fn in cases.items():
+            rounds[key].append(common.time_call(fn, warmup=0, iters=1))
+        print(f"  round {index + 1} of {repeat} timed", flush=True)
+    return rounds
+
+
+def table(task, runners, metrics, rounds, n_timed, teacher):
+    """The printed rows: model, quantization, metric, ms per input, spread, speed-up vs the
+    teacher's same quantization, MB."""
+    rows = []
+    for (name, quantize), (_, size) in runners.items():
+        summary = common.summarize_rounds(rounds[(name, quantize)])
+        ratio = statistics.median(
+            t["median"] / s["median"]
+            for t, s in zip(rounds[(teacher, quantize)], rounds[(name, quantize)])
+        )
+        rows.append(
+            [
+                name,
+                quantize,
+                f"{metrics[(name, quantize)][task.main_metric]:.4f}",
+                summary["median"] * 1e3 / n_timed,
+                f"{(summary['max'] - summary['min']) / summary['median']:.0%}",
+                f"{ratio:.2f}x",
+                size / 2**20,
+            ]
+        )
+    return rows
+
+
+def plot(path, task, runners, metrics, rounds, n_timed):
+    """Two panels: main metric against ms per input and against MB; a colour per model, a
+    marker per quantization."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(name for name, _ in runners))
+    quantizations = list(dict.fromkeys(q for _, q in runners))
+    markers = dict(zip(quantizations, "osD^vPX*"))
+    colors = dict(zip(names, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for (name, quantize), (_, size) in runners.items():
+        y = metrics[(name, quantize)][task.main_metric]
+        timing = common.summarize_rounds(rounds[(name, quantize)])
+        ms, low, high = (timing[k] * 1e3 / n_timed for k in ("median", "min", "max"))
+        style = dict(color=colors[name], marker=markers[quantize], markersize=8, ls="")
+        axes[0].errorbar(ms, y, xerr=[[ms - low], [high - ms]], capsize=3, **style)  # min..max
+        axes[1].plot(size / 2**20, y, **style)
+    for ax, label in zip(
+        axes, ("ms per input (batch 1, TFLite; bars: min..max)", "model.tflite MB")
+    ):
+        ax.set_xlabel(label)
+        ax.set_xlim(left=0)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(f"dev {task.main_metric}")
+    handles = [plt.Line2D([], [], color=colors[n], marker="o", ls="", label=n) for n in names]
+    handles += [
+        plt.Line2D([], [], color="gray", marker=markers[q], ls="", label=q) for q in quantizations
+    ]
+    axes[1].legend(handles=handles, fontsize=8, loc="lower right")
+    figure.suptitle(f"{task.name}: teacher and students, TFLite quantizations")
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def tiny_models(tmp):
+    """(teacher dir, [student dir], data_dir): a tiny teacher and a distilled 1-layer student."""
+    from finetune_cases import write_checkpoint, write_sst2
+
+    from keras_bert.tasks.distillation.runner import run_distillation
+    from keras_bert.tasks.runner import run_finetuning
+
+    data_dir = write_sst2(os.path.join(tmp, "SST-2"))
+    quiet = dict(do_train=True, batch_size=16, verbose=False, plot=False)
+    teacher = run_finetuning(
+        task="sst2",
+        data_dir=data_dir,
+        init_checkpoint=write_checkpoint(os.path.join(tmp, "ckpt"), num_hidden_layers=2),
+        model_dir=os.path.join(tmp, "teacher"),
+        learning_rate=3e-3,
+        num_train_epochs=6,
+        seq_length=64,
+        **quiet,
+    )["model_path"]
+    student = run_distillation(
+        teacher=teacher,
+        student_layers=1,
+        data_dir=data_dir,
+        model_dir=os.path.join(tmp, "student"),
+        learning_rate=3e-3,
+        num_train_epochs=2,
+        **quiet,
+    )["model_path"]
+    return teacher, [student], data_dir
+
+
+def main(argv=None):
+    args = parse(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.teacher:
+            teacher, students = args.teacher, [s for s in args.students.split(",") if s]
+            data_dir = args.data_dir
+        else:
+            teacher, students, data_dir = tiny_models(tmp)
+        models = {"teacher": require_task_model(teacher, "teacher")}
+        for i, student in enumerate(students):
+            info = read_task_info(require_task_model(student, "student"))
+            run_name = os.path.basename(os.path.dirname(os.path.abspath(student)))
+            models[f"student {i + 1} ({run_name}, {info.get('model_class')})"] = student
+        task = registry.get_task(read_task_info(models["teacher"])["task"])
+        train = task.read(data_dir, task.train_split)
+        dev = task.read(data_dir, next(iter(task.eval_splits)))
+        dev = dev[: args.eval_examples] if args.eval_examples else dev
+        quantizations = (
+            list(keras_bert.export.QUANTIZATIONS)
+            if args.quantize == "all"
+            else args.quantize.split(",")
+        )
+        print(
+            f"{task.name}: {len(models)} models x {len(quantizations)} quantizations; dev "
+            f"{len(dev)} examples, {args.texts} timed at batch 1, {args.threads} thread(s), "
+            f"{args.repeat} rounds; TF {tf.__version__}, {os.cpu_count()} CPUs",
+            flush=True,
+        )
+        runners = export_all(models, quantizations, rows_of(train), tmp, args.threads)
+        metrics = {key: score(task, runner, dev) for key, (runner, _) in runners.items()}
+        rounds = time_rounds(runners, rows_of(dev)[: args.texts], args.repeat)
+        n = min(args.texts, len(dev))
+        rows = table(task, runners, metrics, rounds, n, "teacher")
+        print()
+        header = [
+            "model",
+            "quantize",
+            task.main_metric,
+            "ms/input",
+            "spread",
+            "speed vs teacher",
+            "MB",
+        ]
+        print(common.format_table(header, rows))
+        for name in list(models)[1:]:
+            for quantize in quantizations:
+                ratio = common.ratio_text(rounds[("teacher", quantize)], rounds[(name, quantize)])
+                print(f"speed {name} / teacher, {quantize}: {ratio}")
+        print(f"chart: {plot(args.out, task, runners, metrics, rounds, n)}")
+        for name, path in models.items():
+            print(f"  {name}: {path}")
+
+
+if __name__ == "__main__":
+    main()
