@@ -89,7 +89,9 @@ def plot_sweeps(panels, path, title="sweep"):
         ax.set_ylabel(f"dev {metric} (x100)")
         ax.set_title(name)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high + 0.45 * (high - low))  # Room for the legend above the points.
+        ax.legend(fontsize=7, loc="upper left", ncols=2)
     fig.suptitle(title)
     fig.tight_layout()
     buffer = io.BytesIO()

@@ -126,7 +126,7 @@ def check_markdown(model_dir):
             assert int(cells[7]) == task["best_setting"]["seed"]
     capped = re.search(r"Training sets capped \(max_train_examples\): (.*)\.", text)
     expected = [
-        f"{t} {r['train_examples_used']} of {r['train_examples']}"
+        f"{t} {r['train_examples_used']:,} of {r['train_examples']:,}"
         for t, r in results["tasks"].items()
         if r["train_examples_used"] < r["train_examples"]
     ]
