@@ -192,11 +192,11 @@ def write_tflite(
 
 
 def _write_tflite(source, export_dir, version, quantize, representative_texts, functions):
-    functions = functions or text_functions(source)
     if quantize in CALIBRATED:
         quantization.check_kind(source, quantize)
         if representative_texts is None:
             representative_texts = quantization.default_texts(source)
+    functions = functions or text_functions(source)
     flatbuffer = convert(source, functions, quantize, representative_texts)
     found = check_tflite_ops(flatbuffer)
     if quantize == "int8_integer_only":

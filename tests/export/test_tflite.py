@@ -415,12 +415,8 @@ def test_op_check_rejects_flex_and_other_custom_ops():
 
 def test_versions_layout_and_metadata(classifier):
     export_dir = classifier["export_dir"]
-    assert versions.versions(export_dir) == [1, 2, 3, 4] and sorted(os.listdir(export_dir)) == [
-        "1",
-        "2",
-        "3",
-        "4",
-    ]
+    assert versions.versions(export_dir) == [1, 2, 3, 4, 5]
+    assert sorted(os.listdir(export_dir)) == ["1", "2", "3", "4", "5"]
     path = classifier["paths"]["dynamic_range"]
     assert sorted(os.listdir(path)) == ["labels.txt", "model.tflite", "task.json", "vocab.txt"]
     with open(os.path.join(path, "task.json")) as f:
