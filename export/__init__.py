@@ -28,7 +28,8 @@ from typing import TypeAlias
 from keras_bert import paths
 from keras_bert._lazy import attach
 
-# Calibration texts for quantize="int8": texts, or (text, text_b) pairs, or a file of them.
+# Calibration texts for quantize="int8" and "int8_integer_only": texts, or (text, text_b)
+# pairs, or a file of them.
 RepresentativeTexts: TypeAlias = (
     Sequence[str | bytes] | Sequence[Sequence[str | bytes]] | str | os.PathLike[str]
 )
@@ -60,7 +61,16 @@ QUANTIZATIONS: dict[str, tuple[str, str]] = {
     "none": ("_no_quantization", "float32"),
     "float16": ("_float16", "float16 weights"),
     "dynamic_range": ("_dynamic_range", "int8 weights, activations quantized per call"),
-    "int8": ("_int8", "int8 weights and activations, calibrated on representative_texts"),
+    "int8": (
+        "_int8",
+        "int8 weights and activations in every matrix multiply (calibrated on representative_texts;"
+        " the feed-forward output's activations per call), the other ops float",
+    ),
+    "int8_integer_only": (
+        "_int8_integer_only",
+        "every op after the tokenizer integer (int8), calibrated on representative_texts; for "
+        "integer-only accelerators",
+    ),
 }
 
 

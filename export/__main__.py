@@ -63,7 +63,9 @@ def define_flags():
         flags.DEFINE_string,
         "representative_texts",
         None,
-        "For --quantize=int8: a file of calibration texts, one per line (pairs tab-separated).",
+        "For --quantize=int8 and int8_integer_only: a file of calibration texts, one row per "
+        "line (a row's texts tab-separated, in the order of the model's text inputs). Default: "
+        "the sample of training texts the fine-tuning run recorded in model/.",
     )
 
     cli.define(
@@ -94,20 +96,23 @@ def main(argv):
     from keras_bert.export import export
 
     FLAGS = flags.FLAGS
-    print(
-        export(
-            FLAGS.model_dir,
-            FLAGS.export_dir,
-            format=FLAGS.format,
-            version=FLAGS.version,
-            seq_length=FLAGS.seq_length,
-            quantize=FLAGS.quantize,
-            representative_texts=FLAGS.representative_texts,
-            warmup_requests=FLAGS.warmup_requests,
-            warmup_texts=FLAGS.warmup_texts,
-            tune_batching=FLAGS.tune_batching,
-        )
+    path = export(
+        FLAGS.model_dir,
+        FLAGS.export_dir,
+        format=FLAGS.format,
+        version=FLAGS.version,
+        seq_length=FLAGS.seq_length,
+        quantize=FLAGS.quantize,
+        representative_texts=FLAGS.representative_texts,
+        warmup_requests=FLAGS.warmup_requests,
+        warmup_texts=FLAGS.warmup_texts,
+        tune_batching=FLAGS.tune_batching,
     )
+    print(path)
+    if FLAGS.format == "tflite" and FLAGS.quantize.startswith("int8"):
+        from keras_bert.export import quantization
+
+        print(f"quantize={FLAGS.quantize}:\n{quantization.describe_export(path)}")
 
 
 def console_main():

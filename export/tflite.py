@@ -39,12 +39,16 @@ tensorflow-text's `tflite_registrar`.
 Quantizations (`QUANTIZERS`): "none" (float32), "float16" (float16 weights: half the size,
 the same answers within about 1e-3), "dynamic_range" (int8 weights, activations quantized per
 call: a quarter of the size and several times faster on CPUs, probabilities within a few
-hundredths; answers that are near-ties in float32 may flip, e.g. an NER tag or a SQuAD span)
-and "int8" (int8 weights and activations calibrated on `representative_texts`, float fallback
-where an op has no int8 kernel). Full int8 does not hold a BERT's accuracy (bench/bench_tflite.py,
-all-MiniLM-L6-v2 on SST-2 dev: 71-75% of the labels as the float model's; 86% with all but the
-dense layers kept in float): prefer "dynamic_range". The text ops are integer and string ops,
-never quantized: token ids are exact in every quantization.
+hundredths; answers that are near-ties in float32 may flip, e.g. an NER tag or a SQuAD span),
+and two calibrated on `representative_texts` (default: the training texts the fine-tuning run
+recorded in `model/`), see `keras_bert.export.quantization`: "int8" (int8 weights and
+activations in every FULLY_CONNECTED, the feed-forward output's activations quantized per call,
+the other ops float: as fast as dynamic range with the same labels on real dev sets) and
+"int8_integer_only" (every op after the tokenizer integer, asserted: what integer-only
+accelerators run; loses labels on BERT-sized activations, bench/bench_tflite.py). Their
+task.json (and metadata) lists under `quantization` the matrix multiplies' tensor types and the
+ops left in float. The text ops are integer and string ops, never quantized: token ids are
+exact in every quantization.
 
 Before the version appears the flatbuffer is checked: every op must be a builtin or a
 tensorflow-text kernel (`check_tflite_ops`), and run by the interpreter on probe texts
@@ -56,6 +60,7 @@ no NaN). A failed check leaves no version directory.
 Every kind of `keras_bert.export.signatures.BUILDERS` converts (`KINDS`).
 """
 
+import itertools
 import json
 import os
 
@@ -66,10 +71,11 @@ from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-from keras_bert.export import QUANTIZATIONS, RepresentativeTexts, ops, versions
+from keras_bert.export import QUANTIZATIONS, RepresentativeTexts, ops, quantization, versions
 from keras_bert.export.saved_model import PROBE_TEXTS
 from keras_bert.export.signatures import BUILDERS, build_signatures
 from keras_bert.export.source import load_source
+from keras_bert.layers import integer
 
 MODEL_FILE = "model.tflite"
 LABELS_FILE = "labels.txt"
@@ -77,7 +83,8 @@ METADATA_NAME = "keras_bert.task.json"
 # Kinds that convert (task.json `problem`, or "encoder"): every kind with serving signatures.
 KINDS = tuple(BUILDERS)
 FLOAT_ATOL = 1e-4  # float32 TFLite against TensorFlow (different kernels, same math).
-REPRESENTATIVE_LIMIT = 300  # Calibration texts used for "int8".
+REPRESENTATIVE_LIMIT = 300  # Calibration texts used for "int8" and "int8_integer_only".
+CONVERTER_CALIBRATION = 8  # Of them, run by the converter's own calibration (see `convert`).
 # Calibration texts: texts, rows of texts (one per serving_default input), or a file of rows.
 # Probes beyond the SavedModel's: the final-sigma branch of the uncased tokenizer, invalid UTF-8.
 TFLITE_PROBES = PROBE_TEXTS + ("ΣΟΦΟΣ λόγος Σ.", b"bad \xff\xfe utf-8 \xc3(")
@@ -106,14 +113,21 @@ def _dynamic_range(converter, representative):
 
 
 def _int8(converter, representative):
+    """Calibration only: `keras_bert.export.quantization` quantizes the calibrated model."""
     import tensorflow_text as tf_text
 
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = representative
+    converter.experimental_mlir_quantizer = True
+    converter._experimental_calibrate_only = True
     # The calibrator runs the whole model, tokenizer included: it needs the text kernels.
     converter.target_spec._experimental_custom_op_registerers = list(
         tf_text.tflite_registrar.SELECT_TFTEXT_OPS
     )
+
+
+_int8_integer_only = _int8  # The same calibration; they differ in what is quantized.
+CALIBRATED = ("int8", "int8_integer_only")
 
 
 # quantize -> converter settings, by the names of keras_bert.export.QUANTIZATIONS (the one table).
@@ -138,17 +152,20 @@ def export_tflite(
         version: int or None (the next version).
         seq_length: int or None. Longest packed sequence (default: the training length).
         quantize: str, one of `QUANTIZERS`.
-        representative_texts: for "int8" (required there, ignored otherwise): a list of
-            texts (str or bytes) or of rows of texts in the order of serving_default's inputs
+        representative_texts: for "int8" and "int8_integer_only" (ignored otherwise): a list
+            of texts (str or bytes) or of rows of texts in the order of serving_default's inputs
             ((text, text_b) for pairs, (question, context) for SQuAD, (context, ending x 4)
             for SWAG), or a file with one row per line (texts tab-separated), e.g. the
-            training or dev texts. The first `REPRESENTATIVE_LIMIT` calibrate the activations.
+            training texts. The first `REPRESENTATIVE_LIMIT` calibrate the activations.
+            Default: the training texts recorded in `model/` by the fine-tuning run.
 
     Returns:
         str, the new version directory.
 
     Raises:
-        ValueError: a kind not in `KINDS`, an unknown quantize, "int8" without texts.
+        ValueError: a kind not in `KINDS`, an unknown quantize, integer quantization without
+            texts (none given or recorded) or with rows of the wrong number of texts.
+        IntegerOnlyError: "int8_integer_only" left an op in float (naming it).
         FileExistsError: the version exists (it is never overwritten).
         TFLiteOpError: an op without a builtin or tensorflow-text kernel (naming it).
     """
@@ -166,12 +183,32 @@ def write_tflite(
     source, export_dir, version=None, quantize="none", representative_texts=None, functions=None
 ):
     """Converts an `ExportSource` and writes it as a new checked version; returns its path.
-    `functions`: its `text_functions`, when already built (several quantizations trace once)."""
+    `functions`: its `text_functions`, when already built (several quantizations trace once;
+    "int8_integer_only" always traces its own, with `keras_bert.layers.integer`'s forms)."""
+    if quantize == "int8_integer_only":
+        with integer.integer_friendly():
+            return _write_tflite(source, export_dir, version, quantize, representative_texts, None)
+    return _write_tflite(source, export_dir, version, quantize, representative_texts, functions)
+
+
+def _write_tflite(source, export_dir, version, quantize, representative_texts, functions):
+    if quantize in CALIBRATED:
+        quantization.check_kind(source, quantize)
+        if representative_texts is None:
+            representative_texts = quantization.default_texts(source)
     functions = functions or text_functions(source)
     flatbuffer = convert(source, functions, quantize, representative_texts)
     found = check_tflite_ops(flatbuffer)
+    if quantize == "int8_integer_only":
+        quantization.check_integer_only(flatbuffer)
     verify(flatbuffer, functions, probe_texts(functions), exact=quantize == "none")
     info = task_info(source, functions, quantize, found)
+    if quantize in CALIBRATED:
+        info["quantization"] = quantization.summary(flatbuffer, quantize)
+        info["quantization"]["calibration_texts"] = min(
+            len(load_texts(representative_texts)), REPRESENTATIVE_LIMIT
+        )
+        logging.info("quantize=%r:\n%s", quantize, quantization.describe(info["quantization"]))
     with versions.new_version(export_dir, version) as (tmp, final):
         with tf.io.gfile.GFile(os.path.join(tmp, MODEL_FILE), "wb") as f:
             f.write(with_metadata(flatbuffer, {METADATA_NAME: json.dumps(info, indent=1).encode()}))
@@ -214,9 +251,12 @@ def convert(source, functions, quantize="none", representative_texts=None):
     """
     if quantize not in QUANTIZERS:
         raise ValueError(f"quantize must be one of {tuple(QUANTIZERS)}, got {quantize!r}.")
-    representative = None
-    if quantize == "int8":
-        representative = representative_dataset(functions, representative_texts)
+    representative = samples = None
+    if quantize in CALIBRATED:
+        samples = representative_dataset(functions, representative_texts)
+        # The converter's calibration gives the model its statistics' places (a few texts do);
+        # `quantization.measured_ranges` then measures them on every text, reproducibly.
+        representative = lambda: itertools.islice(samples(), CONVERTER_CALIBRATION)  # noqa: E731
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         [_frozen(name, function) for name, function in functions.items()], tf.Module()
     )
@@ -225,12 +265,11 @@ def convert(source, functions, quantize="none", representative_texts=None):
     ]  # No Flex (SELECT_TF_OPS).
     converter.allow_custom_ops = True  # The tokenizer's tensorflow-text ops.
     QUANTIZERS[quantize](converter, representative)
-    if quantize == "int8":
-        logging.warning(
-            "quantize='int8' loses accuracy on BERT models (see keras_bert.export.tflite); "
-            "'dynamic_range' keeps it at the same size."
-        )
-    return converter.convert()
+    flatbuffer = converter.convert()
+    if quantize in CALIBRATED:
+        ranges = quantization.measured_ranges(flatbuffer, samples())
+        flatbuffer = quantization.quantize(quantization.with_ranges(flatbuffer, ranges), quantize)
+    return flatbuffer
 
 
 def _frozen(name, function):
@@ -253,24 +292,21 @@ def _frozen(name, function):
 def representative_dataset(functions, texts):
     """The int8 calibration data: a callable yielding ("serving_default", {input: strings [1] or
     [1, K]})."""
-    if texts is None:
-        raise ValueError(
-            "quantize='int8' calibrates the activations on representative_texts (e.g. the training "
-            "or dev texts): pass a list of texts or a file with one text per line (columns "
-            "tab-separated)."
-        )
-    if isinstance(texts, (str, os.PathLike)):
-        with tf.io.gfile.GFile(os.fspath(texts)) as f:
-            texts = [line.rstrip("\n").split("\t") for line in f if line.strip()]
     rows = [
         tuple(row) if isinstance(row, (tuple, list)) else (row,)
-        for row in list(texts)[:REPRESENTATIVE_LIMIT]
+        for row in load_texts(texts)[:REPRESENTATIVE_LIMIT]
     ]
     widths = text_widths(functions)
-    if not rows or any(len(row) < sum(widths.values()) for row in rows):
+    wrong = [i for i, row in enumerate(rows) if len(row) != sum(widths.values())]
+    if not rows or wrong:
         raise ValueError(
             f"representative_texts must hold rows of {sum(widths.values())} text(s): "
             + ", ".join(f"{name} ({k} texts)" if k > 1 else name for name, k in widths.items())
+            + (
+                f"; row {wrong[0]} has {len(rows[wrong[0]])}: {rows[wrong[0]]!r:.200}"
+                if wrong
+                else "; got none"
+            )
             + "."
         )
 
@@ -286,6 +322,21 @@ def representative_dataset(functions, texts):
             yield "serving_default", inputs
 
     return generate
+
+
+def load_texts(texts):
+    """Calibration texts as a list: the rows of a file (one per line, texts tab-separated), or
+    the given list."""
+    if texts is None:
+        raise ValueError(
+            "Integer quantization calibrates the activations on representative_texts (e.g. the "
+            "training texts): pass a list of texts or a file with one text per line (columns "
+            "tab-separated)."
+        )
+    if isinstance(texts, (str, os.PathLike)):
+        with tf.io.gfile.GFile(os.fspath(texts)) as f:
+            return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    return list(texts)
 
 
 def text_widths(functions):

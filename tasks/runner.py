@@ -91,6 +91,34 @@ def _load_encoder(config, dtype):
     return BertEncoder(bert_config, dtype=dtype), vocabulary, lower_case
 
 
+CALIBRATION_SAMPLE = 300  # Training texts recorded in model/ (int8 TFLite calibrates on them).
+
+
+def serving_rows(examples, limit=CALIBRATION_SAMPLE):
+    """Rows of texts in the order of the exported serving_default's inputs, of up to `limit`
+    examples spread evenly over `examples` (GLUE/text: text[, text_b]; SQuAD: question, context;
+    NER: the words joined; SWAG: context, then each ending after the common start)."""
+    step = max(1, len(examples) // limit)
+    rows = []
+    for example in examples[::step][:limit]:
+        if hasattr(example, "text_a"):
+            rows.append((example.text_a,) + (() if example.text_b is None else (example.text_b,)))
+        elif hasattr(example, "question"):
+            rows.append((example.question, example.context))
+        elif hasattr(example, "words"):
+            rows.append((" ".join(example.words),))
+        elif hasattr(example, "endings"):
+            rows.append(
+                (
+                    example.context,
+                    *(" ".join(filter(None, (example.start, e))) for e in example.endings),
+                )
+            )
+        elif hasattr(example, "text"):
+            rows.append((example.text,))
+    return rows
+
+
 def _read(config, split, limit):
     task = config.task_object
     file = (
@@ -311,6 +339,8 @@ def train_and_finish(
             tokenizer.vocabulary,
             tokenizer.lower_case,
             adapters=getattr(config, "save_adapters", False),
+            training_texts=serving_rows(train[0]) if train else None,
+            training_data=config.train_file or (config.data_dir and f"{config.data_dir} (train)"),
         )
     summary = training_run.summarize(
         run,

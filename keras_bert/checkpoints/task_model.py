@@ -3,7 +3,10 @@
 `keras_bert.tasks.runner` writes one as `<model_dir>/model/` at the end of a fine-tuning run;
 `keras_bert.export` reads it back. task.json holds the task's name and facts (`task.info()`:
 its `problem`, which picks the serving signatures, labels, text inputs...), the training
-`seq_length`, the casing (`lower_case`) and the names of the two other files.
+`seq_length`, the casing (`lower_case`) and the names of the two other files; when the run
+gave them, a sample of its training texts (`training_texts.tsv`, one row of serving inputs per
+line, tab-separated: int8 TFLite exports calibrate on it) and where its data came from
+(`training_data`).
 
 >>> save_task_model(
 ...     model, "runs/mrpc/model", task, 128, vocabulary, lower_case=True
@@ -26,10 +29,21 @@ from keras_bert.text.vocab import write_vocabulary
 TASK_FILE = "task.json"
 MODEL_FILE = "model.keras"
 VOCAB_NAME = "vocab.txt"
+TRAINING_TEXTS_NAME = "training_texts.tsv"
 _REQUIRED = ("problem", "lower_case", "seq_length")
 
 
-def save_task_model(model, path, task, seq_length, vocabulary, lower_case, adapters=False):
+def save_task_model(
+    model,
+    path,
+    task,
+    seq_length,
+    vocabulary,
+    lower_case,
+    adapters=False,
+    training_texts=None,
+    training_data=None,
+):
     """Writes `model.keras`, `task.json` and `vocab.txt` to `path` as one new directory.
 
     A model with LoRA (`keras_bert.models.lora`) is saved with its LoRA updates merged into the
@@ -46,6 +60,10 @@ def save_task_model(model, path, task, seq_length, vocabulary, lower_case, adapt
         lower_case: bool, the tokenizer's casing.
         adapters: bool. Also write the LoRA weights and the head alone
             (`keras_bert.checkpoints.adapters.save_adapters`).
+        training_texts: list of rows of texts (one text per serving input, in order), a sample
+            of the training data, or None. Written as `training_texts.tsv` (tabs and line
+            breaks inside a text become spaces); `read_training_texts` reads it back.
+        training_data: str or None. Where the training data came from (recorded in task.json).
 
     Returns:
         str, `path`.
@@ -60,6 +78,10 @@ def save_task_model(model, path, task, seq_length, vocabulary, lower_case, adapt
         "keras_bert_version": keras_bert.__version__,
         **task.info(),
     }
+    if training_data is not None:
+        info["training_data"] = str(training_data)
+    if training_texts:
+        info["training_texts_file"] = TRAINING_TEXTS_NAME
     with atomic_directory(path, replace=True) as tmp:
         model.save(os.path.join(tmp, MODEL_FILE))  # Keras writes gs:// paths through tf.io.gfile.
         write_vocabulary(vocabulary, os.path.join(tmp, VOCAB_NAME))
@@ -67,7 +89,24 @@ def save_task_model(model, path, task, seq_length, vocabulary, lower_case, adapt
             f.write(json.dumps(info, indent=1))
         if adapters:
             save_adapters(model, tmp)
+        if training_texts:
+            with tf.io.gfile.GFile(os.path.join(tmp, TRAINING_TEXTS_NAME), "w") as f:
+                f.write("".join("\t".join(map(_one_line, row)) + "\n" for row in training_texts))
     return path
+
+
+def _one_line(text):
+    return " ".join(str(text).replace("\t", " ").splitlines())
+
+
+def read_training_texts(directory, info):
+    """The training texts sample `save_task_model` recorded: a list of rows (tuples of str), or
+    None when the directory has none (written before they were recorded, or without them)."""
+    name = info.get("training_texts_file")
+    if not name:
+        return None
+    with tf.io.gfile.GFile(os.path.join(directory, name)) as f:
+        return [tuple(line.rstrip("\n").split("\t")) for line in f if line.strip()]
 
 
 def find_task_model(path):

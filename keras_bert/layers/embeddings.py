@@ -6,7 +6,7 @@ Dimensions: B batch, S sequence, H hidden, V vocab, T token types, P max positio
 import keras
 import tensorflow as tf
 
-from keras_bert.layers import utils
+from keras_bert.layers import integer, utils
 from keras_bert.layers.dropout import ReplicaDropout
 
 
@@ -107,7 +107,7 @@ class BertEmbeddings(keras.layers.Layer):
             types = tf.gather(self.token_type_embeddings, input_type_ids)  # (B, S, H)
             positions = self.position_embeddings[:seq_length]  # (S, H)
         x = words + types + positions[tf.newaxis]
-        x = self.layer_norm(x)
+        x = integer.layer_norm(self.layer_norm, x)
         return self.dropout_layer(x, training=training)
 
     def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):

@@ -8,7 +8,7 @@ attention/output/LayerNorm, intermediate/dense, output/dense, output/LayerNorm).
 import keras
 import tensorflow as tf
 
-from keras_bert.layers import utils
+from keras_bert.layers import integer, utils
 from keras_bert.layers.dropout import ReplicaDropout
 
 try:  # Tells whether the graph being traced will be compiled with XLA (jit_compile=True).
@@ -23,6 +23,8 @@ MASK_VALUE = -10000.0
 
 def attention_bias(input_mask, dtype):
     """Additive attention bias [B, 1, 1, S] from an input mask [B, S] (1 = real token)."""
+    if integer.is_integer_friendly():
+        return integer.mask_bias(input_mask, MASK_VALUE, dtype)
     # expand_dims, not [:, newaxis, newaxis, :]: TFLite converts that strided slice only for fixed
     # shapes.
     mask = tf.expand_dims(tf.expand_dims(tf.cast(input_mask, dtype), 1), 1)  # (B, 1, 1, S)
@@ -143,15 +145,16 @@ class TransformerBlock(keras.layers.Layer):
         XLA the bias and activation go on a 3-D view, because XLA:CPU compiles a bias
         add right after a 2-D dot into a slower fused kernel (25% slower GELU layer).
         """
-        y = tf.matmul(x, tf.cast(layer.kernel, x.dtype))  # (B*S, out)
-        bias = tf.cast(layer.bias, x.dtype)
-        if not _in_xla_context():
-            y = tf.nn.bias_add(y, bias)
-            return activation(y) if activation is not None else y
-        y = tf.reshape(y, [batch, seq, -1]) + bias  # (B, S, out)
-        if activation is not None:
-            y = activation(y)
-        return tf.reshape(y, [batch * seq, -1])  # (B*S, out)
+        with tf.name_scope(layer.name):  # Names the op (e.g. TFLite's per-layer quantization).
+            y = tf.matmul(x, tf.cast(layer.kernel, x.dtype))  # (B*S, out)
+            bias = tf.cast(layer.bias, x.dtype)
+            if not _in_xla_context():
+                y = tf.nn.bias_add(y, bias)
+                return activation(y) if activation is not None else y
+            y = tf.reshape(y, [batch, seq, -1]) + bias  # (B, S, out)
+            if activation is not None:
+                y = activation(y)
+            return tf.reshape(y, [batch * seq, -1])  # (B*S, out)
 
     def _scores(self, tokens, batch, seq):
         """Scaled query-key scores [B, N, S, S] of tokens [B*S, H], before the mask."""
@@ -187,13 +190,13 @@ class TransformerBlock(keras.layers.Layer):
         attended = self.hidden_dropout(
             self._dense(self.attention_output, context, batch, seq), training=training
         )
-        tokens = self.attention_layer_norm(tokens + attended)  # (B*S, H)
+        tokens = integer.layer_norm(self.attention_layer_norm, tokens + attended)  # (B*S, H)
 
         inner = self._dense(self.intermediate, tokens, batch, seq, self._activation)  # (B*S, I)
         out = self.hidden_dropout(
             self._dense(self.output_dense, inner, batch, seq), training=training
         )
-        out = self.output_layer_norm(tokens + out)  # (B*S, H)
+        out = integer.layer_norm(self.output_layer_norm, tokens + out)  # (B*S, H)
         return tf.reshape(out, [batch, seq, self.hidden_size])  # (B, S, H)
 
     def compute_output_shape(self, x_shape, attention_bias_shape=None):

@@ -1,0 +1,345 @@
+"""Calibrated integer TFLite: "int8" and "int8_integer_only" (see `keras_bert.export.tflite`).
+
+Both start from one calibration run of the converter (`_experimental_calibrate_only`: the float
+model with every tensor's range over the representative texts) and quantize it with TFLite's
+MLIR quantizer (`mlir_quantize`, what `tf.lite.experimental.QuantizationDebugger` uses for its
+selective quantization, with its `denylisted_ops` and `denylisted_nodes`; the debugger itself
+cannot run our models, which need tensorflow-text's kernels). Between the two,
+`measured_ranges` replaces the converter's statistics with reproducible ones.
+
+- "int8": int8 weights (per channel) and int8 activations in every matrix multiply, the other
+  ops in float (`INT8_FLOAT_OPS`: LayerNorm's statistics, softmax, GELU, the residual sums...).
+  The activations of every matrix multiply are calibrated, except those of the feed-forward
+  output (`PER_CALL_LAYERS`, the Keras layer `output_dense`), which are quantized per call and
+  per row (TFLite's hybrid FULLY_CONNECTED, as "dynamic_range" does for every layer): its input
+  (GELU's output) and its output (the residual stream's outlier channels, Bondarenko et al.
+  2021) span two orders of magnitude more than most of their values. Measured on
+  all-MiniLM-L6-v2 fine-tuned on MRPC (408 dev pairs, calibrated by the converter on 300 training
+  pairs), labels as the float32 model's: every op int8 87.5%; only the matrix multiplies int8
+  93.9% (95.9% of the decided); that, with the feed-forward output's matrix multiply in float,
+  98.0% (100% of the decided); with every elementwise op int8 as well 86.3%. This recipe with
+  `measured_ranges`: 98.3-98.8% (99.7-100% of the decided), the speed of "dynamic_range".
+  The attention's two BATCH_MATMULs (scores, context) are float (`INT8_FLOAT_OPS`): in int8 they
+  cost 0.65x the speed on a CPU (LiteRT's XNNPACK does not run them; the graph falls into pieces).
+- "int8_integer_only": every op after the tokenizer's string ops in integers (int8 activations
+  and weights, int32 biases and indices), traced with the layers' integer-friendly forms
+  (`keras_bert.layers.integer`); only the signature outputs are dequantized to float
+  (DEQUANTIZE as the last op of a float output). `check_integer_only` asserts it from the
+  flatbuffer. The attention bias saturates at the calibrated range of the scores: answers are
+  the float model's on batches of one text or of texts of one length (the calibration's case).
+  int8 activations in LayerNorm and the residual stream lose labels (MRPC above: 88-90%); the
+  16x8 mode (int16 activations) would hold them, but TensorFlow 2.20's quantizer rejects our
+  graph in it ("binary op operands have same element type").
+"""
+
+import collections
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.lite.python import convert as lite_convert
+from tensorflow.lite.python import schema_py_generated as schema
+from tensorflow.lite.tools import flatbuffer_utils
+
+from keras_bert.checkpoints import task_model
+
+# Kinds whose calibrated model TFLite's quantizer cannot take: SQuAD's windowing loop makes
+# `mlir_quantize` crash the process (a segmentation fault, TensorFlow 2.20), so they are refused.
+UNSUPPORTED_KINDS = ("span",)
+# int8: ops kept in float (by TFLite builtin name; ops not in the model are ignored).
+INT8_FLOAT_OPS = (
+    "ADD",
+    "BATCH_MATMUL",
+    "DIV",
+    "GELU",
+    "MEAN",
+    "MUL",
+    "NEG",
+    "RSQRT",
+    "SOFTMAX",
+    "SQUARED_DIFFERENCE",
+    "SUB",
+    "TANH",
+)
+# int8: Keras layers whose FULLY_CONNECTED quantizes its activations per call (the rest are
+# calibrated).
+PER_CALL_LAYERS = ("output_dense",)
+MATMUL_OPS = ("FULLY_CONNECTED", "BATCH_MATMUL")
+FLOAT_TYPES = ("FLOAT32", "FLOAT16", "FLOAT64")
+_BUILTIN_NAMES = {
+    code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")
+}
+_TYPE_NAMES = {
+    code: name for name, code in vars(schema.TensorType).items() if not name.startswith("_")
+}
+
+
+class IntegerOnlyError(ValueError):
+    """An "int8_integer_only" model holds an op with float tensors."""
+
+
+def check_kind(source, quantize_name):
+    """Raises ValueError for a kind in `UNSUPPORTED_KINDS`, naming what works instead."""
+    if source.kind in UNSUPPORTED_KINDS:
+        raise ValueError(
+            f"quantize={quantize_name!r} is not available for {source.kind!r} models "
+            f"({source.info.get('task')}): TFLite's integer quantizer crashes on their windowing "
+            f"loop (TensorFlow {tf.__version__}). Use quantize='dynamic_range' (int8 weights and "
+            f"activations quantized per call)."
+        )
+
+
+def default_texts(source):
+    """The calibration texts recorded in a fine-tuned `model/` (`training_texts.tsv`).
+
+    Raises:
+        ValueError: the source records none (an encoder, or a model/ written before they were
+            recorded): names --representative_texts.
+    """
+    texts = task_model.read_training_texts(source.path, source.info) if source.model else None
+    if not texts:
+        raise ValueError(
+            f"Integer quantization calibrates the activations on representative_texts, and "
+            f"{source.path} records no training texts (fine-tuned before keras-bert recorded "
+            f"them, or not a fine-tuned model/): pass representative_texts "
+            f"(--representative_texts=FILE, one row per line, the texts of a row tab-separated), "
+            f"e.g. the training file's texts."
+        )
+    return texts
+
+
+def quantize(calibrated, quantize_name):
+    """The quantized flatbuffer of a calibrated one, for "int8" or "int8_integer_only"."""
+    if quantize_name == "int8_integer_only":
+        return lite_convert.mlir_quantize(calibrated)
+    per_call = [
+        name
+        for op, name in _operators(calibrated)
+        if op == "FULLY_CONNECTED" and any(f"/{layer}/" in name for layer in PER_CALL_LAYERS)
+    ]
+    present = {op for op, _ in _operators(calibrated)}
+    quantized = lite_convert.mlir_quantize(
+        calibrated,
+        denylisted_ops=[op for op in INT8_FLOAT_OPS if op in present],
+        denylisted_nodes=per_call,
+    )
+    return per_call_int8(quantized, set(per_call))
+
+
+def _operators(flatbuffer):
+    """(op name, name of its first output tensor) of every op of every subgraph."""
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for i in range(graph.OperatorsLength()):
+            op = graph.Operators(i)
+            yield (
+                _op_name(model.OperatorCodes(op.OpcodeIndex())),
+                graph.Tensors(op.Outputs(0)).Name().decode(),
+            )
+
+
+def _op_name(code):
+    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    if builtin == schema.BuiltinOperator.CUSTOM:
+        return code.CustomCode().decode()
+    return _BUILTIN_NAMES[builtin]
+
+
+def per_call_int8(flatbuffer, names):
+    """The flatbuffer with the float FULLY_CONNECTED ops whose output is named in `names` turned
+    into hybrid ones: int8 weights (symmetric, per output channel), activations quantized per
+    call and row (`asymmetric_quantize_inputs`), as TFLite's dynamic-range quantizer writes them."""
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            code = model.operatorCodes[op.opcodeIndex]
+            builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+            name = graph.tensors[op.outputs[0]].name.decode()
+            if builtin != schema.BuiltinOperator.FULLY_CONNECTED or name not in names:
+                continue
+            weights = graph.tensors[op.inputs[1]]
+            if weights.type != schema.TensorType.FLOAT32:
+                continue
+            buffer = model.buffers[weights.buffer]
+            kernel = np.frombuffer(buffer.data.tobytes(), np.float32).reshape(weights.shape)
+            scale = np.maximum(np.abs(kernel).max(axis=1), 1e-12) / 127.0  # (out,)
+            buffer.data = np.frombuffer(
+                np.clip(np.round(kernel / scale[:, None]), -127, 127).astype(np.int8).tobytes(),
+                np.uint8,
+            )
+            weights.type = schema.TensorType.INT8
+            weights.quantization = schema.QuantizationParametersT()
+            weights.quantization.scale = scale.astype(np.float32).tolist()
+            weights.quantization.zeroPoint = [0] * len(scale)
+            weights.quantization.quantizedDimension = 0
+            op.builtinOptions.asymmetricQuantizeInputs = True
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def op_tensor_types(flatbuffer):
+    """Every op of a flatbuffer with the types of its tensors.
+
+    Returns:
+        dict op name -> sorted list of distinct "IN, IN -> OUT" strings (tensor types, e.g.
+        "INT8, INT8, INT32 -> INT8" for an int8 FULLY_CONNECTED), sorted by op name.
+    """
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    found = collections.defaultdict(set)
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for i in range(graph.OperatorsLength()):
+            op = graph.Operators(i)
+            types = [
+                [_TYPE_NAMES[graph.Tensors(t).Type()] for t in indices if t >= 0]
+                for indices in (op.InputsAsNumpy(), op.OutputsAsNumpy())
+            ]
+            name = _op_name(model.OperatorCodes(op.OpcodeIndex()))
+            found[name].add(f"{', '.join(types[0])} -> {', '.join(types[1])}")
+    return {name: sorted(found[name]) for name in sorted(found)}
+
+
+def float_ops(flatbuffer):
+    """Op names with a float tensor (input or output), except DEQUANTIZE ops whose float output
+    is a signature output (an integer model's answer handed back as float)."""
+    outputs = _signature_outputs(flatbuffer)
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    found = set()
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        for i in range(graph.OperatorsLength()):
+            op = graph.Operators(i)
+            name = _op_name(model.OperatorCodes(op.OpcodeIndex()))
+            tensors = [t for t in (*op.InputsAsNumpy(), *op.OutputsAsNumpy()) if t >= 0]
+            if not any(_TYPE_NAMES[graph.Tensors(t).Type()] in FLOAT_TYPES for t in tensors):
+                continue
+            if name == "DEQUANTIZE" and all((g, t) in outputs for t in op.OutputsAsNumpy()):
+                continue
+            found.add(name)
+    return sorted(found)
+
+
+def _signature_outputs(flatbuffer):
+    """{(subgraph, tensor index)} of every signature's outputs."""
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    found = set()
+    for s in range(model.SignatureDefsLength()):
+        signature = model.SignatureDefs(s)
+        for i in range(signature.OutputsLength()):
+            found.add((signature.SubgraphIndex(), signature.Outputs(i).TensorIndex()))
+    return found
+
+
+def check_integer_only(flatbuffer):
+    """Raises `IntegerOnlyError` naming every op with float tensors (and their types) unless
+    there is none beyond the dequantized signature outputs; returns `op_tensor_types`."""
+    types = op_tensor_types(flatbuffer)
+    bad = float_ops(flatbuffer)
+    if bad:
+        raise IntegerOnlyError(
+            "quantize='int8_integer_only': the TFLite model still computes in float in "
+            + "; ".join(f"{name} ({' | '.join(types[name])})" for name in bad)
+            + ". An integer-only accelerator cannot run these ops; export with quantize='int8' "
+            "(float where integers lose the answers) or remove them from the model."
+        )
+    return types
+
+
+def summary(flatbuffer, quantize_name):
+    """What a calibrated quantization computes in which type (task.json's `quantization`)."""
+    types = op_tensor_types(flatbuffer)
+    matmuls = {name: types[name] for name in MATMUL_OPS if name in types}
+    info = {
+        "matmul_tensor_types": matmuls,
+        "float_ops": float_ops(flatbuffer),
+    }
+    if quantize_name == "int8":
+        info["per_call_int8_layers"] = list(PER_CALL_LAYERS)
+    return info
+
+
+def describe_export(path):
+    """`describe` of an export's version directory (its task.json's `quantization`)."""
+    with tf.io.gfile.GFile(os.path.join(path, "task.json")) as f:
+        return describe(json.load(f)["quantization"])
+
+
+def describe(info):
+    """One paragraph for the command line from `summary`'s dict."""
+    lines = [
+        f"  {name}: {' | '.join(kinds)}" for name, kinds in info["matmul_tensor_types"].items()
+    ]
+    float_list = ", ".join(info["float_ops"]) or "none (integer only)"
+    lines.append(f"  ops with float tensors: {float_list}")
+    if info.get("per_call_int8_layers"):
+        lines.append(
+            "  activations quantized per call (not calibrated): "
+            + ", ".join(info["per_call_int8_layers"])
+        )
+    return "\n".join(lines)
+
+
+def measured_ranges(calibrated, samples, reduce="mean"):
+    """Each calibrated tensor's (min, max) over `samples`, measured by running the calibrated
+    model (float) in LiteRT with every tensor kept.
+
+    The converter's own calibration run gives different ranges from one run to the next on the
+    same texts (seen on all-MiniLM-L6-v2, up to 2x in a feed-forward layer); these are
+    reproducible. "mean" (the default) averages each text's min and max, as the moving averages of
+    quantization-aware training do: rare outliers saturate instead of coarsening every other
+    value (all-MiniLM-L6-v2 on MRPC dev, "int8": 98.8% of the labels kept against 97.6% with the
+    overall min and max, "minmax").
+
+    Args:
+        calibrated: bytes, a flatbuffer with calibration statistics (the converter's
+            `_experimental_calibrate_only`).
+        samples: iterable of (signature name, {input name: array}).
+        reduce: "mean" or "minmax".
+
+    Returns:
+        dict (subgraph, tensor index) -> (min, max), for the tensors that carry statistics.
+    """
+    import tensorflow_text as tf_text
+    from ai_edge_litert.interpreter import InterpreterWithCustomOps, OpResolverType
+
+    model = schema.Model.GetRootAsModel(calibrated, 0)
+    tracked = [
+        (g, t)
+        for g in range(model.SubgraphsLength())
+        for t in range(model.Subgraphs(g).TensorsLength())
+        if model.Subgraphs(g).Tensors(t).Quantization() is not None
+        and model.Subgraphs(g).Tensors(t).Quantization().MinLength()
+    ]
+    interpreter = InterpreterWithCustomOps(
+        custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS,
+        model_content=calibrated,
+        experimental_preserve_all_tensors=True,
+        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+    )
+    seen = collections.defaultdict(list)
+    for signature, inputs in samples:
+        interpreter.get_signature_runner(signature)(**inputs)
+        for g, t in tracked:
+            try:
+                value = interpreter.get_tensor(t, g)
+            except ValueError:  # Not allocated in this call (a branch not taken).
+                continue
+            if value.size:
+                seen[(g, t)].append((float(value.min()), float(value.max())))
+    if reduce == "mean":
+        return {key: tuple(np.mean(values, axis=0)) for key, values in seen.items()}
+    return {
+        key: (min(low for low, _ in values), max(high for _, high in values))
+        for key, values in seen.items()
+    }
+
+
+def with_ranges(calibrated, ranges):
+    """The calibrated flatbuffer with its statistics replaced by `ranges` (see
+    `measured_ranges`)."""
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(calibrated))
+    for (g, t), (low, high) in ranges.items():
+        quantization = model.subgraphs[g].tensors[t].quantization
+        quantization.min, quantization.max = [low], [high]
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))

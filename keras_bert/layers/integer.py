@@ -1,0 +1,54 @@
+"""Integer-friendly forms of two computations, for full-integer TFLite exports.
+
+TFLite's integer quantizer has no integer kernel for two ops that the float graph uses:
+`NEG` (Keras' LayerNorm computes `x * inv + (beta - mean * inv)`) and `CAST` int32 -> float
+(the attention bias from the input mask). Inside `integer_friendly()` the layers trace
+`(x - mean) * inv + beta` (`layer_norm`) and the bias as a lookup of `[MASK_VALUE, 0]` by the
+mask (`attention_bias`): the same values (equal up to float32 rounding, about 1e-7), written
+with ops that quantize (SUB, GATHER). Outside it, everything is traced as before: float
+exports keep their exact graphs.
+
+>>> with integer_friendly():   # doctest: +SKIP
+...     concrete = function.get_concrete_function()
+"""
+
+import contextlib
+import contextvars
+
+import keras
+import tensorflow as tf
+
+_INTEGER_FRIENDLY = contextvars.ContextVar("keras_bert_integer_friendly", default=False)
+
+
+@contextlib.contextmanager
+def integer_friendly():
+    """Traces the layers' LayerNorms and attention bias with ops that quantize to integers."""
+    token = _INTEGER_FRIENDLY.set(True)
+    try:
+        yield
+    finally:
+        _INTEGER_FRIENDLY.reset(token)
+
+
+def is_integer_friendly() -> bool:
+    """Whether `integer_friendly()` is active."""
+    return _INTEGER_FRIENDLY.get()
+
+
+def layer_norm(layer: keras.layers.LayerNormalization, x):
+    """`layer(x)`, or inside `integer_friendly()` the same normalization over the last axis as
+    `(x - mean) * rsqrt(variance + epsilon) * gamma + beta` (no NEG)."""
+    if not is_integer_friendly():
+        return layer(x)
+    mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+    inv = tf.math.rsqrt(variance + layer.epsilon) * tf.cast(layer.gamma, x.dtype)
+    return (x - mean) * inv + tf.cast(layer.beta, x.dtype)
+
+
+def mask_bias(input_mask, mask_value, dtype):
+    """The additive attention bias [B, 1, 1, S] of an input mask [B, S] (1 = real token) as a
+    lookup of [mask_value, 0] by the mask (no CAST from integers to float)."""
+    table = tf.constant([mask_value, 0.0], dtype)
+    bias = tf.gather(table, tf.clip_by_value(tf.cast(input_mask, tf.int32), 0, 1))  # (B, S)
+    return tf.expand_dims(tf.expand_dims(bias, 1), 1)  # (B, 1, 1, S)
