@@ -324,7 +324,9 @@ def test_task_options_belong_to_their_task(tmp_path):
         ValueError, match="'mrpc' does not take the option 'n_best_size'.*long_text, doc_stride"
     ):
         FinetuneConfig(task="mrpc", task_options={"n_best_size": 64}, **common)
-    with pytest.raises(ValueError, match="'swag' does not take the option 'doc_stride'.*no options"):
+    with pytest.raises(
+        ValueError, match="'swag' does not take the option 'doc_stride'.*no options"
+    ):
         FinetuneConfig(task="swag", task_options={"doc_stride": 64}, **common)
     with pytest.raises(
         ValueError, match="'conll2003' does not take the option 'doc_stride'.*entity_types"
