@@ -21,8 +21,8 @@ from keras_bert.text.preprocessor import BertPreprocessor
 ATOL = 1e-5
 # NER texts as "|"-separated words, each with the blanks before it: multi-piece words ("movies"),
 # punctuation glued to words, tabs and double spaces, unknown and accented words, CJK characters
-# (one word each), an emoji, and a text of 75 pieces (only the first seq_length - 2 = 30 are
-# tagged).
+# (one word each), an emoji, and a text of 75 words read in windows (seq_length - 2 = 30 pieces
+# each).
 NER_TEXTS = [
     "The| movies|,| really|  good|!| the| actor| was| boring|.",
     "a",

@@ -321,9 +321,13 @@ def test_task_options_belong_to_their_task(tmp_path):
     assert (squad.task_object.doc_stride, squad.task_object.null_score_diff_threshold) == (64, -1.5)
     assert squad.task_object.max_query_length == 64  # The default of what is not given.
     with pytest.raises(
-        ValueError, match="'mrpc' does not take the option 'doc_stride'.*takes no options"
+        ValueError, match="'mrpc' does not take the option 'n_best_size'.*long_text, doc_stride"
     ):
-        FinetuneConfig(task="mrpc", task_options={"doc_stride": 64}, **common)
+        FinetuneConfig(task="mrpc", task_options={"n_best_size": 64}, **common)
+    with pytest.raises(
+        ValueError, match="'swag' does not take the option 'doc_stride'.*no options"
+    ):
+        FinetuneConfig(task="swag", task_options={"doc_stride": 64}, **common)
     with pytest.raises(
         ValueError, match="'conll2003' does not take the option 'doc_stride'.*entity_types"
     ):
@@ -336,6 +340,9 @@ def test_task_options_belong_to_their_task(tmp_path):
         "null_score_diff_threshold",
         "entity_types",
         "document_context",
+        "long_text",
+        "max_windows",
+        "window_pooling",
     }
     finetune.define_flags()
     try:
