@@ -229,6 +229,8 @@ def test_signatures_as_saved_model_cli_lists_them(conll, swag):
             "start_char": ("int32", 2),
             "end_char": ("int32", 2),
             "entity_count": ("int32", 1),
+            "num_windows": ("int32", 1),
+            "text_cut": ("bool", 1),
         },
     )
     assert described(ner["predict_ids"])[1] == {"logits": ("float32", 3)}
