@@ -63,7 +63,7 @@ INT8_FLOAT_OPS = (
     "TANH",
 )
 # int8: Keras layers whose FULLY_CONNECTED quantizes its activations per call (the rest are
-# calibrated).
+# calibrated), found as the FULLY_CONNECTED ops fed by GELU.
 PER_CALL_LAYERS = ("output_dense",)
 MATMUL_OPS = ("FULLY_CONNECTED", "BATCH_MATMUL")
 FLOAT_TYPES = ("FLOAT32", "FLOAT16", "FLOAT64")
@@ -113,11 +113,7 @@ def quantize(calibrated, quantize_name):
     """The quantized flatbuffer of a calibrated one, for "int8" or "int8_integer_only"."""
     if quantize_name == "int8_integer_only":
         return lite_convert.mlir_quantize(calibrated)
-    per_call = [
-        name
-        for op, name in _operators(calibrated)
-        if op == "FULLY_CONNECTED" and any(f"/{layer}/" in name for layer in PER_CALL_LAYERS)
-    ]
+    per_call = _after_activation(calibrated)
     present = {op for op, _ in _operators(calibrated)}
     quantized = lite_convert.mlir_quantize(
         calibrated,
@@ -125,6 +121,24 @@ def quantize(calibrated, quantize_name):
         denylisted_nodes=per_call,
     )
     return per_call_int8(quantized, set(per_call))
+
+
+def _after_activation(flatbuffer):
+    """Output names of the FULLY_CONNECTED ops fed by a GELU: the feed-forward output
+    (`PER_CALL_LAYERS`; an activation fused into its matmul, e.g. relu, leaves none)."""
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    found = []
+    for g in range(model.SubgraphsLength()):
+        graph = model.Subgraphs(g)
+        producer = {}
+        for i in range(graph.OperatorsLength()):
+            op = graph.Operators(i)
+            name = _op_name(model.OperatorCodes(op.OpcodeIndex()))
+            for t in op.OutputsAsNumpy():
+                producer[int(t)] = name
+            if name == "FULLY_CONNECTED" and producer.get(int(op.Inputs(0))) == "GELU":
+                found.append(graph.Tensors(op.Outputs(0)).Name().decode())
+    return found
 
 
 def _operators(flatbuffer):

@@ -353,7 +353,12 @@ def test_02_glue_finetuning(glue_run):
         assert len(f.read().splitlines()) == 1 + 8  # Header and one row per test sentence.
     with open(root / "run" / "eval_results.json") as f:
         assert json.load(f)["accuracy"] == summary["eval"]["accuracy"]
-    assert sorted(os.listdir(summary["model_path"])) == ["model.keras", "task.json", "vocab.txt"]
+    assert sorted(os.listdir(summary["model_path"])) == [
+        "model.keras",
+        "task.json",
+        "training_texts.tsv",
+        "vocab.txt",
+    ]
     assert (root / "run" / "training_curve.png").exists()
 
 

@@ -145,16 +145,15 @@ class TransformerBlock(keras.layers.Layer):
         XLA the bias and activation go on a 3-D view, because XLA:CPU compiles a bias
         add right after a 2-D dot into a slower fused kernel (25% slower GELU layer).
         """
-        with tf.name_scope(layer.name):  # Names the op (e.g. TFLite's per-layer quantization).
-            y = tf.matmul(x, tf.cast(layer.kernel, x.dtype))  # (B*S, out)
-            bias = tf.cast(layer.bias, x.dtype)
-            if not _in_xla_context():
-                y = tf.nn.bias_add(y, bias)
-                return activation(y) if activation is not None else y
-            y = tf.reshape(y, [batch, seq, -1]) + bias  # (B, S, out)
-            if activation is not None:
-                y = activation(y)
-            return tf.reshape(y, [batch * seq, -1])  # (B*S, out)
+        y = tf.matmul(x, tf.cast(layer.kernel, x.dtype))  # (B*S, out)
+        bias = tf.cast(layer.bias, x.dtype)
+        if not _in_xla_context():
+            y = tf.nn.bias_add(y, bias)
+            return activation(y) if activation is not None else y
+        y = tf.reshape(y, [batch, seq, -1]) + bias  # (B, S, out)
+        if activation is not None:
+            y = activation(y)
+        return tf.reshape(y, [batch * seq, -1])  # (B*S, out)
 
     def _scores(self, tokens, batch, seq):
         """Scaled query-key scores [B, N, S, S] of tokens [B*S, H], before the mask."""
