@@ -117,8 +117,7 @@ def window_signatures(source, answer):
         )  # (B, C)
         return dict(
             answer(None, {"logits": logits}),
-            num_windows=windows["count"],
-            text_cut=windows["needed"] > windows["count"],
+            **_window_counts(windows),
         )
 
     return {
@@ -213,8 +212,7 @@ def token_classification(source):
             entities.entity_outputs(
                 text, entities.decode_iob2(words, tag, labels), entities.entity_types(labels)
             ),
-            num_windows=windows["count"],
-            text_cut=windows["needed"] > windows["count"],
+            **_window_counts(windows),
         )
 
     return {
@@ -413,3 +411,9 @@ def build_signatures(source):
             f"kinds: {', '.join(BUILDERS)}."
         )
     return BUILDERS[source.kind](source)
+
+
+def _window_counts(windows):
+    """The outputs of a windowed signature besides its answer: windows read per text, and
+    whether the text had more than the cap (its end was not read)."""
+    return {"num_windows": windows["count"], "text_cut": windows["needed"] > windows["count"]}

@@ -20,8 +20,6 @@ The runner is `keras_bert.tasks.distillation.runner.run_distillation` (also impo
 here), its settings a `DistillConfig` (flag name = field name).
 """
 
-import json
-
 from absl import flags
 
 from keras_bert import _lazy, cli, paths
@@ -69,8 +67,7 @@ def main(argv):
     config = finetune.config_from_flags(DistillConfig)
     from keras_bert.tasks.distillation.runner import run_distillation
 
-    summary = run_distillation(config)
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("model", "history")}, indent=1))
+    finetune.print_summary(run_distillation(config))
 
 
 def console_main():

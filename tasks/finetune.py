@@ -50,6 +50,7 @@ __all__ = [
     "sweep_grid",
     "define_flags",
     "main",
+    "print_summary",
 ]
 
 
@@ -189,7 +190,11 @@ def main(argv):
         return
     from keras_bert.tasks.runner import run_finetuning
 
-    summary = run_finetuning(config)
+    print_summary(run_finetuning(config))
+
+
+def print_summary(summary):
+    """Print a runner's summary as JSON, without the model and the step history."""
     print(json.dumps({k: v for k, v in summary.items() if k not in ("model", "history")}, indent=1))
 
 

@@ -38,12 +38,7 @@ def plot_history(history, path, title="BERT pre-training", panels=PANELS):
         ax.grid(alpha=0.3)
         if ax.lines:
             ax.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=90)
-    write_atomic(path, buffer.getvalue())
-    return path
+    return _save(fig, title, path)
 
 
 def plot_sweeps(panels, path, title="sweep"):
@@ -92,6 +87,11 @@ def plot_sweeps(panels, path, title="sweep"):
         low, high = ax.get_ylim()
         ax.set_ylim(low, high + 0.45 * (high - low))  # Room for the legend above the points.
         ax.legend(fontsize=7, loc="upper left", ncols=2)
+    return _save(fig, title, path)
+
+
+def _save(fig, title, path):
+    """Title `fig`, lay it out and write it as a PNG at `path` (atomically); returns `path`."""
     fig.suptitle(title)
     fig.tight_layout()
     buffer = io.BytesIO()
