@@ -94,29 +94,10 @@ def _load_encoder(config, dtype):
 CALIBRATION_SAMPLE = 300  # Training texts recorded in model/ (int8 TFLite calibrates on them).
 
 
-def serving_rows(examples, limit=CALIBRATION_SAMPLE):
-    """Rows of texts in the order of the exported serving_default's inputs, of up to `limit`
-    examples spread evenly over `examples` (GLUE/text: text[, text_b]; SQuAD: question, context;
-    NER: the words joined; SWAG: context, then each ending after the common start)."""
+def serving_rows(task, examples, limit=CALIBRATION_SAMPLE):
+    """`task.serving_row` of up to `limit` examples spread evenly over `examples`."""
     step = max(1, len(examples) // limit)
-    rows = []
-    for example in examples[::step][:limit]:
-        if hasattr(example, "text_a"):
-            rows.append((example.text_a,) + (() if example.text_b is None else (example.text_b,)))
-        elif hasattr(example, "question"):
-            rows.append((example.question, example.context))
-        elif hasattr(example, "words"):
-            rows.append((" ".join(example.words),))
-        elif hasattr(example, "endings"):
-            rows.append(
-                (
-                    example.context,
-                    *(" ".join(filter(None, (example.start, e))) for e in example.endings),
-                )
-            )
-        elif hasattr(example, "text"):
-            rows.append((example.text,))
-    return rows
+    return [task.serving_row(example) for example in examples[::step][:limit]]
 
 
 def _read(config, split, limit):
@@ -339,7 +320,7 @@ def train_and_finish(
             tokenizer.vocabulary,
             tokenizer.lower_case,
             adapters=getattr(config, "save_adapters", False),
-            training_texts=serving_rows(train[0]) if train else None,
+            training_texts=serving_rows(task, train[0]) if train else None,
             training_data=config.train_file or (config.data_dir and f"{config.data_dir} (train)"),
         )
     summary = training_run.summarize(

@@ -65,6 +65,11 @@ class Task:
         """Writes the split's prediction files into `output_dir`; returns their paths."""
         raise NotImplementedError
 
+    def serving_row(self, example):
+        """The example's texts in the order of the exported serving_default's inputs (int8
+        TFLite calibrates on a sample of them)."""
+        raise NotImplementedError
+
     def info(self):
         """JSON-able facts export needs beyond the vocabulary (labels, output meaning)."""
         return {}

@@ -123,6 +123,9 @@ class GlueClassification(Task):
             )
         ]
 
+    def serving_row(self, example):
+        return (example.text_a,) + (() if example.text_b is None else (example.text_b,))
+
     def info(self):
         return {
             "problem": "regression" if self.regression else "classification",

@@ -443,6 +443,9 @@ class NerTask(Task):
         write_predictions_file(path, examples, self.predictions(examples, features, outputs))
         return [path]
 
+    def serving_row(self, example):
+        return (" ".join(example.words),)
+
     def info(self):
         return {
             "problem": "token_classification",

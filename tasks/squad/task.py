@@ -156,6 +156,9 @@ class SquadTask(Task):
             write_atomic(paths[-1], json.dumps(value, indent=2, ensure_ascii=False) + "\n")
         return paths
 
+    def serving_row(self, example):
+        return (example.question, example.context)
+
     def info(self):
         return {
             "problem": "span",

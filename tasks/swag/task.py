@@ -216,6 +216,13 @@ class SwagTask(Task):
         write_atomic(path, out.getvalue())
         return [path]
 
+    def serving_row(self, example):
+        """The context, then each ending after the common start."""
+        return (
+            example.context,
+            *(" ".join(filter(None, (example.start, e))) for e in example.endings),
+        )
+
     def info(self):
         return {
             "problem": "multiple_choice",

@@ -233,6 +233,9 @@ class TextClassification(Task):
         write_atomic(path, "\n".join(lines) + "\n")
         return [path]
 
+    def serving_row(self, example):
+        return (example.text,) + (() if example.text_b is None else (example.text_b,))
+
     def info(self):
         return {
             "problem": "classification",

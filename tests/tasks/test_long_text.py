@@ -168,6 +168,8 @@ def test_pairs_files_are_read_with_their_kind(tmp_path):
     test = task.read(str(tmp_path), "test")
     assert [(e.label, e.text, e.text_b) for e in test] == [(None, "q", "d"), ("same", "q2", "d2")]
     assert task.info()["text_inputs"] == ["text", "text_b"]
+    # The texts recorded in model/ for int8 calibration have the export's two inputs.
+    assert runner.serving_rows(task, train) == [("a cat", "a cat"), ("x", "y")]
     feats = task.encode(train, BertTokenizer(VOCAB), 16)
     assert feats.inputs["input_type_ids"].to_list()[1] == [0, 0, 0, 1, 1]
 
