@@ -319,7 +319,7 @@ def train_and_finish(
             config.seq_length,
             tokenizer.vocabulary,
             tokenizer.lower_case,
-            adapters=getattr(config, "save_adapters", False),
+            adapters=config.save_adapters,
             training_texts=serving_rows(task, train[0]) if train else None,
             training_data=config.train_file or (config.data_dir and f"{config.data_dir} (train)"),
         )
