@@ -204,7 +204,7 @@ def _write_tflite(source, export_dir, version, quantize, representative_texts, f
     verify(flatbuffer, functions, probe_texts(functions), exact=quantize == "none")
     info = task_info(source, functions, quantize, found)
     if quantize in CALIBRATED:
-        info["quantization"] = quantization.summary(flatbuffer, quantize)
+        info["quantization"] = quantization.summary(flatbuffer, quantize, source.kind)
         info["quantization"]["calibration_texts"] = min(
             len(load_texts(representative_texts)), REPRESENTATIVE_LIMIT
         )
@@ -267,8 +267,11 @@ def convert(source, functions, quantize="none", representative_texts=None):
     QUANTIZERS[quantize](converter, representative)
     flatbuffer = converter.convert()
     if quantize in CALIBRATED:
-        ranges = quantization.measured_ranges(flatbuffer, samples())
-        flatbuffer = quantization.quantize(quantization.with_ranges(flatbuffer, ranges), quantize)
+        reduce = quantization.recipe(source.kind).reduce if quantize == "int8" else "mean"
+        ranges = quantization.measured_ranges(flatbuffer, samples(), reduce=reduce)
+        flatbuffer = quantization.quantize(
+            quantization.with_ranges(flatbuffer, ranges), quantize, source.kind
+        )
     return flatbuffer
 
 
