@@ -366,6 +366,13 @@ def describe(info):
             "  activations quantized per call (not calibrated): "
             + ", ".join(info["per_call_int8_layers"])
         )
+    if info.get("calibration_ranges"):
+        lines.append(
+            "  calibrated ranges: "
+            + {"mean": "each text's min and max, averaged", "minmax": "overall min and max"}[
+                info["calibration_ranges"]
+            ]
+        )
     return "\n".join(lines)
 
 

@@ -425,6 +425,9 @@ def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_p
             info = json.load(f)["quantization"]
         assert info["per_call_int8_layers"] == ["intermediate_dense", "output_dense"]
         assert info["calibration_ranges"] == "minmax"
+        described = quantization.describe(info)
+        assert "call (not calibrated): intermediate_dense, output_dense" in described
+        assert "calibrated ranges: overall min and max" in described
 
     read = {"squad2": _squad_answers, "ner": _rows}
     agreement = {}
