@@ -5,11 +5,10 @@ The models are fine-tuned `model/` directories: `--squad_model` (SQuAD v1.1, wit
 its dev JSON) and `--conll_model` (CoNLL-2003, with `--conll_data` its dev file); either may be
 left out. Each is exported (`keras_bert.export.tflite.export_tflite`) in each of `--quantize`
 (default float32, dynamic range, int8 and int8_integer_only, skipped where the kind refuses it;
-the integer ones calibrate on the training texts the
-fine-tuning run recorded in `model/`, or `--calibration_squad` / `--calibration_conll`, files of
-rows with texts tab-separated) and run by the LiteRT interpreter with tensorflow-text's kernels
-(`--threads` threads), raw text in, the answer out, on the first `--questions` questions and
-`--sentences` sentences (0: all).
+the integer ones calibrate on the training texts the fine-tuning run recorded in `model/`, or
+`--calibration_squad` / `--calibration_conll`, files of rows with texts tab-separated) and run by
+the LiteRT interpreter with tensorflow-text's kernels (`--threads` threads), raw text in, the
+answer out, on the first `--questions` questions and `--sentences` sentences (0: all).
 
 - SQuAD: answers kept, the share of questions whose answer text (and, a second figure, its
   character offsets) equals the float32 TFLite model's, and the mean F1 of the answers against
