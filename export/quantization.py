@@ -5,15 +5,18 @@ model with every tensor's range over the representative texts) and quantize it w
 MLIR quantizer (`mlir_quantize`, what `tf.lite.experimental.QuantizationDebugger` uses for its
 selective quantization, with its `denylisted_ops` and `denylisted_nodes`; the debugger itself
 cannot run our models, which need tensorflow-text's kernels). Between the two,
-`measured_ranges` replaces the converter's statistics with reproducible ones.
+`measured_ranges` replaces the converter's statistics with reproducible ones, and a tensor
+whose range is infinite (SQuAD's score of -inf for "no answer") keeps none (`with_ranges`):
+the quantizer crashes the process on it.
 
 - "int8": int8 weights (per channel) and int8 activations in every matrix multiply, the other
   ops in float (`INT8_FLOAT_OPS`: LayerNorm's statistics, softmax, GELU, the residual sums...).
   The activations of every matrix multiply are calibrated, except those of the feed-forward
-  output (`PER_CALL_LAYERS`, the Keras layer `output_dense`), which are quantized per call and
-  per row (TFLite's hybrid FULLY_CONNECTED, as "dynamic_range" does for every layer): its input
-  (GELU's output) and its output (the residual stream's outlier channels, Bondarenko et al.
-  2021) span two orders of magnitude more than most of their values. Measured on
+  output (the Keras layer `output_dense`; for SQuAD and NER the feed-forward input as well,
+  `INT8_RECIPES`), which are quantized per call and per row (TFLite's hybrid FULLY_CONNECTED,
+  as "dynamic_range" does for every layer): its input (GELU's output) and its output (the
+  residual stream's outlier channels, Bondarenko et al. 2021) span two orders of magnitude more
+  than most of their values. Measured on
   all-MiniLM-L6-v2 fine-tuned on MRPC (408 dev pairs, calibrated by the converter on 300 training
   pairs), labels as the float32 model's: every op int8 87.5%; only the matrix multiplies int8
   93.9% (95.9% of the decided); that, with the feed-forward output's matrix multiply in float,
@@ -21,6 +24,8 @@ cannot run our models, which need tensorflow-text's kernels). Between the two,
   `measured_ranges`: 98.3-98.8% (99.7-100% of the decided), the speed of "dynamic_range".
   The attention's two BATCH_MATMULs (scores, context) are float (`INT8_FLOAT_OPS`): in int8 they
   cost 0.65x the speed on a CPU (LiteRT's XNNPACK does not run them; the graph falls into pieces).
+  Every op after the last matrix multiply (the answer from the logits: SQuAD's top-k and exact
+  score sums, NER's argmax, the probabilities) is float (`float_after_matmuls`).
 - "int8_integer_only": every op after the tokenizer's string ops in integers (int8 activations
   and weights, int32 biases and indices), traced with the layers' integer-friendly forms
   (`keras_bert.layers.integer`); only the signature outputs are dequantized to float
@@ -29,7 +34,8 @@ cannot run our models, which need tensorflow-text's kernels). Between the two,
   the float model's on batches of one text or of texts of one length (the calibration's case).
   int8 activations in LayerNorm and the residual stream lose labels (MRPC above: 88-90%); the
   16x8 mode (int16 activations) would hold them, but TensorFlow 2.20's quantizer rejects our
-  graph in it ("binary op operands have same element type").
+  graph in it ("binary op operands have same element type"). Refused for SQuAD
+  (`UNSUPPORTED_KINDS`).
 """
 
 import collections
@@ -44,9 +50,14 @@ from tensorflow.lite.tools import flatbuffer_utils
 
 from keras_bert.checkpoints import task_model
 
-# Kinds whose calibrated model TFLite's quantizer cannot take: SQuAD's windowing loop makes
-# `mlir_quantize` crash the process (a segmentation fault, TensorFlow 2.20), so they are refused.
-UNSUPPORTED_KINDS = ("span",)
+# quantize -> kinds refused, and why. SQuAD's answer compares exact sums of start and end logits
+# and says "no answer" with a score of -inf: neither has an int8 form.
+UNSUPPORTED_KINDS = {
+    "int8_integer_only": {
+        "span": "its answer (the best start + end logit sum, compared exactly, and a score of "
+        "-inf without an answer) has no integer form",
+    },
+}
 # int8: ops kept in float (by TFLite builtin name; ops not in the model are ignored).
 INT8_FLOAT_OPS = (
     "ADD",
@@ -62,9 +73,33 @@ INT8_FLOAT_OPS = (
     "SUB",
     "TANH",
 )
-# int8: Keras layers whose FULLY_CONNECTED quantizes its activations per call (the rest are
-# calibrated), found as the FULLY_CONNECTED ops fed by GELU.
-PER_CALL_LAYERS = ("output_dense",)
+
+
+class Int8Recipe(collections.namedtuple("Int8Recipe", ["per_call", "reduce"])):
+    """How "int8" quantizes a kind of model: `per_call`, the Keras layers whose FULLY_CONNECTED
+    quantizes its activations per call (found from the graph: fed by GELU, `output_dense`, or
+    feeding it, `intermediate_dense`; the other matmuls are calibrated); `reduce`, how the
+    calibration texts' ranges combine (`measured_ranges`)."""
+
+
+# int8: by kind ("default": every kind not named). Classification reads one pooled vector: the
+# feed-forward output per call, mean ranges (MRPC, see the module docstring). SQuAD and NER read
+# every token's logits, where calibrated int8 loses more (measured on their training questions
+# and sentences, answers as float32: SQuAD v1.1 93.0% -> 96.3%, CoNLL-2003 97.2% -> 98.8% with the
+# feed-forward input per call too; SQuAD with mean ranges 93.3%): both feed-forward matmuls per
+# call, the overall min and max of each tensor.
+INT8_RECIPES = {
+    "default": Int8Recipe(("output_dense",), "mean"),
+    "span": Int8Recipe(("intermediate_dense", "output_dense"), "minmax"),
+    "token_classification": Int8Recipe(("intermediate_dense", "output_dense"), "minmax"),
+}
+
+
+def recipe(kind):
+    """The `Int8Recipe` of a kind of model."""
+    return INT8_RECIPES.get(kind, INT8_RECIPES["default"])
+
+
 MATMUL_OPS = ("FULLY_CONNECTED", "BATCH_MATMUL")
 FLOAT_TYPES = ("FLOAT32", "FLOAT16", "FLOAT64")
 _BUILTIN_NAMES = {
@@ -80,13 +115,13 @@ class IntegerOnlyError(ValueError):
 
 
 def check_kind(source, quantize_name):
-    """Raises ValueError for a kind in `UNSUPPORTED_KINDS`, naming what works instead."""
-    if source.kind in UNSUPPORTED_KINDS:
+    """Raises ValueError for a kind in `UNSUPPORTED_KINDS`, naming why and what works instead."""
+    why = UNSUPPORTED_KINDS.get(quantize_name, {}).get(source.kind)
+    if why:
         raise ValueError(
             f"quantize={quantize_name!r} is not available for {source.kind!r} models "
-            f"({source.info.get('task')}): TFLite's integer quantizer crashes on their windowing "
-            f"loop (TensorFlow {tf.__version__}). Use quantize='dynamic_range' (int8 weights and "
-            f"activations quantized per call)."
+            f"({source.info.get('task')}): {why}. Use quantize='int8' (int8 matrix multiplies, "
+            f"the answer computed in float) or 'dynamic_range'."
         )
 
 
@@ -109,11 +144,13 @@ def default_texts(source):
     return texts
 
 
-def quantize(calibrated, quantize_name):
-    """The quantized flatbuffer of a calibrated one, for "int8" or "int8_integer_only"."""
+def quantize(calibrated, quantize_name, kind=None):
+    """The quantized flatbuffer of a calibrated one, for "int8" (as `recipe(kind)`) or
+    "int8_integer_only"."""
     if quantize_name == "int8_integer_only":
         return lite_convert.mlir_quantize(calibrated)
-    per_call = _after_activation(calibrated)
+    calibrated = float_after_matmuls(calibrated)
+    per_call = _around_activation(calibrated, before="intermediate_dense" in recipe(kind).per_call)
     present = {op for op, _ in _operators(calibrated)}
     quantized = lite_convert.mlir_quantize(
         calibrated,
@@ -123,22 +160,59 @@ def quantize(calibrated, quantize_name):
     return per_call_int8(quantized, set(per_call))
 
 
-def _after_activation(flatbuffer):
-    """Output names of the FULLY_CONNECTED ops fed by a GELU: the feed-forward output
-    (`PER_CALL_LAYERS`; an activation fused into its matmul, e.g. relu, leaves none)."""
+def float_after_matmuls(calibrated):
+    """The calibrated flatbuffer without the statistics of every op that computes no matrix
+    multiply's input (the ops after the model's last FULLY_CONNECTED: the answer from the logits),
+    which the quantizer then leaves in float ("int8"). Without it, it quantizes them as well:
+    SQuAD's top-k of the span logits and its exact score sums, NER's argmax, in 8 bits."""
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(calibrated))
+    matmul = {
+        i
+        for i, code in enumerate(model.operatorCodes)
+        if max(code.builtinCode, code.deprecatedBuiltinCode)
+        == schema.BuiltinOperator.FULLY_CONNECTED
+    }
+    for graph in model.subgraphs:
+        producer = {int(t): i for i, op in enumerate(graph.operators) for t in op.outputs}
+        needed = set()
+        todo = [i for i, op in enumerate(graph.operators) if op.opcodeIndex in matmul]
+        while todo:  # The matmuls and every op they depend on.
+            i = todo.pop()
+            if i not in needed:
+                needed.add(i)
+                todo.extend(producer[int(t)] for t in graph.operators[i].inputs if t in producer)
+        for i, op in enumerate(graph.operators):
+            if i not in needed:
+                for t in op.outputs:
+                    graph.tensors[t].quantization = None
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def _around_activation(flatbuffer, before=False):
+    """Output names of the FULLY_CONNECTED ops fed by a GELU (the feed-forward output,
+    `output_dense`) and, if `before`, of those feeding one (`intermediate_dense`); an activation
+    fused into its matmul, e.g. relu, leaves none."""
     model = schema.Model.GetRootAsModel(flatbuffer, 0)
     found = []
     for g in range(model.SubgraphsLength()):
         graph = model.Subgraphs(g)
-        producer = {}
+        producer, consumers = {}, collections.defaultdict(list)
         for i in range(graph.OperatorsLength()):
             op = graph.Operators(i)
             name = _op_name(model.OperatorCodes(op.OpcodeIndex()))
-            for t in op.OutputsAsNumpy():
-                producer[int(t)] = name
-            if name == "FULLY_CONNECTED" and producer.get(int(op.Inputs(0))) == "GELU":
-                found.append(graph.Tensors(op.Outputs(0)).Name().decode())
-    return found
+            producer.update({int(t): (name, i) for t in op.OutputsAsNumpy()})
+            for t in op.InputsAsNumpy():
+                consumers[int(t)].append(name)
+        for name, i in producer.values():
+            op = graph.Operators(i)
+            if name != "FULLY_CONNECTED":
+                continue
+            output = int(op.Outputs(0))
+            if producer.get(int(op.Inputs(0)), ("",))[0] == "GELU" or (
+                before and "GELU" in consumers[output]
+            ):
+                found.append(graph.Tensors(output).Name().decode())
+    return sorted(set(found))
 
 
 def _operators(flatbuffer):
@@ -260,7 +334,7 @@ def check_integer_only(flatbuffer):
     return types
 
 
-def summary(flatbuffer, quantize_name):
+def summary(flatbuffer, quantize_name, kind=None):
     """What a calibrated quantization computes in which type (task.json's `quantization`)."""
     types = op_tensor_types(flatbuffer)
     matmuls = {name: types[name] for name in MATMUL_OPS if name in types}
@@ -269,7 +343,8 @@ def summary(flatbuffer, quantize_name):
         "float_ops": float_ops(flatbuffer),
     }
     if quantize_name == "int8":
-        info["per_call_int8_layers"] = list(PER_CALL_LAYERS)
+        info["per_call_int8_layers"] = list(recipe(kind).per_call)
+        info["calibration_ranges"] = recipe(kind).reduce
     return info
 
 
@@ -290,6 +365,13 @@ def describe(info):
         lines.append(
             "  activations quantized per call (not calibrated): "
             + ", ".join(info["per_call_int8_layers"])
+        )
+    if info.get("calibration_ranges"):
+        lines.append(
+            "  calibrated ranges: "
+            + {"mean": "each text's min and max, averaged", "minmax": "overall min and max"}[
+                info["calibration_ranges"]
+            ]
         )
     return "\n".join(lines)
 
@@ -351,9 +433,17 @@ def measured_ranges(calibrated, samples, reduce="mean"):
 
 def with_ranges(calibrated, ranges):
     """The calibrated flatbuffer with its statistics replaced by `ranges` (see
-    `measured_ranges`)."""
+    `measured_ranges`). A tensor whose range is not finite (SQuAD's score of -inf for no answer)
+    loses its statistics and stays float: TFLite's quantizer crashes the process on an infinite
+    range (a segmentation fault in its ConvertStatsToQDQs, TensorFlow 2.20)."""
     model = flatbuffer_utils.convert_bytearray_to_object(bytearray(calibrated))
     for (g, t), (low, high) in ranges.items():
         quantization = model.subgraphs[g].tensors[t].quantization
         quantization.min, quantization.max = [low], [high]
+    for graph in model.subgraphs:
+        for tensor in graph.tensors:
+            stats = tensor.quantization
+            if stats is not None and stats.min is not None and len(stats.min):
+                if not np.isfinite([*stats.min, *stats.max]).all():
+                    tensor.quantization = None
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))

@@ -43,9 +43,11 @@ hundredths; answers that are near-ties in float32 may flip, e.g. an NER tag or a
 and two calibrated on `representative_texts` (default: the training texts the fine-tuning run
 recorded in `model/`), see `keras_bert.export.quantization`: "int8" (int8 weights and
 activations in every FULLY_CONNECTED, the feed-forward output's activations quantized per call,
-the other ops float: as fast as dynamic range with the same labels on real dev sets) and
-"int8_integer_only" (every op after the tokenizer integer, asserted: what integer-only
-accelerators run; loses labels on BERT-sized activations, bench/bench_tflite.py). Their
+for SQuAD and NER its input's too, the other ops and the answer float: as fast as dynamic range,
+the same classification labels on real dev sets, bench/bench_tflite_tasks.py for SQuAD and NER)
+and "int8_integer_only" (every op after the tokenizer integer, asserted: what integer-only
+accelerators run; loses labels on BERT-sized activations, bench/bench_tflite.py; refused for
+SQuAD). Their
 task.json (and metadata) lists under `quantization` the matrix multiplies' tensor types and the
 ops left in float. The text ops are integer and string ops, never quantized: token ids are
 exact in every quantization.
@@ -204,7 +206,7 @@ def _write_tflite(source, export_dir, version, quantize, representative_texts, f
     verify(flatbuffer, functions, probe_texts(functions), exact=quantize == "none")
     info = task_info(source, functions, quantize, found)
     if quantize in CALIBRATED:
-        info["quantization"] = quantization.summary(flatbuffer, quantize)
+        info["quantization"] = quantization.summary(flatbuffer, quantize, source.kind)
         info["quantization"]["calibration_texts"] = min(
             len(load_texts(representative_texts)), REPRESENTATIVE_LIMIT
         )
@@ -267,8 +269,11 @@ def convert(source, functions, quantize="none", representative_texts=None):
     QUANTIZERS[quantize](converter, representative)
     flatbuffer = converter.convert()
     if quantize in CALIBRATED:
-        ranges = quantization.measured_ranges(flatbuffer, samples())
-        flatbuffer = quantization.quantize(quantization.with_ranges(flatbuffer, ranges), quantize)
+        reduce = quantization.recipe(source.kind).reduce if quantize == "int8" else "mean"
+        ranges = quantization.measured_ranges(flatbuffer, samples(), reduce=reduce)
+        flatbuffer = quantization.quantize(
+            quantization.with_ranges(flatbuffer, ranges), quantize, source.kind
+        )
     return flatbuffer
 
 
