@@ -1,10 +1,18 @@
-"""Quantization-aware fine-tuning (`--quantization_aware`): the `TaskTrainer` that runs the task
-model's training steps inside `keras_bert.layers.fake_quant.quantization_aware`, so that the
-weights learn around the rounding of `--quantize=int8_integer_only` TFLite (Q8BERT).
+"""Quantization-aware fine-tuning (`--quantization_aware`): the `TaskTrainer` that trains the
+task model in float and, through `keras_bert.layers.fake_quant`, its fake-quantized twin (what
+`--quantize=int8_integer_only` TFLite computes) to give the float model's answers.
 
-Each training step runs the model twice: in float, moving the activation ranges (the float model's,
-which the export measures), then fake-quantized, for the loss. The fake quantization lives only
-in the trainer's forward pass: the task model itself (what the
+Each training step runs the model twice: in float (no dropout), moving the activation ranges (the
+float model's, which the export measures on its calibration texts), and fake-quantized (with
+dropout). The loss is the task's loss of the float outputs plus the mean squared difference of
+the fake-quantized outputs from them (held fixed), so the weights learn the task and, through the
+straight-through gradients of the rounding, to give the same outputs in 8 bits (self-distillation
+of the float model into its quantized form, as TernaryBERT and BinaryBERT distill theirs). Q8BERT's
+plain recipe, the task's loss of the fake-quantized outputs alone, was measured worse (README,
+Integer TFLite): it trains the integer model, and the float model it leaves (what `model/` holds
+and the labels are compared with) drifts from it.
+
+The fake quantization lives only in the trainer's forward pass: the task model itself (what the
 epochs' evaluation, `model/` and every export see) is the float model. The activation ranges
 (`ActivationRanges`, moving averages) belong to the trainer: the training checkpoints hold them
 and a resumed run continues them. The integer export calibrates on the training texts recorded
@@ -12,9 +20,13 @@ in `model/` as for any model, and measures each tensor's range as the mean of ea
 max: the statistic the ranges here average (`keras_bert.export.quantization.measured_ranges`).
 """
 
+import tensorflow as tf
+
 from keras_bert.layers import fake_quant
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.runner import TaskTrainer
+from keras_bert.tasks.trainer import TaskTrainer
+
+FLOAT_OUTPUTS = "float_outputs"  # Key of the float model's outputs in a training step's y_pred.
 
 
 class QuantizationAwareTrainer(TaskTrainer):
@@ -31,11 +43,35 @@ class QuantizationAwareTrainer(TaskTrainer):
         self.ranges = fake_quant.ActivationRanges(momentum, name="activation_ranges")
 
     def call(self, inputs, training=False):
-        if training:  # The float model's ranges on this batch, then the fake-quantized pass.
-            with fake_quant.quantization_aware(self.ranges, "observe"):
-                self.model(inputs, training=False)
-        with fake_quant.quantization_aware(self.ranges, "quantize"):
-            return self.model(inputs, training=training)
+        if not training:
+            with fake_quant.quantization_aware(self.ranges):
+                return self.model(inputs, training=False)
+        with fake_quant.quantization_aware(self.ranges, "observe"):  # Moves the ranges.
+            reference = self.model(inputs, training=False)
+        with fake_quant.quantization_aware(self.ranges):
+            quantized = self.model(inputs, training=True)
+        return {**quantized, FLOAT_OUTPUTS: reference}
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The task's loss of the float outputs plus the mean squared difference of the
+        fake-quantized outputs from them (held fixed): the float model learns the task, the
+        integer one its answers."""
+        y_pred = dict(y_pred)
+        reference = y_pred.pop(FLOAT_OUTPUTS)
+        loss = super().compute_loss(x, y, reference, sample_weight, training)
+        match = tf.add_n(
+            [
+                tf.reduce_mean(
+                    tf.square(
+                        tf.cast(y_pred[k], "float32") - tf.stop_gradient(tf.cast(v, "float32"))
+                    )
+                )
+                for k, v in reference.items()
+            ]
+        )
+        context = tf.distribute.get_replica_context()
+        replicas = context.num_replicas_in_sync if context is not None else 1
+        return loss + tf.cast(match, loss.dtype) / replicas  # Keras sums replicas' gradients.
 
     def initialize_ranges(self, inputs):
         """Makes the range variables, set to the float model's ranges on `inputs` (one eager

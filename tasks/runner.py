@@ -26,48 +26,14 @@ from keras_bert.checkpoints.training import read_weights, write_weights
 from keras_bert.io_utils import write_atomic
 from keras_bert.models import lora
 from keras_bert.tasks import features as feature_lib
+from keras_bert.tasks import quantization_aware
 from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.trainer import TaskTrainer
 from keras_bert.training import callbacks, plots
 from keras_bert.training import run as training_run
 from keras_bert.training.memory import out_of_memory_hint
 
 LORA_FILE = "lora.json"  # The run's LoRA settings (`_lora_settings`).
-
-
-@keras.saving.register_keras_serializable(package="keras_bert")
-class TaskTrainer(keras.Model):
-    """Trains a task model with its task's loss, averaged over the examples of all replicas.
-
-    Args:
-        task: a `keras_bert.tasks.task.Task`.
-        model: the task model (`task.build_model(...)`); it is what gets saved and exported.
-    """
-
-    def __init__(self, task, model, **kwargs):
-        super().__init__(**kwargs)
-        self.task = task
-        self.model = model
-        self.built = True  # The task model is built; this wrapper adds no weights.
-
-    @property
-    def label_keys(self):
-        """The FeatureSet labels the training batches carry (the task's)."""
-        return self.task.label_keys
-
-    def call(self, inputs, training=False):
-        return self.model(inputs, training=training)
-
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        total, count = self.task.loss_sums(y, y_pred)
-        context = tf.distribute.get_replica_context()
-        if context is not None and context.num_replicas_in_sync > 1:
-            count = context.all_reduce("sum", count)
-        # The global mean's share of this replica: Keras sums the replicas' gradients.
-        loss = total / tf.maximum(count, 1.0)
-        extra = self.model.losses
-        if extra:
-            loss = loss + tf.add_n([tf.cast(v, loss.dtype) for v in extra])
-        return loss
 
 
 def _load_encoder(config, dtype):
@@ -445,8 +411,6 @@ def _build_and_compile(run, encoder, num_train_steps, train=None, tuned=None):
         if rank is not None:
             lora.enable_lora(encoder, rank, alpha)
         if config.quantization_aware and train:
-            from keras_bert.tasks import quantization_aware
-
             trainer = quantization_aware.QuantizationAwareTrainer(task, model)
             trainer.initialize_ranges(quantization_aware.first_batch(config, train[1]))
         else:

@@ -35,6 +35,7 @@ Dimensions: B batch; a site's tensor is [B, ...] or [B*S, ...] (rows of `batch` 
 import contextlib
 import contextvars
 import re
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -46,7 +47,10 @@ SOFTMAX_RANGE = (0.0, 255.0 / 256.0)
 TANH_RANGE = (-1.0, 127.0 / 128.0)
 MOMENTUM = 0.95  # Of the moving averages of the activation ranges (per training step).
 
-_SCOPE = contextvars.ContextVar("keras_bert_quantization_aware", default=None)
+# (ActivationRanges, mode) inside `quantization_aware()`, else None.
+_SCOPE: contextvars.ContextVar[tuple[Any, str] | None] = contextvars.ContextVar(
+    "keras_bert_quantization_aware", default=None
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

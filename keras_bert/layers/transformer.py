@@ -222,7 +222,9 @@ class TransformerBlock(keras.layers.Layer):
         after the activation inside `fake_quant.quantization_aware()`)."""
         if not fake_quant.is_active():
             return self._dense(self.intermediate, tokens, batch, seq, self._activation)
-        inner = self._quantized(self._dense(self.intermediate, tokens, batch, seq), "intermediate", batch)
+        inner = self._quantized(
+            self._dense(self.intermediate, tokens, batch, seq), "intermediate", batch
+        )
         return self._quantized(self._activation(inner), "activation", batch)
 
     def compute_output_shape(self, x_shape, attention_bias_shape=None):

@@ -114,9 +114,7 @@ def test_trainer_ranges_are_checkpointed_and_restored_by_name(tmp_path):
 
     other = QuantizationAwareTrainer(task, _classifier(0))
     other.initialize_ranges(_inputs(5))  # Other ranges, then the checkpoint's.
-    assert any(
-        not np.allclose(saved[n], [v.numpy() for v in other.ranges.sites[n]]) for n in saved
-    )
+    assert any(not np.allclose(saved[n], [v.numpy() for v in other.ranges.sites[n]]) for n in saved)
     tf.train.Checkpoint(model=other).read(path).assert_existing_objects_matched()
     for name, pair in other.ranges.sites.items():
         np.testing.assert_array_equal([v.numpy() for v in pair], saved[name])
@@ -133,3 +131,21 @@ def test_float_path_is_unchanged_and_the_scope_changes_the_answers():
     np.testing.assert_allclose(quantized, before, atol=0.2)  # ... and nothing else.
     np.testing.assert_array_equal(model(inputs)["logits"].numpy(), before)  # Nothing leaks.
     assert not [v for v in model.weights if "range" in v.path]  # The ranges are the trainer's.
+
+
+def test_training_loss_is_the_float_task_loss_plus_the_quantized_outputs_distance():
+    task = get_task("sst2", {})
+    trainer = QuantizationAwareTrainer(task, _classifier(0))
+    inputs = _inputs(2)
+    trainer.initialize_ranges(inputs)
+    labels = {"label": tf.constant([0, 1, 1])}
+    keras.utils.set_random_seed(3)
+    y_pred = trainer(inputs, training=True)
+    reference = y_pred["float_outputs"]["logits"].numpy()
+    quantized = y_pred["logits"].numpy()
+    np.testing.assert_allclose(reference, trainer.model(inputs)["logits"].numpy(), atol=1e-6)
+    shifted = reference - reference.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    want = -log_probs[np.arange(3), [0, 1, 1]].mean() + np.mean((quantized - reference) ** 2)
+    got = trainer.compute_loss(y=labels, y_pred=y_pred).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
