@@ -34,6 +34,7 @@ from keras_bert.training import run as training_run
 from keras_bert.training.memory import out_of_memory_hint
 
 LORA_FILE = "lora.json"  # The run's LoRA settings (`_lora_settings`).
+QUANTIZATION_AWARE_FILE = "quantization_aware.json"  # Written by quantization-aware runs.
 
 
 def _load_encoder(config, dtype):
@@ -410,7 +411,7 @@ def _build_and_compile(run, encoder, num_train_steps, train=None, tuned=None):
             _copy_head(model, tuned)
         if rank is not None:
             lora.enable_lora(encoder, rank, alpha)
-        if config.quantization_aware and train:
+        if _quantization_aware(run) and train:
             trainer = quantization_aware.QuantizationAwareTrainer(task, model)
             trainer.initialize_ranges(quantization_aware.first_batch(config, train[1]))
         else:
@@ -453,6 +454,21 @@ def _lora_settings(run):
     elif run.chief:
         write_atomic(path, json.dumps(given))
     return given["lora_rank"], given["lora_alpha"]
+
+
+def _quantization_aware(run):
+    """The run's quantization_aware, kept in `<model_dir>/quantization_aware.json` from the first
+    start of a quantization-aware run: resuming it without the flag (its checkpoints hold the
+    activation ranges) is an error naming it."""
+    path = run.path(QUANTIZATION_AWARE_FILE)
+    if tf.io.gfile.exists(path) and not run.config.quantization_aware:
+        raise ValueError(
+            f"{run.config.model_dir} holds a quantization-aware run: resume it with "
+            f"quantization_aware (--quantization_aware), or use another model_dir."
+        )
+    if run.config.quantization_aware and run.chief and not tf.io.gfile.exists(path):
+        write_atomic(path, json.dumps({"quantization_aware": True}))
+    return run.config.quantization_aware
 
 
 def _train_epochs(run, model, trainer, train, eval_sets, eval_history, steps_per_epoch, loop):

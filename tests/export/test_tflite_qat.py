@@ -97,6 +97,18 @@ def test_flag_changes_the_trainer_only(runs):
     ranges = [n for n in checkpoints["qat"] if "/ranges/" in n]
     assert ranges and not [n for n in checkpoints["float"] if "range" in n]
     assert sorted(set(checkpoints["qat"]) - set(ranges)) == sorted(checkpoints["float"])
+    with pytest.raises(ValueError, match="resume it with quantization_aware"):
+        run_finetuning(  # Resumed without the flag: named before anything trains.
+            task="sst2",
+            data_dir=runs["data_dir"],
+            init_checkpoint=str(root / "base" / "model"),
+            model_dir=str(root / "qat"),
+            do_train=True,
+            num_train_epochs=2,
+            batch_size=16,
+            seq_length=SEQ_LENGTH,
+            verbose=False,
+        )
     models = {name: keras_model(root / name / "model") for name in ("float", "qat")}
     assert [w.path for w in models["qat"].weights] == [w.path for w in models["float"].weights]
 
