@@ -151,3 +151,17 @@ def test_continuing_a_fine_tuned_model_starts_from_its_head(runs, tmp_path):
             do_eval=True,
             verbose=False,
         )
+
+
+def test_quantization_aware_without_training_or_in_distillation_is_named(runs, tmp_path):
+    from keras_bert.tasks.config import FinetuneConfig
+    from keras_bert.tasks.distillation.config import DistillConfig
+
+    common = dict(task="sst2", model_dir=str(tmp_path / "run"), quantization_aware=True)
+    with pytest.raises(ValueError, match="quantization_aware is a way of training"):
+        FinetuneConfig(init_checkpoint="ckpt", do_eval=True, **common)
+    with pytest.raises(ValueError, match="Distillation does not take quantization_aware"):
+        DistillConfig(
+            teacher=str(runs["root"] / "base" / "model"), student_layers=1, do_train=True, **common
+        )
+    assert not os.path.exists(tmp_path / "run")
