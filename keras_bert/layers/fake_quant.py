@@ -46,6 +46,7 @@ NUM_BITS = 8
 SOFTMAX_RANGE = (0.0, 255.0 / 256.0)
 TANH_RANGE = (-1.0, 127.0 / 128.0)
 MOMENTUM = 0.95  # Of the moving averages of the activation ranges (per training step).
+MODES = ("quantize", "observe", "initialize")  # Of `quantization_aware`.
 
 # (ActivationRanges, mode) inside `quantization_aware()`, else None.
 _SCOPE: contextvars.ContextVar[tuple[Any, str] | None] = contextvars.ContextVar(
@@ -76,7 +77,7 @@ class ActivationRanges(keras.layers.Layer):
             if not tf.executing_eagerly():
                 raise RuntimeError(
                     f"Quantization-aware site {name!r} has no range: run the model once eagerly "
-                    f"in `quantization_aware(ranges, initialize=True)` before tracing it."
+                    f'in `quantization_aware(ranges, "initialize")` before tracing it.'
                 )
             attribute = "range_" + re.sub(r"\W", "_", name)
             pair = tuple(
@@ -135,9 +136,6 @@ def quantization_aware(ranges: ActivationRanges, mode: str = "quantize"):
         yield
     finally:
         _SCOPE.reset(token)
-
-
-MODES = ("quantize", "observe", "initialize")
 
 
 def is_active() -> bool:
