@@ -27,7 +27,11 @@ anything reaches the strategy.
   everything export needs) and `vocab.txt` (with `--lora_rank`, LoRA merged into the kernels;
   with `--save_adapters` also `adapters.npz` and `adapters.json`, the LoRA and head weights);
 - `tensorboard/`, `history.json`, `training_curve.png`, `summary.json`, `lora.json` (the run's LoRA
-  settings: a resumed run restores them).
+  settings: a resumed run restores them), with `--quantization_aware` `quantization_aware.json` (a
+  resumed run needs the flag; its checkpoints hold the activation ranges).
+
+`--init_checkpoint` may also be a fine-tuned `model/` of the same task, to continue it (e.g. with
+`--quantization_aware`, `keras_bert.tasks.quantization_aware`).
 """
 
 import json
