@@ -142,6 +142,7 @@ def table(want, answers, labels, totals, sizes, base, timed):
                 f"{same[sure].mean():.2%}",
                 f"{np.abs(p - want).max():.2g}",
                 f"{np.mean(p.argmax(-1) == labels):.2%}",
+                f"{f1(p.argmax(-1), labels):.2%}",
             ]
         )
     header = [
@@ -154,8 +155,15 @@ def table(want, answers, labels, totals, sizes, base, timed):
         f"decided ({sure.sum()})",
         "max |dp|",
         "accuracy",
+        "F1 (label 1)",
     ]
     return common.format_table(header, rows)
+
+
+def f1(predicted, labels):
+    """F1 of label 1 (MRPC's metric; for SST-2, of the positive class)."""
+    true_positives = np.sum((predicted == 1) & (labels == 1))
+    return 2 * true_positives / max(np.sum(predicted == 1) + np.sum(labels == 1), 1)
 
 
 def main(argv=None):

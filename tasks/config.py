@@ -59,6 +59,10 @@ class FinetuneConfig(TrainingSettings):
             default lora_rank (scale 1).
         save_adapters: bool. With lora_rank, also write model/adapters.npz and adapters.json
             (LoRA and head weights; `keras_bert.checkpoints.adapters.load_adapters`).
+        quantization_aware: bool. Fine-tune with the weights and activations fake-quantized as
+            `--quantize=int8_integer_only` TFLite computes them (`keras_bert.layers.fake_quant`,
+            `keras_bert.tasks.quantization_aware`); model/ holds the float model, whose integer
+            export then keeps more of its answers. Needs do_train.
         task_options: dict. The task's own options (`registry.options_class(task)`: SQuAD's
             doc_stride, max_query_length, n_best_size, max_answer_length,
             null_score_diff_threshold; NER's entity_types, document_context; the sentence tasks'
@@ -84,6 +88,7 @@ class FinetuneConfig(TrainingSettings):
     lora_rank: int | None = None
     lora_alpha: float | None = None
     save_adapters: bool = False
+    quantization_aware: bool = False
     task_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -106,6 +111,8 @@ class FinetuneConfig(TrainingSettings):
         if not 0 <= self.warmup_proportion < 1:
             raise ValueError(f"warmup_proportion must be in [0, 1), got {self.warmup_proportion}.")
         self._check_lora()
+        if self.quantization_aware and not self.do_train:
+            raise ValueError("quantization_aware is a way of training: it needs do_train.")
 
     def _check_model_source(self) -> None:
         """Raises unless the model to train is named: init_checkpoint, or model + vocab_file."""

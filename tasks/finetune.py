@@ -27,7 +27,11 @@ anything reaches the strategy.
   everything export needs) and `vocab.txt` (with `--lora_rank`, LoRA merged into the kernels;
   with `--save_adapters` also `adapters.npz` and `adapters.json`, the LoRA and head weights);
 - `tensorboard/`, `history.json`, `training_curve.png`, `summary.json`, `lora.json` (the run's LoRA
-  settings: a resumed run restores them).
+  settings: a resumed run restores them), with `--quantization_aware` `quantization_aware.json` (a
+  resumed run needs the flag; its checkpoints hold the activation ranges).
+
+`--init_checkpoint` may also be a fine-tuned `model/` of the same task, to continue it (e.g. with
+`--quantization_aware`, `keras_bert.tasks.quantization_aware`).
 """
 
 import json
@@ -74,6 +78,10 @@ _FLAG_HELP = {
     "lora_rank": "LoRA fine-tuning of this rank (1..hidden size); the rest of the encoder frozen.",
     "lora_alpha": "LoRA updates are scaled by lora_alpha / lora_rank (default: lora_rank).",
     "save_adapters": "With lora_rank: also write model/adapters.npz and adapters.json.",
+    "quantization_aware": (
+        "Fine-tune with int8 fake quantization (weights and activations), so that "
+        "--quantize=int8_integer_only TFLite keeps the answers."
+    ),
     "buckets": (
         "Comma-separated fixed padded lengths (default: per-batch padding; fixed under XLA/TPU)."
     ),

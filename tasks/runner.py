@@ -21,60 +21,31 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from keras_bert.checkpoints.task_model import save_task_model
+from keras_bert.checkpoints.task_model import find_task_model, save_task_model
 from keras_bert.checkpoints.training import read_weights, write_weights
 from keras_bert.io_utils import write_atomic
 from keras_bert.models import lora
 from keras_bert.tasks import features as feature_lib
+from keras_bert.tasks import quantization_aware
 from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.trainer import TaskTrainer
 from keras_bert.training import callbacks, plots
 from keras_bert.training import run as training_run
 from keras_bert.training.memory import out_of_memory_hint
 
 LORA_FILE = "lora.json"  # The run's LoRA settings (`_lora_settings`).
-
-
-@keras.saving.register_keras_serializable(package="keras_bert")
-class TaskTrainer(keras.Model):
-    """Trains a task model with its task's loss, averaged over the examples of all replicas.
-
-    Args:
-        task: a `keras_bert.tasks.task.Task`.
-        model: the task model (`task.build_model(...)`); it is what gets saved and exported.
-    """
-
-    def __init__(self, task, model, **kwargs):
-        super().__init__(**kwargs)
-        self.task = task
-        self.model = model
-        self.built = True  # The task model is built; this wrapper adds no weights.
-
-    @property
-    def label_keys(self):
-        """The FeatureSet labels the training batches carry (the task's)."""
-        return self.task.label_keys
-
-    def call(self, inputs, training=False):
-        return self.model(inputs, training=training)
-
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        total, count = self.task.loss_sums(y, y_pred)
-        context = tf.distribute.get_replica_context()
-        if context is not None and context.num_replicas_in_sync > 1:
-            count = context.all_reduce("sum", count)
-        # The global mean's share of this replica: Keras sums the replicas' gradients.
-        loss = total / tf.maximum(count, 1.0)
-        extra = self.model.losses
-        if extra:
-            loss = loss + tf.add_n([tf.cast(v, loss.dtype) for v in extra])
-        return loss
+QUANTIZATION_AWARE_FILE = "quantization_aware.json"  # Written by quantization-aware runs.
 
 
 def _load_encoder(config, dtype):
-    """(encoder, vocabulary, lower_case) from init_checkpoint, or a fresh preset encoder."""
+    """(encoder, vocabulary, lower_case, fine-tuned task model or None) from init_checkpoint
+    (a fine-tuned model/ of the same task: its encoder, and its model whose head
+    `_build_and_compile` copies), or a fresh preset encoder."""
     from keras_bert.checkpoints import load_init_checkpoint
     from keras_bert.text.vocab import load_vocabulary
 
+    if config.init_checkpoint and find_task_model(config.init_checkpoint):
+        return _fine_tuned(config, find_task_model(config.init_checkpoint))
     if config.init_checkpoint:
         init = load_init_checkpoint(
             config.init_checkpoint,
@@ -82,13 +53,41 @@ def _load_encoder(config, dtype):
             lower_case=config.lower_case,
             dtype=dtype,
         )
-        return init.encoder, init.vocabulary, init.lower_case
+        return init.encoder, init.vocabulary, init.lower_case, None
     from keras_bert import BertConfig, BertEncoder
 
     vocabulary = load_vocabulary(config.vocab_file)
     bert_config = BertConfig.preset(config.model, vocab_size=len(vocabulary))
     lower_case = True if config.lower_case is None else config.lower_case
-    return BertEncoder(bert_config, dtype=dtype), vocabulary, lower_case
+    return BertEncoder(bert_config, dtype=dtype), vocabulary, lower_case, None
+
+
+def _fine_tuned(config, directory):
+    """`_load_encoder` of a fine-tuned model/ `directory`: its task must be the run's (the head
+    carries over); its vocabulary and casing are used."""
+    from keras_bert.checkpoints.task_model import load_task_model
+    from keras_bert.text.vocab import load_vocabulary
+
+    model, info, vocab_file = load_task_model(directory)
+    if info.get("task") != config.task_object.name:
+        raise ValueError(
+            f"init_checkpoint={config.init_checkpoint} is a model fine-tuned on "
+            f"{info.get('task')!r}, not on {config.task_object.name!r}: continue a model of the "
+            f"same task, or start from its pre-trained checkpoint."
+        )
+    vocabulary = load_vocabulary(config.vocab_file or vocab_file)
+    return model.encoder, vocabulary, info["lower_case"], model
+
+
+def _copy_head(model, tuned):
+    """The fine-tuned model `tuned`'s weights into the task model built around its encoder."""
+    weights = tuned.get_weights()
+    if [w.shape for w in weights] != [tuple(v.shape) for v in model.weights]:
+        raise ValueError(
+            "init_checkpoint's fine-tuned model does not fit this run's task model (another "
+            "head): start from its pre-trained checkpoint."
+        )
+    model.set_weights(weights)
 
 
 CALIBRATION_SAMPLE = 300  # Training texts recorded in model/ (int8 TFLite calibrates on them).
@@ -245,10 +244,10 @@ def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> di
         trained task model).
     """
     run = training_run.start(FinetuneConfig, config, overrides)
-    encoder, tokenizer = _encoder_and_tokenizer(run)
+    encoder, tokenizer, tuned = _encoder_and_tokenizer(run)
     train, eval_sets = load_splits(run.config, tokenizer)
     plan = plan_steps(run.config, train)
-    model, trainer = _build_and_compile(run, encoder, plan[1])
+    model, trainer = _build_and_compile(run, encoder, plan[1], train, tuned)
     fields = {
         "trainable_parameters": lora.count_parameters(model.trainable_weights),
         "full_finetuning_parameters": lora.full_finetuning_parameters(model),
@@ -342,13 +341,14 @@ def train_and_finish(
 
 
 def _encoder_and_tokenizer(run):
-    """(encoder, tokenizer): the encoder in the strategy's scope, and the tokenizer of its
-    vocabulary and casing, checked against the task and the run's seq_length."""
+    """(encoder, tokenizer, fine-tuned model or None): the encoder in the strategy's scope, and
+    the tokenizer of its vocabulary and casing, checked against the task and the run's
+    seq_length (see `_load_encoder`)."""
     from keras_bert.text.tokenizer import BertTokenizer
 
     config = run.config
     with run.strategy.scope():
-        encoder, vocabulary, lower_case = _load_encoder(config, run.dtype)
+        encoder, vocabulary, lower_case, tuned = _load_encoder(config, run.dtype)
     tokenizer = BertTokenizer(vocabulary, lower_case=lower_case)
     config.task_object.check_vocabulary(tokenizer)
     if config.lora_rank is not None:  # Before training writes anything to model_dir.
@@ -358,7 +358,7 @@ def _encoder_and_tokenizer(run):
             f"seq_length {config.seq_length} exceeds the model's max_position_embeddings "
             f"{encoder.config.max_position_embeddings}."
         )
-    return encoder, tokenizer
+    return encoder, tokenizer, tuned
 
 
 def _load(config, tokenizer, split, limit):
@@ -397,16 +397,25 @@ def plan_steps(config, train):
     )
 
 
-def _build_and_compile(run, encoder, num_train_steps):
-    """(task model, its `TaskTrainer`), compiled, the newest checkpoint restored; with
-    lora_rank, LoRA on the encoder (the rest of it frozen) before the optimizer is made."""
+def _build_and_compile(run, encoder, num_train_steps, train=None, tuned=None):
+    """(task model, its `TaskTrainer`), compiled, the newest checkpoint restored; the head of
+    `tuned` (a fine-tuned task model around `encoder`) copied; with lora_rank, LoRA on the
+    encoder (the rest of it frozen) before the optimizer is made; with quantization_aware, a
+    `QuantizationAwareTrainer` whose ranges start from the first batch of `train` (examples,
+    FeatureSet)."""
     config, task = run.config, run.config.task_object
     rank, alpha = _lora_settings(run)
     with run.strategy.scope():
         model = task.build_model(encoder, config.dropout)
+        if tuned is not None:
+            _copy_head(model, tuned)
         if rank is not None:
             lora.enable_lora(encoder, rank, alpha)
-        trainer = TaskTrainer(task, model)
+        if _quantization_aware(run) and train:
+            trainer = quantization_aware.QuantizationAwareTrainer(task, model)
+            trainer.initialize_ranges(quantization_aware.first_batch(config, train[1]))
+        else:
+            trainer = TaskTrainer(task, model)
     trainable = lora.count_parameters(model.trainable_weights)
     full = lora.full_finetuning_parameters(model)
     logging.info(
@@ -445,6 +454,21 @@ def _lora_settings(run):
     elif run.chief:
         write_atomic(path, json.dumps(given))
     return given["lora_rank"], given["lora_alpha"]
+
+
+def _quantization_aware(run):
+    """The run's quantization_aware, kept in `<model_dir>/quantization_aware.json` from the first
+    start of a quantization-aware run: resuming it without the flag (its checkpoints hold the
+    activation ranges) is an error naming it."""
+    path = run.path(QUANTIZATION_AWARE_FILE)
+    if tf.io.gfile.exists(path) and not run.config.quantization_aware:
+        raise ValueError(
+            f"{run.config.model_dir} holds a quantization-aware run: resume it with "
+            f"quantization_aware (--quantization_aware), or use another model_dir."
+        )
+    if run.config.quantization_aware and run.chief and not tf.io.gfile.exists(path):
+        write_atomic(path, json.dumps({"quantization_aware": True}))
+    return run.config.quantization_aware
 
 
 def _train_epochs(run, model, trainer, train, eval_sets, eval_history, steps_per_epoch, loop):

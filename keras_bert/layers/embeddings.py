@@ -6,7 +6,7 @@ Dimensions: B batch, S sequence, H hidden, V vocab, T token types, P max positio
 import keras
 import tensorflow as tf
 
-from keras_bert.layers import integer, utils
+from keras_bert.layers import fake_quant, integer, utils
 from keras_bert.layers.dropout import ReplicaDropout
 
 
@@ -106,7 +106,15 @@ class BertEmbeddings(keras.layers.Layer):
             words = tf.gather(self.word_embeddings, input_word_ids)  # (B, S, H)
             types = tf.gather(self.token_type_embeddings, input_type_ids)  # (B, S, H)
             positions = self.position_embeddings[:seq_length]  # (S, H)
-        x = words + types + positions[tf.newaxis]
+        if fake_quant.is_active():  # Each table on its int8 grid, each sum on its own.
+            words = fake_quant.constant(self.word_embeddings, words)
+            types = fake_quant.constant(self.token_type_embeddings, types)
+            positions = fake_quant.constant(self.position_embeddings, positions)
+            batch = tf.shape(words)[0]
+            x = fake_quant.activation(words + types, f"{self.path}/words_types", batch)
+            x = fake_quant.activation(x + positions[tf.newaxis], f"{self.path}/sum", batch)
+        else:
+            x = words + types + positions[tf.newaxis]
         x = integer.layer_norm(self.layer_norm, x)
         return self.dropout_layer(x, training=training)
 

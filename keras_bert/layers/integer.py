@@ -18,6 +18,8 @@ import contextvars
 import keras
 import tensorflow as tf
 
+from keras_bert.layers import fake_quant
+
 _INTEGER_FRIENDLY = contextvars.ContextVar("keras_bert_integer_friendly", default=False)
 
 
@@ -36,9 +38,13 @@ def is_integer_friendly() -> bool:
     return _INTEGER_FRIENDLY.get()
 
 
-def layer_norm(layer: keras.layers.LayerNormalization, x):
+def layer_norm(layer: keras.layers.LayerNormalization, x, batch=None):
     """`layer(x)`, or inside `integer_friendly()` the same normalization over the last axis as
-    `(x - mean) * rsqrt(variance + epsilon) * gamma + beta` (no NEG)."""
+    `(x - mean) * rsqrt(variance + epsilon) * gamma + beta` (no NEG); inside
+    `fake_quant.quantization_aware()` that form with each op's output fake-quantized (x holds
+    the rows of `batch` examples; default its first axis)."""
+    if fake_quant.is_active():
+        return _quantized_layer_norm(layer, x, tf.shape(x)[0] if batch is None else batch)
     if not is_integer_friendly():
         return layer(x)
     mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
@@ -52,3 +58,20 @@ def mask_bias(input_mask, mask_value, dtype):
     table = tf.constant([mask_value, 0.0], dtype)
     bias = tf.gather(table, tf.clip_by_value(tf.cast(input_mask, tf.int32), 0, 1))  # (B, S)
     return tf.expand_dims(tf.expand_dims(bias, 1), 1)  # (B, 1, 1, S)
+
+
+def _quantized_layer_norm(layer, x, batch):
+    """The integer-friendly LayerNorm as int8_integer_only TFLite computes it: every op's output
+    on its own int8 grid (MEAN, SQUARED_DIFFERENCE, MEAN, RSQRT, MUL, SUB, MUL, ADD)."""
+    name = layer.gamma.path.rsplit("/", 1)[0]
+
+    def quantized(value, site):
+        return fake_quant.activation(value, f"{name}/{site}", batch)
+
+    mean = quantized(tf.reduce_mean(x, -1, keepdims=True), "mean")
+    squares = quantized(tf.math.squared_difference(x, tf.stop_gradient(mean)), "squares")
+    variance = quantized(tf.reduce_mean(squares, -1, keepdims=True), "variance")
+    inv = quantized(tf.math.rsqrt(variance + layer.epsilon), "rsqrt")
+    inv = quantized(inv * fake_quant.constant(tf.cast(layer.gamma, x.dtype)), "inv")
+    y = quantized(quantized(x - mean, "centered") * inv, "scaled")
+    return quantized(y + fake_quant.constant(tf.cast(layer.beta, x.dtype)), "output")

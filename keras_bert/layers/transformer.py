@@ -8,7 +8,7 @@ attention/output/LayerNorm, intermediate/dense, output/dense, output/LayerNorm).
 import keras
 import tensorflow as tf
 
-from keras_bert.layers import integer, utils
+from keras_bert.layers import fake_quant, integer, utils
 from keras_bert.layers.dropout import ReplicaDropout
 
 try:  # Tells whether the graph being traced will be compiled with XLA (jit_compile=True).
@@ -145,7 +145,7 @@ class TransformerBlock(keras.layers.Layer):
         XLA the bias and activation go on a 3-D view, because XLA:CPU compiles a bias
         add right after a 2-D dot into a slower fused kernel (25% slower GELU layer).
         """
-        y = tf.matmul(x, tf.cast(layer.kernel, x.dtype))  # (B*S, out)
+        y = tf.matmul(x, fake_quant.kernel(tf.cast(layer.kernel, x.dtype)))  # (B*S, out)
         bias = tf.cast(layer.bias, x.dtype)
         if not _in_xla_context():
             y = tf.nn.bias_add(y, bias)
@@ -157,12 +157,19 @@ class TransformerBlock(keras.layers.Layer):
 
     def _scores(self, tokens, batch, seq):
         """Scaled query-key scores [B, N, S, S] of tokens [B*S, H], before the mask."""
+        q = self._quantized(self._dense(self.query, tokens, batch, seq), "query", batch)
         # Scale the queries rather than the (larger) score matrix.
-        q = self._split_heads(self._dense(self.query, tokens, batch, seq), batch, seq) * tf.cast(
+        q = self._split_heads(q, batch, seq) * tf.cast(
             self.head_size**-0.5, tokens.dtype
         )  # (B, N, S, D)
-        k = self._split_heads(self._dense(self.key, tokens, batch, seq), batch, seq)  # (B, N, S, D)
-        return tf.matmul(q, k, transpose_b=True)  # (B, N, S, S)
+        q = self._quantized(q, "query_scaled", batch)
+        k = self._quantized(self._dense(self.key, tokens, batch, seq), "key", batch)
+        k = self._split_heads(k, batch, seq)  # (B, N, S, D)
+        return self._quantized(tf.matmul(q, k, transpose_b=True), "scores", batch)  # (B, N, S, S)
+
+    def _quantized(self, x, site, batch):
+        """x fake-quantized at this block's `site` inside `fake_quant.quantization_aware()`."""
+        return fake_quant.activation(x, f"{self.path}/{site}", batch)
 
     def attention_scores(self, x):
         """The block's attention scores on its input x [B, S, H]: q.k / sqrt(D) per head,
@@ -174,29 +181,51 @@ class TransformerBlock(keras.layers.Layer):
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         tokens = tf.reshape(x, [-1, self.hidden_size])  # (B*S, H)
         scores = self._scores(tokens, batch, seq)  # (B, N, S, S)
-        v = self._split_heads(
-            self._dense(self.value, tokens, batch, seq), batch, seq
-        )  # (B, N, S, D)
+        v = self._quantized(self._dense(self.value, tokens, batch, seq), "value", batch)
+        v = self._split_heads(v, batch, seq)  # (B, N, S, D)
         if attention_bias is not None:
             scores += tf.cast(attention_bias, scores.dtype)
         # Softmax in float32 under mixed precision.
         probs = tf.cast(tf.nn.softmax(tf.cast(scores, "float32"), axis=-1), x.dtype)
-        probs = self.attention_dropout(probs, training=training)
-        context = tf.matmul(probs, v)  # (B, N, S, D)
+        probs = self.attention_dropout(
+            fake_quant.fixed(probs, fake_quant.SOFTMAX_RANGE), training=training
+        )
+        context = self._quantized(tf.matmul(probs, v), "context", batch)  # (B, N, S, D)
         context = tf.reshape(
             tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size]
         )  # (B*S, H)
+        attended = self._dense(self.attention_output, context, batch, seq)
         attended = self.hidden_dropout(
-            self._dense(self.attention_output, context, batch, seq), training=training
+            self._quantized(attended, "attention_output", batch), training=training
         )
-        tokens = integer.layer_norm(self.attention_layer_norm, tokens + attended)  # (B*S, H)
+        tokens = integer.layer_norm(
+            self.attention_layer_norm,
+            self._quantized(tokens + attended, "attention_residual", batch),
+            batch,
+        )  # (B*S, H)
 
-        inner = self._dense(self.intermediate, tokens, batch, seq, self._activation)  # (B*S, I)
         out = self.hidden_dropout(
-            self._dense(self.output_dense, inner, batch, seq), training=training
+            self._quantized(
+                self._dense(self.output_dense, self._feed_forward(tokens, batch, seq), batch, seq),
+                "output_dense",
+                batch,
+            ),
+            training=training,
         )
-        out = integer.layer_norm(self.output_layer_norm, tokens + out)  # (B*S, H)
+        out = integer.layer_norm(
+            self.output_layer_norm, self._quantized(tokens + out, "output_residual", batch), batch
+        )  # (B*S, H)
         return tf.reshape(out, [batch, seq, self.hidden_size])  # (B, S, H)
+
+    def _feed_forward(self, tokens, batch, seq):
+        """The activation of the intermediate dense layer [B*S, I] (fake-quantized before and
+        after the activation inside `fake_quant.quantization_aware()`)."""
+        if not fake_quant.is_active():
+            return self._dense(self.intermediate, tokens, batch, seq, self._activation)
+        inner = self._quantized(
+            self._dense(self.intermediate, tokens, batch, seq), "intermediate", batch
+        )
+        return self._quantized(self._activation(inner), "activation", batch)
 
     def compute_output_shape(self, x_shape, attention_bias_shape=None):
         return x_shape

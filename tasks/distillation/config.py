@@ -84,6 +84,8 @@ class DistillConfig(FinetuneConfig):
                 f"Distillation does not take {', '.join(given)}: the vocabulary is the teacher's "
                 f"and the student is student_layers or student_preset / student_init_checkpoint."
             )
+        if self.quantization_aware:
+            raise ValueError("Distillation does not take quantization_aware (fine-tuning only).")
         preset = self.student_preset or self.student_init_checkpoint
         if (self.student_layers is None) == (not preset):
             raise ValueError(

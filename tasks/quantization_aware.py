@@ -1,0 +1,94 @@
+"""Quantization-aware fine-tuning (`--quantization_aware`): the `TaskTrainer` that trains the
+task model in float and, through `keras_bert.layers.fake_quant`, its fake-quantized twin (what
+`--quantize=int8_integer_only` TFLite computes) to give the float model's answers.
+
+Each training step runs the model twice: in float (no dropout), moving the activation ranges (the
+float model's, which the export measures on its calibration texts), and fake-quantized (with
+dropout). The loss is the task's loss of the float outputs plus the mean squared difference of
+the fake-quantized outputs from them (held fixed), so the weights learn the task and, through the
+straight-through gradients of the rounding, to give the same outputs in 8 bits (self-distillation
+of the float model into its quantized form, as TernaryBERT and BinaryBERT distill theirs). Q8BERT's
+plain recipe, the task's loss of the fake-quantized outputs alone, was measured worse (README,
+Integer TFLite): it trains the integer model, and the float model it leaves (what `model/` holds
+and the labels are compared with) drifts from it.
+
+The fake quantization lives only in the trainer's forward pass: the task model itself (what the
+epochs' evaluation, `model/` and every export see) is the float model. The activation ranges
+(`ActivationRanges`, moving averages) belong to the trainer: the training checkpoints hold them
+and a resumed run continues them. The integer export calibrates on the training texts recorded
+in `model/` as for any model, and measures each tensor's range as the mean of each text's min and
+max: the statistic the ranges here average (`keras_bert.export.quantization.measured_ranges`).
+"""
+
+import tensorflow as tf
+
+from keras_bert.layers import fake_quant
+from keras_bert.tasks import features as feature_lib
+from keras_bert.tasks.trainer import TaskTrainer
+
+FLOAT_OUTPUTS = "float_outputs"  # Key of the float model's outputs in a training step's y_pred.
+
+
+class QuantizationAwareTrainer(TaskTrainer):
+    """A `TaskTrainer` whose forward pass fake-quantizes weights and activations.
+
+    Args:
+        task: a `keras_bert.tasks.task.Task`.
+        model: the (float) task model.
+        momentum: float. Of the activation ranges' moving averages.
+    """
+
+    def __init__(self, task, model, momentum=fake_quant.MOMENTUM, **kwargs):
+        super().__init__(task, model, **kwargs)
+        self.ranges = fake_quant.ActivationRanges(momentum, name="activation_ranges")
+
+    def call(self, inputs, training=False):
+        if not training:
+            with fake_quant.quantization_aware(self.ranges):
+                return self.model(inputs, training=False)
+        with fake_quant.quantization_aware(self.ranges, "observe"):  # Moves the ranges.
+            reference = self.model(inputs, training=False)
+        with fake_quant.quantization_aware(self.ranges):
+            quantized = self.model(inputs, training=True)
+        return {**quantized, FLOAT_OUTPUTS: reference}
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The task's loss of the float outputs plus the mean squared difference of the
+        fake-quantized outputs from them (held fixed): the float model learns the task, the
+        integer one its answers."""
+        y_pred = dict(y_pred)
+        reference = y_pred.pop(FLOAT_OUTPUTS)
+        loss = super().compute_loss(x, y, reference, sample_weight, training)
+        match = tf.add_n(
+            [
+                tf.reduce_mean(
+                    tf.square(
+                        tf.cast(y_pred[k], "float32") - tf.stop_gradient(tf.cast(v, "float32"))
+                    )
+                )
+                for k, v in reference.items()
+            ]
+        )
+        context = tf.distribute.get_replica_context()
+        replicas = context.num_replicas_in_sync if context is not None else 1
+        return loss + tf.cast(match, loss.dtype) / replicas  # Keras sums replicas' gradients.
+
+    def initialize_ranges(self, inputs):
+        """Makes the range variables, set to the float model's ranges on `inputs` (one eager
+        forward pass)."""
+        with fake_quant.quantization_aware(self.ranges, "initialize"):
+            self.model(inputs, training=False)
+
+
+def first_batch(config, train):
+    """The inputs of the first training batch of a FeatureSet (epoch 0's batch plan)."""
+    batches, padded = feature_lib.batch_plan(
+        train.lengths,
+        config.batch_size,
+        shuffle=True,
+        seed=config.seed,
+        buckets=config.bucket_lengths(),
+    )
+    data = feature_lib.make_dataset(train, batches[:1], padded[:1], label_keys=())
+    inputs, _ = next(iter(data))
+    return inputs
