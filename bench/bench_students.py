@@ -60,21 +60,43 @@ def parse(argv):
     return parser.parse_args(argv)
 
 
-def rows_of(examples):
-    """The raw-text rows (text, or text and text_b) of a task's examples."""
-    return [(e.text_a,) if e.text_b is None else (e.text_a, e.text_b) for e in examples]
+def rows_of(task, examples):
+    """The raw-text rows of a task's examples, in serving_default's input order."""
+    return [task.serving_row(e) for e in examples]
 
 
-def call(runner, rows):
-    """serving_default on a batch of rows -> logits-like [B, C] (log-probabilities, or the
+def input_names(info):
+    """serving_default's text inputs (NER takes one `text`: its words joined by spaces)."""
+    if info.get("problem") == "token_classification":
+        return ("text",)
+    return tuple(info.get("text_inputs") or ("text",))
+
+
+def call(runner, names, rows):
+    """serving_default on a batch of rows -> its outputs."""
+    return runner(**{name: tflite.as_strings([r[i] for r in rows]) for i, name in enumerate(names)})
+
+
+def logits_of(out):
+    """Classification or regression outputs -> logits-like [B, C] (log-probabilities, or the
     score as one column)."""
-    inputs = {"text": tflite.as_strings([r[0] for r in rows])}
-    if len(rows[0]) > 1:
-        inputs["text_b"] = tflite.as_strings([r[1] for r in rows])
-    out = runner(**inputs)
     if "probabilities" in out:
         return np.log(np.maximum(out["probabilities"], 1e-30))
     return np.asarray(out["score"], np.float32).reshape(-1, 1)
+
+
+def word_tags(words, out, row):
+    """IOB2 tags of a sentence's words from the NER export's entities (code point offsets in the
+    words joined by spaces): a word inside an entity gets its type, B- on the entity's first."""
+    starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
+    tags = ["O"] * len(words)
+    for k in range(int(out["entity_count"][row])):
+        begin, end = int(out["start_char"][row, k]), int(out["end_char"][row, k])
+        kind = out["entity_type"][row, k].decode()
+        inside = [i for i, s in enumerate(starts) if s < end and s + len(words[i]) > begin]
+        for j, i in enumerate(inside):
+            tags[i] = ("B-" if j == 0 else "I-") + kind
+    return tags
 
 
 def export_all(models, quantizations, calibration, tmp, threads):
@@ -101,17 +123,35 @@ def export_all(models, quantizations, calibration, tmp, threads):
     return runners
 
 
-def score(task, runner, examples):
-    """The task's metrics of one export on `examples`, answered from raw text."""
-    rows = rows_of(examples)
-    logits = np.concatenate([call(runner, rows[i : i + 32]) for i in range(0, len(rows), 32)])
+def score(task, runner, names, examples):
+    """The task's metrics of one export on `examples`, answered from raw text in batches of 32:
+    classification and regression through `task.evaluate`; SQuAD's answer strings scored by
+    the official v1.1 script's rules; NER's entities mapped back to the words as IOB2 tags and
+    scored as conlleval does."""
+    from keras_bert.tasks.ner.task import entity_metrics
+    from keras_bert.tasks.squad import metrics as squad_metrics
+
+    rows, batches = rows_of(task, examples), []
+    for i in range(0, len(rows), 32):
+        batches.append((examples[i : i + 32], call(runner, names, rows[i : i + 32])))
+    kind = task.info().get("problem")
+    if kind == "span":
+        answers = {e.qas_id: a.decode() for part, out in batches for e, a in zip(part, out["answer"])}
+        gold = squad_metrics.gold_answers(examples)
+        if task.version_2:
+            return squad_metrics.evaluate_v2(gold, answers)
+        return squad_metrics.evaluate_v1(gold, answers)
+    if kind == "token_classification":
+        predicted = [word_tags(e.words, out, r) for part, out in batches for r, e in enumerate(part)]
+        return entity_metrics([e.tags for e in examples], predicted, ())
+    logits = np.concatenate([logits_of(out) for _, out in batches])
     return {k: float(v) for k, v in task.evaluate(examples, None, {"logits": logits}).items()}
 
 
-def time_rounds(runners, rows, repeat):
+def time_rounds(runners, names, rows, repeat):
     """{key: [time_call result per round]}, the keys interleaved within each round."""
     cases = {
-        key: (lambda r: lambda: [call(r, [row]) for row in rows])(runner)
+        key: (lambda r: lambda: [call(r, names, [row]) for row in rows])(runner)
         for key, (runner, _) in runners.items()
     }
     for fn in cases.values():
@@ -246,9 +286,10 @@ def main(argv=None):
             f"{args.repeat} rounds; TF {tf.__version__}, {os.cpu_count()} CPUs",
             flush=True,
         )
-        runners = export_all(models, quantizations, rows_of(train), tmp, args.threads)
-        metrics = {key: score(task, runner, dev) for key, (runner, _) in runners.items()}
-        rounds = time_rounds(runners, rows_of(dev)[: args.texts], args.repeat)
+        names = input_names(read_task_info(models["teacher"]))
+        runners = export_all(models, quantizations, rows_of(task, train), tmp, args.threads)
+        metrics = {key: score(task, runner, names, dev) for key, (runner, _) in runners.items()}
+        rounds = time_rounds(runners, names, rows_of(task, dev)[: args.texts], args.repeat)
         n = min(args.texts, len(dev))
         rows = table(task, runners, metrics, rounds, n, "teacher")
         print()
