@@ -1,12 +1,14 @@
 """A teacher and its distilled students as TFLite: dev metric against latency and size, for every
 quantization in `keras_bert.export.QUANTIZATIONS`, measured side by side in one run.
 
-Each model directory (a fine-tuned or distilled `model/`, sentence or sentence-pair
-classification or regression: GLUE, text_classification) is exported to TFLite in each
-quantization (`keras_bert.export.export`; int8 modes calibrated on the first training texts of
---data_dir). Every export answers the task's dev set from raw text (LiteRT with
-tensorflow-text's kernels, batches of 32), scored with the task's own metric (the main one,
-e.g. MRPC F1). Latency is batch 1 over the first `--texts` dev inputs, one call each; all
+Each model directory (a fine-tuned or distilled `model/`: GLUE, text_classification, SQuAD,
+NER) is exported to TFLite in each quantization (`keras_bert.export.export`; int8 modes
+calibrated on the first training texts of --data_dir; a quantization the export refuses for the
+task, e.g. int8_integer_only for SQuAD, is skipped with a note). Every export answers the task's
+dev set from raw text (LiteRT with tensorflow-text's kernels, batches of 32), scored with the
+task's own metric (the main one: MRPC F1; SQuAD F1 of the exported answer strings by the
+official script's rules; CoNLL-2003 entity F1 of the exported entities mapped back to the
+words). Latency is batch 1 over the first `--texts` dev inputs, one call each; all
 (model, quantization) pairs are interleaved in each of `--repeat` rounds. The table gives
 medians over all calls with their spread ((max - min) / median), the ratio to the teacher's
 export of the same quantization (median of per-round ratios), and the file size; the chart
@@ -38,7 +40,7 @@ import common  # noqa: E402
 
 import keras_bert.export  # noqa: E402
 from keras_bert.checkpoints.task_model import read_task_info, require_task_model  # noqa: E402
-from keras_bert.export import tflite  # noqa: E402
+from keras_bert.export import quantization, tflite  # noqa: E402
 from keras_bert.tasks import registry  # noqa: E402
 
 
@@ -100,10 +102,15 @@ def word_tags(words, out, row):
 
 
 def export_all(models, quantizations, calibration, tmp, threads):
-    """{(model name, quantization): (signature runner, size in bytes)}."""
+    """{(model name, quantization): (signature runner, size in bytes)}; quantizations the export
+    refuses for the task's kind (`quantization.UNSUPPORTED_KINDS`) are left out."""
     runners = {}
+    kind = read_task_info(models["teacher"]).get("problem")
     for name, model_dir in models.items():
         for quantize in quantizations:
+            if kind in quantization.UNSUPPORTED_KINDS.get(quantize, {}):
+                print(f"  skipped {name} {quantize}: refused for {kind!r} models", flush=True)
+                continue
             path = keras_bert.export.export(
                 model_dir,
                 os.path.join(tmp, name, quantize),
@@ -136,13 +143,17 @@ def score(task, runner, names, examples):
         batches.append((examples[i : i + 32], call(runner, names, rows[i : i + 32])))
     kind = task.info().get("problem")
     if kind == "span":
-        answers = {e.qas_id: a.decode() for part, out in batches for e, a in zip(part, out["answer"])}
+        answers = {
+            e.qas_id: a.decode() for part, out in batches for e, a in zip(part, out["answer"])
+        }
         gold = squad_metrics.gold_answers(examples)
         if task.version_2:
             return squad_metrics.evaluate_v2(gold, answers)
         return squad_metrics.evaluate_v1(gold, answers)
     if kind == "token_classification":
-        predicted = [word_tags(e.words, out, r) for part, out in batches for r, e in enumerate(part)]
+        predicted = [
+            word_tags(e.words, out, r) for part, out in batches for r, e in enumerate(part)
+        ]
         return entity_metrics([e.tags for e in examples], predicted, ())
     logits = np.concatenate([logits_of(out) for _, out in batches])
     return {k: float(v) for k, v in task.evaluate(examples, None, {"logits": logits}).items()}
