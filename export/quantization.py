@@ -41,7 +41,10 @@ the quantizer crashes the process on it.
   MUL, "binary op operands have same element type": LayerNorm's gamma, the attention's
   1/sqrt(D)), which `keras_bert.layers.integer.constant` looks up at run time instead; no
   SQUARED_DIFFERENCE (no int16 kernel: LayerNorm squares the centered values by MUL); zero
-  points of 0 and int16 constants (`symmetric_int16`); ARG_MAX of int32 (`integer_argmax`).
+  points of 0 and int16 constants (`symmetric_int16`); ARG_MAX of int32 (`integer_argmax`); and
+  the attention bias's lookup calibrated to its table's range (`symmetric_ranges`), or padding
+  goes unmasked. MRPC above: 98.3% of the labels (99.7% of the decided), at 0.13x the speed of
+  "dynamic_range" on a CPU (TFLite's int16 kernels are reference code).
 """
 
 import collections
@@ -432,7 +435,7 @@ def symmetric_int16(flatbuffer):
     "input1->params.zero_point != 0"), and constant operands int8. Setting the zero point to 0
     moves the tensor's grid by one step (1/65535 of its range); an int8 constant is requantized
     (symmetric, per tensor) from its values. FULLY_CONNECTED keeps int32 biases: int64 ones
-    (the 16x8 default of TFLite's older quantizer) gave the same MRPC labels at 0.3x the speed."""
+    (the 16x8 default of TFLite's older quantizer) changed no MRPC label, at 0.3x the speed."""
     model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
     for graph in model.subgraphs:
         weights = {

@@ -23,7 +23,9 @@ import tensorflow as tf
 from keras_bert.layers import fake_quant
 
 # None outside `integer_friendly()`, else its activations type ("int8" or "int16").
-_INTEGER_FRIENDLY = contextvars.ContextVar("keras_bert_integer_friendly", default=None)
+_INTEGER_FRIENDLY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "keras_bert_integer_friendly", default=None
+)
 ACTIVATION_TYPES = ("int8", "int16")
 
 
@@ -46,7 +48,7 @@ def is_integer_friendly() -> bool:
     return _INTEGER_FRIENDLY.get() is not None
 
 
-def constant(value, like):
+def constant(value: tf.Tensor | float, like: tf.Tensor) -> tf.Tensor:
     """`value` (a constant factor of `like`), or inside `integer_friendly("int16")` the same
     values looked up at run time (GATHER of a one-row table at a row index computed from
     `like`'s shape, always 0).
