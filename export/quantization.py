@@ -371,15 +371,15 @@ def summary(flatbuffer, quantize_name, kind=None):
     }
     if quantize_name in INTEGER_ONLY:
         info["activations"] = INTEGER_ONLY[quantize_name]
-        info["integer_types"] = _integer_types(types)
+        info["tensor_types"] = _tensor_types(types)
     if quantize_name == "int8":
         info["per_call_int8_layers"] = list(recipe(kind).per_call)
         info["calibration_ranges"] = recipe(kind).reduce
     return info
 
 
-def _integer_types(types):
-    """The distinct tensor types of `op_tensor_types` (except strings and the tokenizer's bytes)."""
+def _tensor_types(types):
+    """The distinct tensor types of `op_tensor_types` (except strings, bytes and booleans)."""
     found = {
         kind.strip()
         for kinds in types.values()
