@@ -71,6 +71,11 @@ QUANTIZATIONS: dict[str, tuple[str, str]] = {
         "every op after the tokenizer integer (int8), calibrated on representative_texts; for "
         "integer-only accelerators",
     ),
+    "int16x8_integer_only": (
+        "_int16x8_integer_only",
+        "every op after the tokenizer integer (int16 activations, int8 weights: TFLite's 16x8 "
+        "mode), calibrated on representative_texts; for integer-only accelerators",
+    ),
 }
 
 

@@ -63,7 +63,7 @@ def define_flags():
         flags.DEFINE_string,
         "representative_texts",
         None,
-        "For --quantize=int8 and int8_integer_only: a file of calibration texts, one row per "
+        "For --quantize=int8 and the integer-only ones: a file of calibration texts, one row per "
         "line (a row's texts tab-separated, in the order of the model's text inputs). Default: "
         "the sample of training texts the fine-tuning run recorded in model/.",
     )

@@ -45,9 +45,9 @@ recorded in `model/`), see `keras_bert.export.quantization`: "int8" (int8 weight
 activations in every FULLY_CONNECTED, the feed-forward output's activations quantized per call,
 for SQuAD and NER its input's too, the other ops and the answer float: as fast as dynamic range,
 the same classification labels on real dev sets, bench/bench_tflite_tasks.py for SQuAD and NER)
-and "int8_integer_only" (every op after the tokenizer integer, asserted: what integer-only
+"int8_integer_only" (every op after the tokenizer integer, asserted: what integer-only
 accelerators run; loses labels on BERT-sized activations, bench/bench_tflite.py; refused for
-SQuAD). Their
+SQuAD) and "int16x8_integer_only" (the same with int16 activations, int8 weights). Their
 task.json (and metadata) lists under `quantization` the matrix multiplies' tensor types and the
 ops left in float. The text ops are integer and string ops, never quantized: token ids are
 exact in every quantization.
@@ -128,8 +128,9 @@ def _int8(converter, representative):
     )
 
 
-_int8_integer_only = _int8  # The same calibration; they differ in what is quantized.
-CALIBRATED = ("int8", "int8_integer_only")
+# The same calibration; they differ in what is quantized.
+_int8_integer_only = _int16x8_integer_only = _int8
+CALIBRATED = ("int8", *quantization.INTEGER_ONLY)
 
 
 # quantize -> converter settings, by the names of keras_bert.export.QUANTIZATIONS (the one table).
@@ -167,7 +168,8 @@ def export_tflite(
     Raises:
         ValueError: a kind not in `KINDS`, an unknown quantize, integer quantization without
             texts (none given or recorded) or with rows of the wrong number of texts.
-        IntegerOnlyError: "int8_integer_only" left an op in float (naming it).
+        IntegerOnlyError: "int8_integer_only" or "int16x8_integer_only" left an op in float
+            (naming it).
         FileExistsError: the version exists (it is never overwritten).
         TFLiteOpError: an op without a builtin or tensorflow-text kernel (naming it).
     """
@@ -186,9 +188,9 @@ def write_tflite(
 ):
     """Converts an `ExportSource` and writes it as a new checked version; returns its path.
     `functions`: its `text_functions`, when already built (several quantizations trace once;
-    "int8_integer_only" always traces its own, with `keras_bert.layers.integer`'s forms)."""
-    if quantize == "int8_integer_only":
-        with integer.integer_friendly():
+    the integer-only ones always trace their own, with `keras_bert.layers.integer`'s forms)."""
+    if quantize in quantization.INTEGER_ONLY:
+        with integer.integer_friendly(quantization.INTEGER_ONLY[quantize]):
             return _write_tflite(source, export_dir, version, quantize, representative_texts, None)
     return _write_tflite(source, export_dir, version, quantize, representative_texts, functions)
 
@@ -201,8 +203,8 @@ def _write_tflite(source, export_dir, version, quantize, representative_texts, f
     functions = functions or text_functions(source)
     flatbuffer = convert(source, functions, quantize, representative_texts)
     found = check_tflite_ops(flatbuffer)
-    if quantize == "int8_integer_only":
-        quantization.check_integer_only(flatbuffer)
+    if quantize in quantization.INTEGER_ONLY:
+        quantization.check_integer_only(flatbuffer, quantize)
     verify(flatbuffer, functions, probe_texts(functions), exact=quantize == "none")
     info = task_info(source, functions, quantize, found)
     if quantize in CALIBRATED:
@@ -269,7 +271,7 @@ def convert(source, functions, quantize="none", representative_texts=None):
     QUANTIZERS[quantize](converter, representative)
     flatbuffer = converter.convert()
     if quantize in CALIBRATED:
-        reduce = quantization.recipe(source.kind).reduce if quantize == "int8" else "mean"
+        reduce = quantization.calibration_reduce(quantize, source.kind)
         ranges = quantization.measured_ranges(flatbuffer, samples(), reduce=reduce)
         flatbuffer = quantization.quantize(
             quantization.with_ranges(flatbuffer, ranges), quantize, source.kind

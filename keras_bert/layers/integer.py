@@ -5,7 +5,9 @@ TFLite's integer quantizer has no integer kernel for two ops that the float grap
 (the attention bias from the input mask). Inside `integer_friendly()` the layers trace
 `(x - mean) * inv + beta` (`layer_norm`) and the bias as a lookup of `[MASK_VALUE, 0]` by the
 mask (`attention_bias`): the same values (equal up to float32 rounding, about 1e-7), written
-with ops that quantize (SUB, GATHER). Outside it, everything is traced as before: float
+with ops that quantize (SUB, GATHER). `integer_friendly("int16")` (TFLite's 16x8 mode) also
+looks up every constant factor at run time (`constant`) and squares LayerNorm's centered values
+by MUL (no int16 SQUARED_DIFFERENCE). Outside it, everything is traced as before: float
 exports keep their exact graphs.
 
 >>> with integer_friendly():   # doctest: +SKIP
@@ -20,13 +22,21 @@ import tensorflow as tf
 
 from keras_bert.layers import fake_quant
 
-_INTEGER_FRIENDLY = contextvars.ContextVar("keras_bert_integer_friendly", default=False)
+# None outside `integer_friendly()`, else its activations type ("int8" or "int16").
+_INTEGER_FRIENDLY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "keras_bert_integer_friendly", default=None
+)
+ACTIVATION_TYPES = ("int8", "int16")
 
 
 @contextlib.contextmanager
-def integer_friendly():
-    """Traces the layers' LayerNorms and attention bias with ops that quantize to integers."""
-    token = _INTEGER_FRIENDLY.set(True)
+def integer_friendly(activations: str = "int8"):
+    """Traces the layers' LayerNorms and attention bias with ops that quantize to integers;
+    with `activations="int16"` (TFLite's 16x8 mode) also every multiplication by a constant
+    as one by a looked-up tensor (`constant`)."""
+    if activations not in ACTIVATION_TYPES:
+        raise ValueError(f"activations must be one of {ACTIVATION_TYPES}, got {activations!r}.")
+    token = _INTEGER_FRIENDLY.set(activations)
     try:
         yield
     finally:
@@ -35,7 +45,22 @@ def integer_friendly():
 
 def is_integer_friendly() -> bool:
     """Whether `integer_friendly()` is active."""
-    return _INTEGER_FRIENDLY.get()
+    return _INTEGER_FRIENDLY.get() is not None
+
+
+def constant(value: tf.Tensor | float, like: tf.Tensor) -> tf.Tensor:
+    """`value` (a constant factor of `like`), or inside `integer_friendly("int16")` the same
+    values looked up at run time (GATHER of a one-row table at a row index computed from
+    `like`'s shape, always 0).
+
+    TFLite's quantizer (TensorFlow 2.20) gives a constant operand of MUL int8 in its 16x8 mode
+    while the other operand is int16, and then rejects the MUL ("binary op operands have same
+    element type"); a looked-up table is an activation: int16, like the other operand."""
+    if _INTEGER_FRIENDLY.get() != "int16":
+        return value
+    value = tf.convert_to_tensor(value, like.dtype)
+    zero = tf.minimum(tf.shape(like)[:1], 0)  # [0], not a constant: the converter folds those.
+    return tf.gather(value[None], zero)  # [1, *value.shape]: broadcasts as value does
 
 
 def layer_norm(layer: keras.layers.LayerNormalization, x, batch=None):
@@ -47,9 +72,14 @@ def layer_norm(layer: keras.layers.LayerNormalization, x, batch=None):
         return _quantized_layer_norm(layer, x, tf.shape(x)[0] if batch is None else batch)
     if not is_integer_friendly():
         return layer(x)
+    gamma, beta = (constant(tf.cast(w, x.dtype), x) for w in (layer.gamma, layer.beta))
+    if _INTEGER_FRIENDLY.get() == "int16":  # TFLite has no int16 SQUARED_DIFFERENCE.
+        centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)
+        variance = tf.reduce_mean(centered * centered, axis=-1, keepdims=True)
+        return centered * (tf.math.rsqrt(variance + layer.epsilon) * gamma) + beta
     mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
-    inv = tf.math.rsqrt(variance + layer.epsilon) * tf.cast(layer.gamma, x.dtype)
-    return (x - mean) * inv + tf.cast(layer.beta, x.dtype)
+    inv = tf.math.rsqrt(variance + layer.epsilon) * gamma
+    return (x - mean) * inv + beta
 
 
 def mask_bias(input_mask, mask_value, dtype):

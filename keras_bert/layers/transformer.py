@@ -159,8 +159,8 @@ class TransformerBlock(keras.layers.Layer):
         """Scaled query-key scores [B, N, S, S] of tokens [B*S, H], before the mask."""
         q = self._quantized(self._dense(self.query, tokens, batch, seq), "query", batch)
         # Scale the queries rather than the (larger) score matrix.
-        q = self._split_heads(q, batch, seq) * tf.cast(
-            self.head_size**-0.5, tokens.dtype
+        q = self._split_heads(q, batch, seq) * integer.constant(
+            tf.cast(self.head_size**-0.5, tokens.dtype), tokens
         )  # (B, N, S, D)
         q = self._quantized(q, "query_scaled", batch)
         k = self._quantized(self._dense(self.key, tokens, batch, seq), "key", batch)

@@ -19,6 +19,7 @@ from export_cases import TEXTS, TEXTS_B, keras_logits, softmax, write_task_model
 from finetune_cases import TINY, sentiment_rows, write_checkpoint, write_sst2
 from fuzz_cases import fuzz_batches
 from real_data import real_file
+from tensorflow.lite.python import schema_py_generated as schema
 from text.corpus import build_test_vocabulary, generate_corpus
 
 import keras_bert
@@ -45,6 +46,7 @@ BOUNDS = {
     "dynamic_range": (0.99, 0.05, 1.0),
     "int8": (0.99, 0.02, 1.05),
     "int8_integer_only": (0.97, 0.6, 1.05),
+    "int16x8_integer_only": (0.99, 0.02, 1.05),
 }
 # The tokenizer's ops without a TFLite builtin: tensorflow-text's TFLite kernels run them.
 TEXT_OPS = [
@@ -68,7 +70,7 @@ def run(path, signature, **texts):
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory):
     """A tiny uncased SST-2 classifier fine-tuned on learnable sentences, exported in every
-    quantization into one export directory (versions 1-5 in QUANTIZATIONS order)."""
+    quantization into one export directory (versions 1-6 in QUANTIZATIONS order)."""
     root = tmp_path_factory.mktemp("tflite_sst2")
     run_finetuning(
         task="sst2",
@@ -177,7 +179,9 @@ def test_float32_classifier_answers_as_the_keras_model(classifier):
     )  # Both labels, decided.
 
 
-@pytest.mark.parametrize("quantize", ["float16", "dynamic_range", "int8", "int8_integer_only"])
+@pytest.mark.parametrize(
+    "quantize", ["float16", "dynamic_range", "int8", "int8_integer_only", "int16x8_integer_only"]
+)
 def test_quantized_answers_agree_with_the_keras_model(classifier, quantize):
     least_agreement, largest_difference, largest_size = BOUNDS[quantize]
     probabilities = run(classifier["paths"][quantize], "serving_default", text=LABEL_TEXTS)[
@@ -196,7 +200,8 @@ def test_quantized_answers_agree_with_the_keras_model(classifier, quantize):
     )
     assert agreement >= least_agreement and difference <= largest_difference
     assert size[1] <= largest_size * size[0]
-    np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
+    grid = 4e-5 if quantize == "int16x8_integer_only" else 1e-5  # int16 outputs: steps of 2^-15.
+    np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=grid)
 
 
 def test_pair_classifier_regression_and_encoder_answers(pairs, corpus_encoder):
@@ -244,6 +249,37 @@ def test_int8_integer_only_has_no_float_op(classifier):
     assert info["float_ops"] == [] and info["calibration_texts"] == 200
 
 
+def test_int16x8_integer_only_is_integer_with_int16_activations(classifier):
+    path = classifier["paths"]["int16x8_integer_only"]
+    flatbuffer = _flatbuffer(path)
+    types = quantization.check_integer_only(flatbuffer, "int16x8_integer_only")
+    assert quantization.float_ops(flatbuffer) == []
+    # int16 activations, int8 weights (per channel), int32 biases; the answers dequantized.
+    assert types["FULLY_CONNECTED"] == ["INT16, INT8, INT32 -> INT16"]
+    assert types["BATCH_MATMUL"] == ["INT16, INT16 -> INT16"]
+    assert types["DEQUANTIZE"] == ["INT16 -> FLOAT32"]
+    for name in ("SOFTMAX", "GELU", "MEAN", "RSQRT", "TANH", "ADD", "MUL", "SUB"):
+        tensors = [set(k.replace("->", ",").replace(" ", "").split(",")) for k in types[name]]
+        assert any("INT16" in kinds for kinds in tensors), name  # Besides int32 index arithmetic.
+        assert not any(kinds & {"INT8", "FLOAT32"} for kinds in tensors), name
+    assert "SQUARED_DIFFERENCE" not in types  # No int16 kernel: LayerNorm squares by MUL.
+    assert types["ARG_MAX"] == ["INT32, INT32 -> INT32"]  # The label: CAST int16 -> int32 first.
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    for g in range(model.SubgraphsLength()):  # TFLite's int16 kernels need zero points of 0.
+        graph = model.Subgraphs(g)
+        for t in range(graph.TensorsLength()):
+            tensor = graph.Tensors(t)
+            if tensor.Type() == schema.TensorType.INT16 and tensor.Quantization() is not None:
+                assert not tensor.Quantization().ZeroPointAsNumpy().any(), tensor.Name()
+    with open(os.path.join(path, "task.json")) as f:
+        info = json.load(f)["quantization"]
+    assert info["float_ops"] == [] and info["activations"] == "int16"
+    # FLOAT32: the answers' DEQUANTIZE outputs alone (float_ops is empty).
+    assert info["tensor_types"] == ["FLOAT32", "INT16", "INT32", "INT64", "INT8"]
+    assert info["matmul_tensor_types"]["FULLY_CONNECTED"] == types["FULLY_CONNECTED"]
+    assert "INT16" in quantization.describe(info)
+
+
 def test_int8_has_int8_matmuls_and_lists_its_float_ops(classifier):
     flatbuffer = _flatbuffer(classifier["paths"]["int8"])
     types = quantization.op_tensor_types(flatbuffer)
@@ -278,10 +314,14 @@ def test_integer_friendly_forms_equal_the_float_layers():
             if "LayerNorm" in weight.path:
                 weight.assign(np.random.default_rng(1).normal(1.0, 0.5, weight.shape))
     want = encoder(inputs)["sequence_output"]
-    with integer.integer_friendly():
-        got = encoder(inputs)["sequence_output"]
-    np.testing.assert_allclose(got, want, atol=1e-5)
+    for activations in integer.ACTIVATION_TYPES:
+        with integer.integer_friendly(activations):
+            got = encoder(inputs)["sequence_output"]
+        np.testing.assert_allclose(got, want, atol=1e-5, err_msg=activations)
     assert not integer.is_integer_friendly()  # Left after the block: float exports unchanged.
+    with pytest.raises(ValueError, match="activations must be one of"):
+        with integer.integer_friendly("int4"):
+            pass
     bias = integer.mask_bias(inputs["input_mask"], -10000.0, tf.float32)
     np.testing.assert_array_equal(bias, attention_bias(inputs["input_mask"], tf.float32))
 
@@ -419,8 +459,8 @@ def test_op_check_rejects_flex_and_other_custom_ops():
 
 def test_versions_layout_and_metadata(classifier):
     export_dir = classifier["export_dir"]
-    assert versions.versions(export_dir) == [1, 2, 3, 4, 5]
-    assert sorted(os.listdir(export_dir)) == ["1", "2", "3", "4", "5"]
+    assert versions.versions(export_dir) == [1, 2, 3, 4, 5, 6]
+    assert sorted(os.listdir(export_dir)) == ["1", "2", "3", "4", "5", "6"]
     path = classifier["paths"]["dynamic_range"]
     assert sorted(os.listdir(path)) == ["labels.txt", "model.tflite", "task.json", "vocab.txt"]
     with open(os.path.join(path, "task.json")) as f:
