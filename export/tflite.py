@@ -253,12 +253,27 @@ def convert(source, functions, quantize="none", representative_texts=None):
     """
     if quantize not in QUANTIZERS:
         raise ValueError(f"quantize must be one of {tuple(QUANTIZERS)}, got {quantize!r}.")
-    representative = samples = None
     if quantize in CALIBRATED:
         samples = representative_dataset(functions, representative_texts)
-        # The converter's calibration gives the model its statistics' places (a few texts do);
-        # `quantization.measured_ranges` then measures them on every text, reproducibly.
-        representative = lambda: itertools.islice(samples(), CONVERTER_CALIBRATION)  # noqa: E731
+        return quantization.quantize_calibrated(
+            calibrate(functions, samples), samples(), quantize, source.kind
+        )
+    converter = _converter(functions)
+    QUANTIZERS[quantize](converter, None)
+    return converter.convert()
+
+
+def calibrate(functions, samples):
+    """The float flatbuffer of `functions` with the converter's calibration statistics (the
+    places `keras_bert.export.quantization` measures: the converter's calibration run on a few of
+    `samples`, a `representative_dataset`, gives them; its ranges vary from run to run)."""
+    converter = _converter(functions)
+    _int8(converter, lambda: itertools.islice(samples(), CONVERTER_CALIBRATION))
+    return converter.convert()
+
+
+def _converter(functions):
+    """A TFLite converter of the functions, frozen: builtins and custom (text) ops, no Flex."""
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         [_frozen(name, function) for name, function in functions.items()], tf.Module()
     )
@@ -266,15 +281,7 @@ def convert(source, functions, quantize="none", representative_texts=None):
         tf.lite.OpsSet.TFLITE_BUILTINS
     ]  # No Flex (SELECT_TF_OPS).
     converter.allow_custom_ops = True  # The tokenizer's tensorflow-text ops.
-    QUANTIZERS[quantize](converter, representative)
-    flatbuffer = converter.convert()
-    if quantize in CALIBRATED:
-        reduce = quantization.recipe(source.kind).reduce if quantize == "int8" else "mean"
-        ranges = quantization.measured_ranges(flatbuffer, samples(), reduce=reduce)
-        flatbuffer = quantization.quantize(
-            quantization.with_ranges(flatbuffer, ranges), quantize, source.kind
-        )
-    return flatbuffer
+    return converter
 
 
 def _frozen(name, function):
