@@ -25,7 +25,14 @@ the quantizer crashes the process on it.
   The attention's two BATCH_MATMULs (scores, context) are float (`INT8_FLOAT_OPS`): in int8 they
   cost 0.65x the speed on a CPU (LiteRT's XNNPACK does not run them; the graph falls into pieces).
   Every op after the last matrix multiply (the answer from the logits: SQuAD's top-k and exact
-  score sums, NER's argmax, the probabilities) is float (`float_after_matmuls`).
+  score sums, NER's argmax, the probabilities) is float (`float_after_matmuls`), and so are the
+  layout ops and the embedding lookups (RESHAPE, TRANSPOSE, GATHER...: in int8 they put what they
+  move, e.g. a per-call matmul's float output, on one more 8-bit grid).
+  SQuAD and NER (`INT8_RECIPES`): every matrix multiply quantizes its activations per call, on
+  inputs scaled per channel by SmoothQuant (Xiao et al. 2022, `smooth`: X / s in a float MUL, s
+  folded into the int8 weights' columns; the same float product, the outlier channels' range
+  moved into the weights). Applied after the quantizer (which folds such a MUL back into the
+  next matmul's weights) to the matmuls it left in float, the per-call ones.
 - "int8_integer_only": every op after the tokenizer's string ops in integers (int8 activations
   and weights, int32 biases and indices), traced with the layers' integer-friendly forms
   (`keras_bert.layers.integer`); only the signature outputs are dequantized to float
@@ -99,19 +106,24 @@ class Int8Recipe(
         "Int8Recipe", ["per_call", "reduce", "smooth_alpha", "smooth_sites"], defaults=(None, ())
     )
 ):
-    """How "int8" quantizes a kind of model: `per_call`, the Keras layers whose FULLY_CONNECTED
-    quantizes its activations per call (found from the graph: fed by GELU, `output_dense`, or
-    feeding it, `intermediate_dense`; the other matmuls are calibrated); `reduce`, how the
-    calibration texts' ranges combine (`measured_ranges`); `smooth_alpha` and `smooth_sites`,
-    SmoothQuant's migration strength and the matmul inputs it smooths (`smooth`; None: none)."""
+    """How "int8" quantizes a kind of model: `per_call`, the Keras layers (of `LAYER_SITES`)
+    whose FULLY_CONNECTED quantizes its activations per call (found from the graph,
+    `matmul_sites`; the other matmuls are calibrated); `reduce`, how the calibration texts'
+    ranges combine (`measured_ranges`); `smooth_alpha` and `smooth_sites`, SmoothQuant's migration
+    strength and the sites (of `SMOOTH_SITES`, per-call ones) whose inputs it scales (`smooth`;
+    None: no smoothing)."""
 
 
 # int8: by kind ("default": every kind not named). Classification reads one pooled vector: the
 # feed-forward output per call, mean ranges (MRPC, see the module docstring). SQuAD and NER read
-# every token's logits, where calibrated int8 loses more (measured on their training questions
-# and sentences, answers as float32: SQuAD v1.1 93.0% -> 96.3%, CoNLL-2003 97.2% -> 98.8% with the
-# feed-forward input per call too; SQuAD with mean ranges 93.3%): both feed-forward matmuls per
-# call, the overall min and max of each tensor.
+# every token's logits, where calibrated int8 loses more. Chosen on their training questions and
+# sentences not calibrated on (415 SQuAD v1.1 questions, 2,139 CoNLL-2003 sentences; answers as
+# float32's, layout ops float): the feed-forward matmuls per call, the others calibrated, 95.9% and
+# 98.8%; every matmul per call 97.4%, 99.1%; that with SmoothQuant on every matmul input, alpha
+# 0.3/0.4/0.5/0.6/0.8/0.9: SQuAD 97.1/98.6/98.1/98.8/96.9/95.9%,
+# CoNLL 99.4/99.4/99.8/99.5/99.3/98.8%.
+# (SmoothQuant inserted before the quantizer, which folds its MUL into the matmuls' weights, with
+# the feed-forward matmuls per call: 97.8% and 99.5% at best.)
 _EVERY_MATMUL_PER_CALL = Int8Recipe(tuple(LAYER_SITES), "minmax", 0.5, SMOOTH_SITES)
 INT8_RECIPES = {
     "default": Int8Recipe(("output_dense",), "mean"),
@@ -185,7 +197,7 @@ def quantize(calibrated, quantize_name, kind=None, highs=None):
     if recipe(kind).smooth_alpha is not None and highs:
         # After the quantizer: it folds a MUL by a constant into the next matmul's weights.
         quantized, _ = smooth(quantized, highs, recipe(kind).smooth_alpha)
-    return per_call_int8(quantized)
+    return int8_tables(per_call_int8(quantized))
 
 
 def quantize_calibrated(calibrated, samples, quantize_name, kind=None):
@@ -294,6 +306,43 @@ def per_call_int8(flatbuffer):
             weights.quantization.zeroPoint = [0] * len(scale)
             weights.quantization.quantizedDimension = 0
             op.builtinOptions.asymmetricQuantizeInputs = True
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def int8_tables(flatbuffer, smallest=4096):
+    """The flatbuffer with each float constant table a GATHER reads (the embeddings, at least
+    `smallest` values) stored as int8 with a scale per row (symmetric) and dequantized before it
+    (a DEQUANTIZE of a constant, which LiteRT computes once): a quarter of the size, the lookups
+    in float on the tables' values within half a step of their row's 8-bit grid."""
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    dequantize = _opcode(model, schema.BuiltinOperator.DEQUANTIZE)
+    for graph in model.subgraphs:
+        inserted = []
+        for index, op in enumerate(graph.operators):
+            code = model.operatorCodes[op.opcodeIndex]
+            if max(code.builtinCode, code.deprecatedBuiltinCode) != schema.BuiltinOperator.GATHER:
+                continue
+            table = graph.tensors[op.inputs[0]]
+            data = model.buffers[table.buffer].data
+            if table.type != schema.TensorType.FLOAT32 or data is None or len(data) < 4 * smallest:
+                continue
+            values = np.frombuffer(np.asarray(data, np.uint8).tobytes(), np.float32)
+            values = values.reshape(table.shape[0], -1)
+            scale = np.maximum(np.abs(values).max(axis=1), 1e-12) / 127.0
+            quantized = np.clip(np.round(values / scale[:, None]), -127, 127).astype(np.int8)
+            model.buffers[table.buffer].data = np.frombuffer(quantized.tobytes(), np.uint8)
+            floats = _add_tensor(model, graph, table.name + b"/dequantized", like=table)
+            table.type = schema.TensorType.INT8
+            table.quantization = schema.QuantizationParametersT()
+            table.quantization.scale = scale.astype(np.float32).tolist()
+            table.quantization.zeroPoint = [0] * len(scale)
+            table.quantization.quantizedDimension = 0
+            step = schema.OperatorT()
+            step.opcodeIndex, step.inputs, step.outputs = dequantize, [op.inputs[0]], [floats]
+            op.inputs[0] = floats
+            inserted.append((index, step))
+        for index, step in reversed(inserted):
+            graph.operators.insert(index, step)
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
@@ -490,7 +539,9 @@ def reduce_ranges(seen, reduce):
     """{tensor: (min, max)} from each sample's (min, max) (`measure`): "mean" averages them,
     "minmax" takes the overall min and max."""
     if reduce == "mean":
-        return {key: tuple(float(v) for v in np.mean(values, axis=0)) for key, values in seen.items()}
+        return {
+            key: tuple(float(v) for v in np.mean(values, axis=0)) for key, values in seen.items()
+        }
     return {
         key: (min(low for low, _ in values), max(high for _, high in values))
         for key, values in seen.items()
@@ -532,7 +583,6 @@ def with_ranges(calibrated, ranges):
 # === SmoothQuant (Xiao et al. 2022) ===
 
 
-
 def matmul_sites(flatbuffer):
     """{site: [(subgraph, input tensor index, [FULLY_CONNECTED op indices])]} of the matrix
     multiplies with float weights, found from the graph: an input read by three of them is the
@@ -545,7 +595,11 @@ def matmul_sites(flatbuffer):
     found = collections.defaultdict(list)
     for g in range(model.SubgraphsLength()):
         graph = model.Subgraphs(g)
-        producer, consumers, matmuls = {}, collections.defaultdict(list), collections.defaultdict(list)
+        producer, consumers, matmuls = (
+            {},
+            collections.defaultdict(list),
+            collections.defaultdict(list),
+        )
         alias = {}  # smoothed input -> the input it scales
         for i in range(graph.OperatorsLength()):
             op = graph.Operators(i)

@@ -43,7 +43,8 @@ hundredths; answers that are near-ties in float32 may flip, e.g. an NER tag or a
 and two calibrated on `representative_texts` (default: the training texts the fine-tuning run
 recorded in `model/`), see `keras_bert.export.quantization`: "int8" (int8 weights and
 activations in every FULLY_CONNECTED, the feed-forward output's activations quantized per call,
-for SQuAD and NER its input's too, the other ops and the answer float: as fast as dynamic range,
+for SQuAD and NER every matmul's, on SmoothQuant-scaled inputs; the other ops and the answer
+float: as fast as dynamic range,
 the same classification labels on real dev sets, bench/bench_tflite_tasks.py for SQuAD and NER)
 and "int8_integer_only" (every op after the tokenizer integer, asserted: what integer-only
 accelerators run; loses labels on BERT-sized activations, bench/bench_tflite.py; refused for
