@@ -27,7 +27,8 @@ the quantizer crashes the process on it.
   Every op after the last matrix multiply (the answer from the logits: SQuAD's top-k and exact
   score sums, NER's argmax, the probabilities) is float (`float_after_matmuls`), and so are the
   layout ops and the embedding lookups (RESHAPE, TRANSPOSE, GATHER...: in int8 they put what they
-  move, e.g. a per-call matmul's float output, on one more 8-bit grid).
+  move, e.g. a per-call matmul's float output, on one more 8-bit grid); the embedding tables are
+  stored in int8 with a scale per row and dequantized once (`int8_tables`).
   SQuAD and NER (`INT8_RECIPES`): every matrix multiply quantizes its activations per call, on
   inputs scaled per channel by SmoothQuant (Xiao et al. 2022, `smooth`: X / s in a float MUL, s
   folded into the int8 weights' columns; the same float product, the outlier channels' range
@@ -309,7 +310,7 @@ def per_call_int8(flatbuffer):
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
-def int8_tables(flatbuffer, smallest=4096):
+def int8_tables(flatbuffer, smallest=256):
     """The flatbuffer with each float constant table a GATHER reads (the embeddings, at least
     `smallest` values) stored as int8 with a scale per row (symmetric) and dequantized before it
     (a DEQUANTIZE of a constant, which LiteRT computes once): a quarter of the size, the lookups

@@ -422,6 +422,12 @@ def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_p
         types, hybrid, matmuls = _op_types(path)
         assert hybrid == matmuls == 6 * TINY["num_hidden_layers"] + 1  # Blocks and the head.
         assert all(", INT8" in kinds for kinds in types["FULLY_CONNECTED"]), types
+        assert types["DEQUANTIZE"] == ["INT8 -> FLOAT32"]  # The embedding tables (int8_tables).
+        sizes = [
+            os.path.getsize(os.path.join(p, tflite.MODEL_FILE))
+            for p in (path, export["paths"]["dynamic_range"])
+        ]
+        assert sizes[0] <= 1.1 * sizes[1], sizes
         answer_op = {"squad2": "TOPK_V2", "ner": "ARG_MAX"}[name]
         assert all(kinds.startswith("FLOAT32") for kinds in types[answer_op]), types[answer_op]
         with open(os.path.join(path, "task.json")) as f:
@@ -505,6 +511,35 @@ def test_smoothing_keeps_the_float_model(ner):
     scaled = interpreter.get_tensor(smoothed_x, g).reshape(x_values.shape)
     spread = [np.ptp(np.log(np.abs(v).max(axis=0) + 1e-6)) for v in (x_values, scaled)]
     assert spread[1] < spread[0], spread
+
+
+def test_int8_tables_hold_each_row_within_half_its_step(ner):
+    """`int8_tables`: the embedding tables a GATHER reads become int8 with a scale per row and a
+    DEQUANTIZE before the lookup: the looked-up values are the float table's within half a step
+    of their row's grid (NumPy), the file shrinks by about three quarters of the tables."""
+    with open(os.path.join(ner["paths"]["none"], tflite.MODEL_FILE), "rb") as f:
+        flatbuffer = f.read()
+    smaller = quantization.int8_tables(flatbuffer, smallest=64)
+    assert quantization.op_tensor_types(smaller)["DEQUANTIZE"] == ["INT8 -> FLOAT32"]
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    g = 1  # serving_default
+    names = _tensor_names(smaller, g)
+    tables = [t for t, name in enumerate(names) if name.endswith("/dequantized")]
+    assert tables, names
+    interpreter = quantization._keeping_interpreter(smaller)
+    interpreter.get_signature_runner("serving_default")(text=tflite.as_strings(_varied(4, seed=2)))
+    saved = 0
+    for t in tables:
+        original = names.index(names[t][: -len("/dequantized")])
+        want = model.Subgraphs(g).Tensors(original)
+        want = (
+            model.Buffers(want.Buffer()).DataAsNumpy().view(np.float32).reshape(want.ShapeAsNumpy())
+        )
+        got = interpreter.get_tensor(t, g)
+        step = np.abs(want).max(axis=1, keepdims=True) / 127.0
+        assert got.shape == want.shape and (np.abs(got - want) <= step / 2 + 1e-7).all()
+        saved += want.size * 3 - want.shape[0] * 4  # Less a float32 scale per row.
+    assert len(flatbuffer) - len(smaller) >= 0.8 * saved
 
 
 def _tensor_names(flatbuffer, g):
