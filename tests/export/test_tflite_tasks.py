@@ -439,6 +439,7 @@ def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_p
             "sites": list(quantization.SMOOTH_SITES),
             "inputs_smoothed": 4 * TINY["num_hidden_layers"] + 1,
         }
+        assert info["embedding_tables"] == "int8, a scale per row, dequantized once"
         described = quantization.describe(info)
         assert f"SmoothQuant (alpha 0.5) on {4 * TINY['num_hidden_layers'] + 1} matmul" in described
         assert "call (not calibrated): query_key_value, attention_output_dense" in described
