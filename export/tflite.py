@@ -43,7 +43,8 @@ hundredths; answers that are near-ties in float32 may flip, e.g. an NER tag or a
 and two calibrated on `representative_texts` (default: the training texts the fine-tuning run
 recorded in `model/`), see `keras_bert.export.quantization`: "int8" (int8 weights and
 activations in every FULLY_CONNECTED, the feed-forward output's activations quantized per call,
-for SQuAD and NER its input's too, the other ops and the answer float: as fast as dynamic range,
+for SQuAD and NER every matmul's, on SmoothQuant-scaled inputs; the other ops and the answer
+float: as fast as dynamic range,
 the same classification labels on real dev sets, bench/bench_tflite_tasks.py for SQuAD and NER)
 "int8_integer_only" (every op after the tokenizer integer, asserted: what integer-only
 accelerators run; loses labels on BERT-sized activations, bench/bench_tflite.py; refused for
@@ -255,12 +256,27 @@ def convert(source, functions, quantize="none", representative_texts=None):
     """
     if quantize not in QUANTIZERS:
         raise ValueError(f"quantize must be one of {tuple(QUANTIZERS)}, got {quantize!r}.")
-    representative = samples = None
     if quantize in CALIBRATED:
         samples = representative_dataset(functions, representative_texts)
-        # The converter's calibration gives the model its statistics' places (a few texts do);
-        # `quantization.measured_ranges` then measures them on every text, reproducibly.
-        representative = lambda: itertools.islice(samples(), CONVERTER_CALIBRATION)  # noqa: E731
+        return quantization.quantize_calibrated(
+            calibrate(functions, samples), samples(), quantize, source.kind
+        )
+    converter = _converter(functions)
+    QUANTIZERS[quantize](converter, None)
+    return converter.convert()
+
+
+def calibrate(functions, samples):
+    """The float flatbuffer of `functions` with the converter's calibration statistics (the
+    places `keras_bert.export.quantization` measures: the converter's calibration run on a few of
+    `samples`, a `representative_dataset`, gives them; its ranges vary from run to run)."""
+    converter = _converter(functions)
+    _int8(converter, lambda: itertools.islice(samples(), CONVERTER_CALIBRATION))
+    return converter.convert()
+
+
+def _converter(functions):
+    """A TFLite converter of the functions, frozen: builtins and custom (text) ops, no Flex."""
     converter = tf.lite.TFLiteConverter.from_concrete_functions(
         [_frozen(name, function) for name, function in functions.items()], tf.Module()
     )
@@ -268,15 +284,7 @@ def convert(source, functions, quantize="none", representative_texts=None):
         tf.lite.OpsSet.TFLITE_BUILTINS
     ]  # No Flex (SELECT_TF_OPS).
     converter.allow_custom_ops = True  # The tokenizer's tensorflow-text ops.
-    QUANTIZERS[quantize](converter, representative)
-    flatbuffer = converter.convert()
-    if quantize in CALIBRATED:
-        reduce = quantization.calibration_reduce(quantize, source.kind)
-        ranges = quantization.measured_ranges(flatbuffer, samples(), reduce=reduce)
-        flatbuffer = quantization.quantize(
-            quantization.with_ranges(flatbuffer, ranges), quantize, source.kind
-        )
-    return flatbuffer
+    return converter
 
 
 def _frozen(name, function):

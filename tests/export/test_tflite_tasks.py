@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 from conftest import NER_VOCAB, SQUAD_OPTIONS
 from export_cases import SEQ_LENGTH, softmax, write_task_model
-from finetune_cases import sentiment_rows
+from finetune_cases import TINY, sentiment_rows
 from real_data import real_file
 from tensorflow.lite.python import schema_py_generated as schema
 from test_task_signatures import (
@@ -385,21 +385,23 @@ def _op_types(path):
         flatbuffer = f.read()
     model = schema.Model.GetRootAsModel(flatbuffer, 0)
     graph = model.Subgraphs(1)  # serving_default (preprocess is subgraph 0).
-    hybrid = 0
+    hybrid = matmuls = 0
     for i in range(graph.OperatorsLength()):  # FULLY_CONNECTEDs with float in and out.
         op = graph.Operators(i)
         if quantization._op_name(model.OperatorCodes(op.OpcodeIndex())) == "FULLY_CONNECTED":
+            matmuls += 1
             hybrid += graph.Tensors(op.Outputs(0)).Type() == schema.TensorType.FLOAT32
-    return quantization.op_tensor_types(flatbuffer), hybrid
+    return quantization.op_tensor_types(flatbuffer), hybrid, matmuls
 
 
 def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_path):
     """int8 of SQuAD (refused before: TFLite's quantizer crashed the process on the -inf score of
     "no answer" in its calibration statistics) and NER, calibrated on 100 texts, against float32
-    and dynamic range on 200 others: int8 matmuls, the two feed-forward ones per call (float out),
-    the answer (top-k, exact score sums, -inf, argmax) in float from the logits; valid answers
-    (offsets give the text, finite scores), agreeing with float32 nearly as often as dynamic
-    range does (the tiny heads are random: near-ties flip under any rounding)."""
+    and dynamic range on 200 others: int8 weights in every matmul, activations quantized per call
+    on SmoothQuant-scaled inputs (float out), the answer (top-k, exact score sums, -inf, argmax)
+    in float from the logits; valid answers (offsets give the text, finite scores), agreeing with
+    float32 nearly as often as dynamic range does (the tiny heads are random: near-ties flip
+    under any rounding)."""
     question, context = _squad_inputs(300, seed=31)
     texts = _varied(300, seed=31)
     calibration = {"squad2": list(zip(question[:100], context[:100])), "ner": texts[:100]}
@@ -417,17 +419,30 @@ def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_p
             functions=export["functions"],
         )
         exports[name] = dict(export, paths=dict(export["paths"], int8=path))
-        types, hybrid = _op_types(path)
-        assert "INT8, INT8, INT32 -> INT8" in types["FULLY_CONNECTED"] and hybrid == 2, types
+        types, hybrid, matmuls = _op_types(path)
+        assert hybrid == matmuls == 6 * TINY["num_hidden_layers"] + 1  # Blocks and the head.
+        assert all(", INT8" in kinds for kinds in types["FULLY_CONNECTED"]), types
+        assert types["DEQUANTIZE"] == ["INT8 -> FLOAT32"]  # The embedding tables (int8_tables).
+        sizes = [
+            os.path.getsize(os.path.join(p, tflite.MODEL_FILE))
+            for p in (path, export["paths"]["dynamic_range"])
+        ]
+        assert sizes[0] <= 1.1 * sizes[1], sizes
         answer_op = {"squad2": "TOPK_V2", "ner": "ARG_MAX"}[name]
         assert all(kinds.startswith("FLOAT32") for kinds in types[answer_op]), types[answer_op]
         with open(os.path.join(path, "task.json")) as f:
             info = json.load(f)["quantization"]
-        assert info["per_call_int8_layers"] == ["intermediate_dense", "output_dense"]
-        assert info["calibration_ranges"] == "minmax"
+        assert info["per_call_int8_layers"] == list(quantization.LAYER_SITES)
+        assert info["smoothing"] == {
+            "method": "SmoothQuant",
+            "alpha": 0.5,
+            "sites": list(quantization.SMOOTH_SITES),
+            "inputs_smoothed": 4 * TINY["num_hidden_layers"] + 1,
+        }
+        assert info["embedding_tables"] == "int8, a scale per row, dequantized once"
         described = quantization.describe(info)
-        assert "call (not calibrated): intermediate_dense, output_dense" in described
-        assert "calibrated ranges: overall min and max" in described
+        assert f"SmoothQuant (alpha 0.5) on {4 * TINY['num_hidden_layers'] + 1} matmul" in described
+        assert "call (not calibrated): query_key_value, attention_output_dense" in described
 
     read = {"squad2": _squad_answers, "ner": _rows}
     agreement = {}
@@ -449,6 +464,88 @@ def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_p
     print(f"answers as float32's (dynamic range, int8): {agreement}")
     for name, kept in agreement.items():
         assert kept["int8"] >= kept["dynamic_range"] - 0.1 and kept["int8"] >= 0.6, name
+
+
+def test_smoothing_keeps_the_float_model(ner):
+    """SmoothQuant's rewrite (X / s in a float MUL, s into the weights' columns) of the float
+    model computes what it computed before: the logits and the entities of texts not calibrated
+    on; it finds each block's four matmul inputs and the head's, and flattens their channel
+    ranges (NumPy's max |X_j / s_j| against max |X_j|)."""
+    functions, texts = ner["functions"], _varied(80, seed=7)
+    samples = tflite.representative_dataset(functions, texts[:40])
+    calibrated = tflite.calibrate(functions, samples)
+    sites = quantization.matmul_sites(calibrated)
+    layers = TINY["num_hidden_layers"]
+    assert {site: len(groups) for site, groups in sites.items()} == {
+        "qkv": layers,
+        "attention_output": layers,
+        "intermediate": layers,
+        "output": layers,
+        "head": 1,
+    }
+    assert [len(ops) for _, _, ops in sites["qkv"]] == [3] * layers
+    inputs = [(g, x) for groups in sites.values() for g, x, _ in groups]
+    _, per_channel = quantization.measure(calibrated, samples(), [], inputs)
+    highs = {
+        site: [np.abs(per_channel[(g, x)]).max(axis=(0, 1)) for g, x, _ in groups]
+        for site, groups in sites.items()
+    }
+    smoothed, count = quantization.smooth(calibrated, highs, 0.5)
+    assert count == len(inputs) == 4 * layers + 1
+    (g, x), head = inputs[0], sites["head"][0][2][0]
+    logits = int(schema.Model.GetRootAsModel(calibrated, 0).Subgraphs(g).Operators(head).Outputs(0))
+    before, after = {}, {}
+    for flatbuffer, values in ((calibrated, before), (smoothed, after)):
+        interpreter = quantization._keeping_interpreter(flatbuffer)
+        out = interpreter.get_signature_runner("serving_default")(
+            text=tflite.as_strings(texts[40:])
+        )
+        values.update(out, logits=interpreter.get_tensor(logits, g))
+    np.testing.assert_allclose(after["logits"], before["logits"], atol=1e-4, rtol=1e-4)
+    for key in ("entity_text", "entity_type", "start_char", "end_char", "entity_count"):
+        np.testing.assert_array_equal(after[key], before[key])
+    names = _tensor_names(smoothed, g)
+    smoothed_x = names.index(names[x] + quantization.SMOOTHED_SUFFIX)
+    interpreter = quantization._keeping_interpreter(smoothed)
+    interpreter.get_signature_runner("serving_default")(text=tflite.as_strings(texts[40:]))
+    x_values = interpreter.get_tensor(x, g).reshape(-1, per_channel[(g, x)].shape[-1])
+    scaled = interpreter.get_tensor(smoothed_x, g).reshape(x_values.shape)
+    spread = [np.ptp(np.log(np.abs(v).max(axis=0) + 1e-6)) for v in (x_values, scaled)]
+    assert spread[1] < spread[0], spread
+
+
+def test_int8_tables_hold_each_row_within_half_its_step(ner):
+    """`int8_tables`: the embedding tables a GATHER reads become int8 with a scale per row and a
+    DEQUANTIZE before the lookup: the looked-up values are the float table's within half a step
+    of their row's grid (NumPy), the file shrinks by about three quarters of the tables."""
+    with open(os.path.join(ner["paths"]["none"], tflite.MODEL_FILE), "rb") as f:
+        flatbuffer = f.read()
+    smaller = quantization.int8_tables(flatbuffer, smallest=64)
+    assert quantization.op_tensor_types(smaller)["DEQUANTIZE"] == ["INT8 -> FLOAT32"]
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    g = 1  # serving_default
+    names = _tensor_names(smaller, g)
+    tables = [t for t, name in enumerate(names) if name.endswith("/dequantized")]
+    assert tables, names
+    interpreter = quantization._keeping_interpreter(smaller)
+    interpreter.get_signature_runner("serving_default")(text=tflite.as_strings(_varied(4, seed=2)))
+    saved = 0
+    for t in tables:
+        original = names.index(names[t][: -len("/dequantized")])
+        want = model.Subgraphs(g).Tensors(original)
+        want = (
+            model.Buffers(want.Buffer()).DataAsNumpy().view(np.float32).reshape(want.ShapeAsNumpy())
+        )
+        got = interpreter.get_tensor(t, g)
+        step = np.abs(want).max(axis=1, keepdims=True) / 127.0
+        assert got.shape == want.shape and (np.abs(got - want) <= step / 2 + 1e-7).all()
+        saved += want.size * 3 - want.shape[0] * 4  # Less a float32 scale per row.
+    assert len(flatbuffer) - len(smaller) >= 0.8 * saved
+
+
+def _tensor_names(flatbuffer, g):
+    graph = schema.Model.GetRootAsModel(flatbuffer, 0).Subgraphs(g)
+    return [graph.Tensors(t).Name().decode() for t in range(graph.TensorsLength())]
 
 
 # === Real inputs ===
