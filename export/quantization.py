@@ -5,7 +5,7 @@ model with every tensor's range over the representative texts) and quantize it w
 MLIR quantizer (`mlir_quantize`, what `tf.lite.experimental.QuantizationDebugger` uses for its
 selective quantization, with its `denylisted_ops` and `denylisted_nodes`; the debugger itself
 cannot run our models, which need tensorflow-text's kernels). Between the two,
-`measured_ranges` replaces the converter's statistics with reproducible ones, and a tensor
+`quantize_calibrated` replaces the converter's statistics with reproducible ones, and a tensor
 whose range is infinite (SQuAD's score of -inf for "no answer") keeps none (`with_ranges`):
 the quantizer crashes the process on it.
 
@@ -21,7 +21,8 @@ the quantizer crashes the process on it.
   pairs), labels as the float32 model's: every op int8 87.5%; only the matrix multiplies int8
   93.9% (95.9% of the decided); that, with the feed-forward output's matrix multiply in float,
   98.0% (100% of the decided); with every elementwise op int8 as well 86.3%. This recipe with
-  `measured_ranges`: 98.3-98.8% (99.7-100% of the decided), the speed of "dynamic_range".
+  measured ranges (`reduce_ranges`): 98.3-98.8% (99.7-100% of the decided), the speed of
+  "dynamic_range".
   The attention's two BATCH_MATMULs (scores, context) are float (`INT8_FLOAT_OPS`): in int8 they
   cost 0.65x the speed on a CPU (LiteRT's XNNPACK does not run them; the graph falls into pieces).
   Every op after the last matrix multiply (the answer from the logits: SQuAD's top-k and exact
@@ -123,7 +124,7 @@ class Int8Recipe(
     """How "int8" quantizes a kind of model: `per_call`, the Keras layers (of `LAYER_SITES`)
     whose FULLY_CONNECTED quantizes its activations per call (found from the graph,
     `matmul_sites`; the other matmuls are calibrated); `reduce`, how the calibration texts'
-    ranges combine (`measured_ranges`); `smooth_alpha` and `smooth_sites`, SmoothQuant's migration
+    ranges combine (`reduce_ranges`); `smooth_alpha` and `smooth_sites`, SmoothQuant's migration
     strength and the sites (of `SMOOTH_SITES`, per-call ones) whose inputs it scales (`smooth`;
     None: no smoothing); `float_layout`, `INT8_LAYOUT_OPS` in float and the embedding tables in
     int8 per row (`int8_tables`)."""
@@ -167,7 +168,7 @@ class IntegerOnlyError(ValueError):
 
 
 def calibration_reduce(quantize_name, kind=None):
-    """How `measured_ranges` combines the calibration texts' ranges for a quantization: "int8"
+    """How `reduce_ranges` combines the calibration texts' ranges for a quantization: "int8"
     as `recipe(kind)`, "int16x8_integer_only" the overall min and max (16 bits hold the outlier
     channels without saturating them), "int8_integer_only" the mean."""
     if quantize_name == "int8":
@@ -236,19 +237,16 @@ def quantize_calibrated(calibrated, samples, quantize_name, kind=None):
     """The quantized flatbuffer of the converter's calibrated one: each calibrated tensor's range
     measured on `samples` (`measure`, combined as `calibration_reduce` says), with, for "int8",
     the channel maxima of the inputs the recipe smooths; then `quantize`."""
-    int8 = (
-        recipe(kind)
-        if quantize_name == "int8"
-        else Int8Recipe((), calibration_reduce(quantize_name, kind))
-    )
-    sites = matmul_sites(calibrated) if int8.smooth_alpha is not None else {}
-    inputs = [(g, x) for site in int8.smooth_sites for g, x, _ in sites.get(site, [])]
+    smoothed = recipe(kind).smooth_sites if quantize_name == "int8" else ()
+    sites = matmul_sites(calibrated) if smoothed else {}
+    inputs = [(g, x) for site in smoothed for g, x, _ in sites.get(site, [])]
     seen, per_channel = measure(calibrated, samples, _with_statistics(calibrated), inputs)
     highs = {
         site: [np.abs(per_channel[(g, x)]).max(axis=(0, 1)) for g, x, _ in sites.get(site, [])]
-        for site in int8.smooth_sites
+        for site in smoothed
     }
-    calibrated = with_ranges(calibrated, reduce_ranges(seen, int8.reduce))
+    ranges = reduce_ranges(seen, calibration_reduce(quantize_name, kind))
+    calibrated = with_ranges(calibrated, ranges)
     return quantize(calibrated, quantize_name, kind, highs)
 
 
@@ -653,29 +651,6 @@ def describe(info):
     return "\n".join(lines)
 
 
-def measured_ranges(calibrated, samples, reduce="mean"):
-    """Each calibrated tensor's (min, max) over `samples`, measured by running the calibrated
-    model (float) in LiteRT with every tensor kept.
-
-    The converter's own calibration run gives different ranges from one run to the next on the
-    same texts (seen on all-MiniLM-L6-v2, up to 2x in a feed-forward layer); these are
-    reproducible. "mean" (the default) averages each text's min and max, as the moving averages of
-    quantization-aware training do: rare outliers saturate instead of coarsening every other
-    value (all-MiniLM-L6-v2 on MRPC dev, "int8": 98.8% of the labels kept against 97.6% with the
-    overall min and max, "minmax").
-
-    Args:
-        calibrated: bytes, a flatbuffer with calibration statistics (the converter's
-            `_experimental_calibrate_only`).
-        samples: iterable of (signature name, {input name: array}).
-        reduce: "mean" or "minmax".
-
-    Returns:
-        dict (subgraph, tensor index) -> (min, max), for the tensors that carry statistics.
-    """
-    return reduce_ranges(measure(calibrated, samples, _with_statistics(calibrated))[0], reduce)
-
-
 def _with_statistics(calibrated):
     """(subgraph, tensor) of every tensor with calibration statistics."""
     model = schema.Model.GetRootAsModel(calibrated, 0)
@@ -718,7 +693,14 @@ def measure(flatbuffer, samples, tensors, channels=()):
 
 def reduce_ranges(seen, reduce):
     """{tensor: (min, max)} from each sample's (min, max) (`measure`): "mean" averages them,
-    "minmax" takes the overall min and max."""
+    "minmax" takes the overall min and max.
+
+    Measured by running the calibrated model rather than taken from the converter's own
+    calibration run, which gives different ranges from one run to the next on the same texts
+    (seen on all-MiniLM-L6-v2, up to 2x in a feed-forward layer); these are reproducible. "mean"
+    averages as the moving averages of quantization-aware training do: rare outliers saturate
+    instead of coarsening every other value (all-MiniLM-L6-v2 on MRPC dev, "int8": 98.8% of the
+    labels kept against 97.6% with "minmax")."""
     if reduce == "mean":
         return {
             key: tuple(float(v) for v in np.mean(values, axis=0)) for key, values in seen.items()
@@ -745,7 +727,7 @@ def _keeping_interpreter(flatbuffer):
 
 def with_ranges(calibrated, ranges):
     """The calibrated flatbuffer with its statistics replaced by `ranges` (see
-    `measured_ranges`). A tensor whose range is not finite (SQuAD's score of -inf for no answer)
+    `quantize_calibrated`). A tensor whose range is not finite (SQuAD's score of -inf for no answer)
     loses its statistics and stays float: TFLite's quantizer crashes the process on an infinite
     range (a segmentation fault in its ConvertStatsToQDQs, TensorFlow 2.20)."""
     model = flatbuffer_utils.convert_bytearray_to_object(bytearray(calibrated))

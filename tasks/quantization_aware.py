@@ -17,7 +17,7 @@ epochs' evaluation, `model/` and every export see) is the float model. The activ
 (`ActivationRanges`, moving averages) belong to the trainer: the training checkpoints hold them
 and a resumed run continues them. The integer export calibrates on the training texts recorded
 in `model/` as for any model, and measures each tensor's range as the mean of each text's min and
-max: the statistic the ranges here average (`keras_bert.export.quantization.measured_ranges`).
+max: the statistic the ranges here average (`keras_bert.export.quantization.quantize_calibrated`).
 """
 
 import tensorflow as tf

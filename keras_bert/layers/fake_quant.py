@@ -10,7 +10,7 @@ pass and let gradients through unchanged inside the range (the straight-through 
   FULLY_CONNECTED); embedding tables, LayerNorm gamma and beta per tensor over their min and max;
 - activations: asymmetric per tensor (255 steps, zero exact) over `ActivationRanges`, moving
   averages of each example's min and max in the float model (what the export measures on its
-  calibration texts, `keras_bert.export.quantization.measured_ranges`), observed in a float
+  calibration texts, `keras_bert.export.quantization.quantize_calibrated`), observed in a float
   forward pass of each training step ("observe" mode): the fake-quantized pass's own values
   would differ where rounding upstream moves them (a LayerNorm variance rounded to 0 sends its
   RSQRT to 1/sqrt(epsilon), where the export saturates at the float model's range);
