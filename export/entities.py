@@ -114,9 +114,11 @@ def char_offsets(texts, row, *byte_offsets):
         list of int32 [...], one per `byte_offsets`: the characters before each offset in its text.
     """
     values = tf_text.ByteSplitter().split(texts)  # uint8 (B, (bytes))
-    starts = tf.concat(
-        [[0], tf.cumsum(_character_starts(values))], 0
-    )  # (L + 1,) characters before each byte
+    starts = tf.cond(  # (L + 1,) characters before each byte (an IF in TFLite)
+        tf.reduce_all(tf.cast(values.flat_values, tf.int32) < 0x80),
+        lambda: tf.range(tf.size(values.flat_values) + 1),  # ASCII: a character per byte
+        lambda: tf.concat([[0], tf.cumsum(_character_starts(values))], 0),
+    )
     base = tf.gather(tf.cast(values.row_splits, tf.int32), row)  # (...) the text's first byte
     return [tf.gather(starts, base + offsets) - tf.gather(starts, base) for offsets in byte_offsets]
 

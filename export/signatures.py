@@ -28,6 +28,7 @@ from keras_bert.export.text_inputs import (
 )
 from keras_bert.tasks.long_text import LongTextOptions, max_first_length, resolve_stride
 from keras_bert.text import windows as window_lib
+from keras_bert.text.packer import _take
 
 
 def model_outputs(source, inputs):
@@ -225,7 +226,29 @@ def token_classification(source):
 def _token_slots(windows, ids, width, reach, seq_length):
     """int32 [M] (M: the pieces of `ids`, flat): where each piece is read, window * width +
     position in it, in the window where it has the most context (`spans.max_context`); -1 for
-    pieces in no window (past `max_windows`)."""
+    pieces in no window (past `max_windows`). Batches of one window per text (an IF in TFLite)
+    skip the comparison of windows."""
+    return tf.cond(
+        tf.reduce_all(windows["count"] <= 1),
+        lambda: _one_window_slots(windows, ids, width),
+        lambda: _any_window_slots(windows, ids, width, reach, seq_length),
+    )
+
+
+def _one_window_slots(windows, ids, width):
+    """`_token_slots` when no text has more than one window: each piece's text's window."""
+    row = tf.cast(ids.value_rowids(), tf.int32)  # (M,)
+    window = tf.gather(tf.cumsum(windows["count"], exclusive=True), row)  # (M,) if it has one
+    read = tf.gather(windows["count"], row) > 0
+    window = tf.where(read, window, 0)
+    token = tf.range(tf.size(row)) - tf.gather(tf.cast(ids.row_splits, tf.int32), row)  # (M,)
+    token -= _take(windows["start"], window)  # In the window's pieces.
+    read &= (token >= 0) & (token < _take(windows["length"], window))
+    return tf.where(read, window * width + token + 1, -1)
+
+
+def _any_window_slots(windows, ids, width, reach, seq_length):
+    """`_token_slots` for texts of any number of windows."""
     pos = tf.range(width)[tf.newaxis, :]  # (1, S)
     token = windows["start"][:, tf.newaxis] + pos - 1  # (W, S) the piece at each position
     inside = (pos >= 1) & (pos <= windows["length"][:, tf.newaxis])  # (W, S)

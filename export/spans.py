@@ -57,26 +57,50 @@ def max_context(windows, position, reach, seq_length):
     Returns:
         bool [W, N].
     """
-    ranks = max_context_ranks(seq_length)
-    rows, columns = ranks.shape
-    ranks = tf.constant(ranks.reshape(-1))
+    # Texts of one window each (most of them at batch 1): a token's only window is its max-context
+    # one, so the answer is whether it is in it; the windows around it need not be scored
+    # (an IF in TFLite, whose other branch is skipped).
+    return tf.cond(
+        tf.reduce_all(windows["count"] <= 1),
+        lambda: _in_window(_geometry(windows), position, 0)[0],
+        lambda: _max_context(windows, position, reach, seq_length),
+    )
+
+
+def _geometry(windows):
+    """Each window's index among its text's, and its text's step, room, num_tokens and count:
+    int32 [W, 1] each."""
     example = windows["example"]
     k = (
         tf.range(tf.size(example))[:, tf.newaxis]
         - tf.gather(tf.cumsum(windows["count"], exclusive=True), example)[:, tf.newaxis]
-    )  # (W, 1)
-    step, room, num_tokens, count = (
+    )
+    return (k,) + tuple(
         tf.gather(windows[name], example)[:, tf.newaxis]
         for name in ("step", "room", "num_tokens", "count")
-    )  # (W, 1) each
+    )
+
+
+def _in_window(geometry, position, d):
+    """(bool [W, N], the window's start and length [W, 1] each): is each position in the window
+    `d` windows after each window (of the same text)? geometry: `_geometry(windows)`."""
+    k, step, room, num_tokens, count = geometry
+    j = k + d
+    start = j * step
+    length = tf.minimum(num_tokens - start, room)
+    inside = (j >= 0) & (j < count) & (position >= start) & (position < start + length)  # (W, N)
+    return inside, start, length
+
+
+def _max_context(windows, position, reach, seq_length):
+    """`max_context` for texts of any number of windows."""
+    ranks = max_context_ranks(seq_length)
+    rows, columns = ranks.shape
+    ranks = tf.constant(ranks.reshape(-1))
+    geometry = _geometry(windows)
     scores = []
     for d in range(-reach, reach + 1):  # The windows around each one, in order.
-        j = k + d
-        start = j * step
-        length = tf.minimum(num_tokens - start, room)
-        inside = (
-            (j >= 0) & (j < count) & (position >= start) & (position < start + length)
-        )  # (W, N)
+        inside, start, length = _in_window(geometry, position, d)
         context = tf.clip_by_value(
             tf.minimum(position - start, start + length - 1 - position), 0, rows - 1
         )

@@ -100,6 +100,15 @@ def test_ner_entities_equal_the_tasks_predictions(conll):
     out = loaded.signatures["serving_default"](text=tf.constant(texts + BLANK_TEXTS))
     want = _python_entities(conll["model_dir"], NER_TEXTS) + [[]] * len(BLANK_TEXTS)
     assert _exported_entities(out) == want
+    # Texts one at a time, and a batch of one window each: the graph's one-window branch.
+    windows = out["num_windows"].numpy()
+    assert windows.max() > 1 and (windows == 1).sum() > 1
+    for i, text in enumerate(texts):
+        one = loaded.signatures["serving_default"](text=tf.constant([text]))
+        assert _exported_entities(one) == [want[i]]
+    short = [i for i, n in enumerate(windows[: len(texts)]) if n == 1]
+    some = loaded.signatures["serving_default"](text=tf.constant([texts[i] for i in short]))
+    assert _exported_entities(some) == [want[i] for i in short]
     # The check can tell: entities of every type, of several words, of multi-piece words ("movies").
     flat = [e for row in want for e in row]
     assert {e[1] for e in flat} == {"PER", "ORG", "LOC", "MISC"}
@@ -316,6 +325,13 @@ def test_squad_answers_equal_the_tasks_predictions(squad1, squad2, version):
     out = signatures["serving_default"](question=question, context=context)
     answers = [a.decode() for a in out["answer"].numpy()]
     assert answers == [prediction.predictions[e.qas_id] for e in examples]
+    # One question at a time: those of one window take the graph's one-window branch.
+    for i in range(len(examples)):
+        one = signatures["serving_default"](
+            question=question[i : i + 1], context=context[i : i + 1]
+        )
+        assert one["answer"].numpy()[0].decode() == answers[i]
+        assert one["start_char"].numpy()[0] == out["start_char"].numpy()[i]
     for e, answer, start, end, score, has in zip(
         examples,
         answers,

@@ -207,15 +207,21 @@ def test_code_point_offsets_of_any_bytes_count_as_python_decodes():
     texts = [bytes(rng.choice(alphabet, int(rng.integers(0, 10)))) for _ in range(1500)] + [
         t.encode() for t in ("東京 🙂 e\u0301", "\ufffd", "")
     ]
-    row, offsets, want = [], [], []
-    for i, text in enumerate(texts):
-        whole = text.decode("utf-8", "replace")
-        for o in range(len(text) + 1):
-            head = text[:o].decode("utf-8", "replace")
-            if head + text[o:].decode("utf-8", "replace") == whole:  # A character boundary.
-                row.append(i), offsets.append(o), want.append(len(head))
-    (got,) = entities.char_offsets(tf.constant(texts), tf.constant(row), tf.constant(offsets))
-    assert got.numpy().tolist() == want and len(want) > 8000
+
+    def check(texts):
+        row, offsets, want = [], [], []
+        for i, text in enumerate(texts):
+            whole = text.decode("utf-8", "replace")
+            for o in range(len(text) + 1):
+                head = text[:o].decode("utf-8", "replace")
+                if head + text[o:].decode("utf-8", "replace") == whole:  # A character boundary.
+                    row.append(i), offsets.append(o), want.append(len(head))
+        (got,) = entities.char_offsets(tf.constant(texts), tf.constant(row), tf.constant(offsets))
+        assert got.numpy().tolist() == want
+        return len(want)
+
+    assert check(texts) > 8000
+    assert check([b"", bytes(range(128)), b"An ASCII batch"]) == 1 + 129 + 15  # Its own branch.
 
 
 # === float32: the tasks' answers ===
