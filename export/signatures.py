@@ -29,6 +29,7 @@ from keras_bert.export.text_inputs import (
 from keras_bert.tasks.long_text import LongTextOptions, max_first_length, resolve_stride
 from keras_bert.text import windows as window_lib
 from keras_bert.text.packer import _take
+from keras_bert.text.tokenizer import row_ids
 
 
 def model_outputs(source, inputs):
@@ -237,7 +238,7 @@ def _token_slots(windows, ids, width, reach, seq_length):
 
 def _one_window_slots(windows, ids, width):
     """`_token_slots` when no text has more than one window: each piece's text's window."""
-    row = tf.cast(ids.value_rowids(), tf.int32)  # (M,)
+    row = row_ids(ids)  # (M,)
     window = tf.gather(tf.cumsum(windows["count"], exclusive=True), row)  # (M,) if it has one
     read = tf.gather(windows["count"], row) > 0
     window = tf.where(read, window, 0)
