@@ -87,20 +87,6 @@ def logits_of(out):
     return np.asarray(out["score"], np.float32).reshape(-1, 1)
 
 
-def word_tags(words, out, row):
-    """IOB2 tags of a sentence's words from the NER export's entities (code point offsets in the
-    words joined by spaces): a word inside an entity gets its type, B- on the entity's first."""
-    starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
-    tags = ["O"] * len(words)
-    for k in range(int(out["entity_count"][row])):
-        begin, end = int(out["start_char"][row, k]), int(out["end_char"][row, k])
-        kind = out["entity_type"][row, k].decode()
-        inside = [i for i, s in enumerate(starts) if s < end and s + len(words[i]) > begin]
-        for j, i in enumerate(inside):
-            tags[i] = ("B-" if j == 0 else "I-") + kind
-    return tags
-
-
 def export_all(models, quantizations, calibration, tmp, threads):
     """{(model name, quantization): (signature runner, size in bytes)}; quantizations the export
     refuses for the task's kind (`quantization.UNSUPPORTED_KINDS`) are left out."""
@@ -152,7 +138,9 @@ def score(task, runner, names, examples):
         return squad_metrics.evaluate_v1(gold, answers)
     if kind == "token_classification":
         predicted = [
-            word_tags(e.words, out, r) for part, out in batches for r, e in enumerate(part)
+            common.word_tags(e.words, entities)
+            for part, out in batches
+            for e, entities in zip(part, common.ner_answers(out))
         ]
         return entity_metrics([e.tags for e in examples], predicted, ())
     logits = np.concatenate([logits_of(out) for _, out in batches])

@@ -77,40 +77,11 @@ def squad_answers(out):
     ]
 
 
-def ner_answers(out):
-    """serving_default outputs -> [((text, type, start_char, end_char), ...)] per sentence."""
-    rows = []
-    for i, count in enumerate(out["entity_count"]):
-        rows.append(
-            tuple(
-                (
-                    out["entity_text"][i, j].decode("utf-8", "replace"),
-                    out["entity_type"][i, j].decode(),
-                    int(out["start_char"][i, j]),
-                    int(out["end_char"][i, j]),
-                )
-                for j in range(int(count))
-            )
-        )
-    return rows
-
-
 def entity_overlap(got, want):
     """Micro F1 of the entities `got` against `want` (lists per sentence of entity tuples)."""
     both = sum(len(set(a) & set(b)) for a, b in zip(got, want))
     total = sum(len(a) for a in got) + sum(len(b) for b in want)
     return 2 * both / total if total else 1.0
-
-
-def word_tags(words, entities):
-    """IOB2 tags of `words` (joined by single spaces) from entities' character spans."""
-    starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
-    tags = ["O"] * len(words)
-    for _, kind, start, end in entities:
-        inside = [i for i, s in enumerate(starts) if start <= s < end]
-        for k, i in enumerate(inside):
-            tags[i] = f"{'I' if k else 'B'}-{kind}"
-    return tags
 
 
 def runner_call(path, threads, read):
@@ -149,7 +120,7 @@ def measure(task, args, directory):
         model_dir, calibration, read = args.squad_model, args.calibration_squad, squad_answers
     else:
         examples, rows = conll_inputs(args.conll_data, args.sentences)
-        model_dir, calibration, read = args.conll_model, args.calibration_conll, ner_answers
+        model_dir, calibration, read = args.conll_model, args.calibration_conll, common.ner_answers
     paths = export_all(model_dir, directory, args.quantize.split(","), calibration)
     calls = {q: runner_call(path, args.threads, read) for q, path in paths.items()}
     answers = {}
@@ -173,7 +144,7 @@ def measure(task, args, directory):
             quality = [f"{text_kept:.2%}", f"{kept:.2%}", f"{100 * overlap:.1f}"]
             quality += [f"{score['exact_match']:.1f}", f"{score['f1']:.1f}"]
         else:
-            predicted = [word_tags(e.words, a) for e, a in zip(examples, answers[q])]
+            predicted = [common.word_tags(e.words, a) for e, a in zip(examples, answers[q])]
             f1 = entity_metrics([e.tags for e in examples], predicted, ())["f1"]
             quality = [f"{kept:.2%}", f"{100 * entity_overlap(answers[q], want):.1f}"]
             quality.append(f"{100 * f1:.1f}")
