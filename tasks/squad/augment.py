@@ -80,7 +80,7 @@ def cloze_candidates(sentence: str, clause_words: int = 8) -> list[tuple[str, st
     side, within the sentence) with the span replaced by the wh-word, ending with "?".
     """
     sentence = sentence.strip().rstrip(".!?").strip()
-    spans = {}
+    spans: dict[tuple[int, int], str] = {}
     for pattern, wh in ((_YEAR, "when"), (_NUMBER, "how many"), (_NAME, "what")):
         for m in pattern.finditer(sentence):
             overlaps = any(m.start() < end and start < m.end() for start, end in spans)
@@ -125,7 +125,7 @@ def augment_squad(
     out = []
     for a, article in enumerate(articles):
         paragraphs = article["paragraphs"]
-        extra = [[] for _ in paragraphs]
+        extra: list[list[dict]] = [[] for _ in paragraphs]
         for p, paragraph in enumerate(paragraphs):
             if "cloze" in options.kinds:
                 extra[p] += _cloze(paragraph["context"], f"cloze-{a}-{p}", options, rng)
@@ -199,7 +199,10 @@ def _check_disjoint(articles, excluded):
 
 
 def write_augmented(
-    train_file: str, output: str, options: AugmentOptions | None = None, exclude_file=None
+    train_file: str,
+    output: str,
+    options: AugmentOptions | None = None,
+    exclude_file: str | None = None,
 ) -> dict[str, int]:
     """Reads `train_file` (and `exclude_file`), writes `augment_squad`'s JSON to `output`
     atomically (nothing on an error) and returns the number of questions of each kind."""
@@ -229,7 +232,7 @@ def _read_json(path):
             raise ValueError(f"{path}: not valid JSON ({e}).") from None
 
 
-def define_flags():
+def define_flags() -> None:
     """The command line's flags (`AugmentOptions`' fields and the files)."""
     from absl import flags
 
@@ -246,7 +249,7 @@ def define_flags():
     flags.DEFINE_integer("seed", defaults.seed, "Seeds every random choice.")
 
 
-def main(argv):
+def main(argv: list[str]) -> None:
     del argv
     from absl import flags
 
@@ -259,7 +262,7 @@ def main(argv):
     print(f"{f.output}: {sum(counts.values())} questions ({counts})")
 
 
-def console_main():
+def console_main() -> None:
     """Entry point (`python -m keras_bert.tasks.squad.augment`)."""
     from keras_bert import cli
 
