@@ -31,6 +31,7 @@ import random
 import re
 
 from keras_bert import io_utils
+from keras_bert.tasks.squad.data import load_json
 
 KINDS = ("cloze", "neighbours", "noised")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(A-Z0-9])")
@@ -206,8 +207,8 @@ def write_augmented(
 ) -> dict[str, int]:
     """Reads `train_file` (and `exclude_file`), writes `augment_squad`'s JSON to `output`
     atomically (nothing on an error) and returns the number of questions of each kind."""
-    data = _read_json(train_file)
-    exclude = _read_json(exclude_file) if exclude_file else None
+    data = load_json(train_file)
+    exclude = load_json(exclude_file) if exclude_file else None
     out = augment_squad(data, options, exclude)
     io_utils.write_atomic(output, json.dumps(out))
     counts = dict.fromkeys(("cloze", "neighbours", "noised"), 0)
@@ -218,18 +219,6 @@ def write_augmented(
                 kind = kind or ("neighbours" if re.search(r"-n\d+$", qa["id"]) else "noised")
                 counts[kind] += 1
     return counts
-
-
-def _read_json(path):
-    import tensorflow as tf
-
-    if not tf.io.gfile.exists(path):
-        raise ValueError(f"SQuAD file not found: {path}.")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        try:
-            return json.loads(f.read())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{path}: not valid JSON ({e}).") from None
 
 
 def define_flags() -> None:

@@ -23,6 +23,7 @@ Reading rules (the original run_squad.py's `read_squad_examples`, made strict):
 import dataclasses
 import json
 import os
+from typing import Any
 
 import tensorflow as tf
 
@@ -88,15 +89,23 @@ def read_squad(path, version):
         SquadDataError: a missing or malformed file or record.
     """
     path = os.fspath(path)
+    return parse_squad(load_json(path), version, where=path)
+
+
+def load_json(path: str) -> Any:
+    """The JSON of a SQuAD file (local or gs://), not yet checked as SQuAD.
+
+    Raises:
+        SquadDataError: a missing file, or one that is not JSON.
+    """
     if not tf.io.gfile.exists(path):
         raise SquadDataError(f"SQuAD file not found: {path}.")
     with tf.io.gfile.GFile(path, "rb") as f:
         raw = f.read()
     try:
-        data = json.loads(raw)
+        return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise SquadDataError(f"{path}: not valid JSON ({e}).") from None
-    return parse_squad(data, version, where=path)
 
 
 def parse_squad(data, version, where="SQuAD data"):
