@@ -181,15 +181,16 @@ class BertTokenizer(keras.layers.Layer):
                 parts.append((index, tokenize(tf.gather(flat, index), with_offsets)))
             return _flatten(_merge_rows(parts, tf.shape(flat)[0]))
 
+        def plain():  # One op (a maximum of the row splits with 0): TFLite tools that read the
+            # flatbuffer's object API (the int8 quantizer's) take an op-less subgraph for none.
+            splits, *values = _flatten(outputs)
+            return [tf.maximum(splits, 0)] + values
+
         def sigma_path():
             has_sigma = _sigma_positions(flat)[2] > 0  # [N]
-            return tf.cond(
-                tf.reduce_any(has_sigma),
-                lambda: split_by_sigma(has_sigma),
-                lambda: _flatten(outputs),
-            )
+            return tf.cond(tf.reduce_any(has_sigma), lambda: split_by_sigma(has_sigma), plain)
 
-        splits, *values = tf.cond(_any_sigma(flat), sigma_path, lambda: _flatten(outputs))
+        splits, *values = tf.cond(_any_sigma(flat), sigma_path, plain)
         return [tf.RaggedTensor.from_row_splits(v, splits, validate=False) for v in values]
 
     def _tokenize_flat(self, flat, with_offsets):
