@@ -153,7 +153,7 @@ class BertTokenizer(keras.layers.Layer):
             flat = tf.reshape(texts, [-1])
         # Tokenize the flat list: [N, (T)] ids (and offsets).
         outputs = self._tokenize_flat(flat, with_offsets)
-        if self._final_sigma is not None:  # Texts holding a capital sigma take the final-sigma path.
+        if self._final_sigma is not None:  # Texts with a capital sigma take the final-sigma path.
             outputs = self._with_final_sigma(flat, outputs, with_offsets)
         outputs = _limit_word_length(
             outputs, self._is_suffix, self._num_chars, self.max_chars_per_word, self.unk_id

@@ -583,9 +583,7 @@ def test_tflite_prepares_the_final_sigma_path_only_for_texts_with_a_sigma(uncase
     flatbuffer, runner = _tflite_runner(module.serve)
     model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
     custom = {
-        i: code.customCode.decode()
-        for i, code in enumerate(model.operatorCodes)
-        if code.customCode
+        i: code.customCode.decode() for i, code in enumerate(model.operatorCodes) if code.customCode
     }
     is_if = {
         i
