@@ -136,12 +136,7 @@ def best_spans(
     )  # (W, N, N) start-major
     hi = tf.reshape(tf.where(valid, hi, -float("inf")), [tf.shape(hi)[0], -1])  # (W, N*N)
     lo = tf.reshape(tf.where(valid, lo, 0.0), tf.shape(hi))
-    # The first largest (hi, lo) of each window (`_first_max(hi, lo)`, its maxima kept).
-    window_hi = tf.reduce_max(hi, -1)  # (W,)
-    top = hi == window_hi[:, tf.newaxis]
-    window_lo = tf.reduce_max(tf.where(top, lo, -float("inf")), -1)
-    top &= lo == window_lo[:, tf.newaxis]
-    best = tf.reduce_min(tf.where(top, tf.range(tf.shape(hi)[-1]), tf.int32.max), -1)  # (W,)
+    best, window_hi, window_lo = _window_best(hi, lo)  # (W,) each
     example, num_questions = windows["example"], tf.size(windows["count"])
     found = (
         tf.math.unsorted_segment_max(
@@ -180,6 +175,17 @@ def best_spans(
         "first": window_start + tf.gather_nd(first, pick),
         "last": window_start + tf.gather_nd(last, pick_end),
     }
+
+
+def _window_best(hi, lo):
+    """(index, hi, lo) [W] of the first largest (hi, lo) pair of each row of [W, M]: `_first_max(hi,
+    lo)` with its maxima."""
+    window_hi = tf.reduce_max(hi, -1)  # (W,)
+    top = hi == window_hi[:, tf.newaxis]
+    window_lo = tf.reduce_max(tf.where(top, lo, -float("inf")), -1)
+    top &= lo == window_lo[:, tf.newaxis]
+    best = tf.reduce_min(tf.where(top, tf.range(tf.shape(hi)[-1]), tf.int32.max), -1)
+    return best, window_hi, window_lo
 
 
 def span_bytes(starts, ends, best, has_answer):
