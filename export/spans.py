@@ -57,14 +57,31 @@ def max_context(windows, position, reach, seq_length):
     Returns:
         bool [W, N].
     """
-    # Texts of one window each (most of them at batch 1): a token's only window is its max-context
-    # one, so the answer is whether it is in it; the windows around it need not be scored
-    # (an IF in TFLite, whose other branch is skipped).
-    return tf.cond(
-        tf.reduce_all(windows["count"] <= 1),
-        lambda: _in_window(_geometry(windows), position, 0)[0],
-        lambda: _max_context(windows, position, reach, seq_length),
+    # The 2 * reach + 1 windows around each one at once, as a last axis D (no loop, no IF: in
+    # TFLite every op, and every op of both branches of an IF, costs on each call).
+    ranks = max_context_ranks(seq_length)
+    rows, columns = ranks.shape
+    k, step, room, num_tokens, count = _geometry(windows)  # (W, 1) each
+    j = k + tf.range(-reach, reach + 1)[tf.newaxis, :]  # (W, D) the windows around, in order
+    start = j * step
+    length = tf.minimum(num_tokens - start, room)
+    exists = (j >= 0) & (j < count)  # (W, D)
+    # (W, N, 1) against (W, 1, D), with expand_dims (see best_spans).
+    position, start, length = (
+        tf.expand_dims(position, 2),
+        tf.expand_dims(start, 1),
+        tf.expand_dims(length, 1),
     )
+    inside = (
+        tf.expand_dims(exists, 1) & (position >= start) & (position < start + length)
+    )  # (W, N, D)
+    context = tf.clip_by_value(
+        tf.minimum(position - start, start + length - 1 - position), 0, rows - 1
+    )
+    score = tf.gather(
+        tf.constant(ranks.reshape(-1)), context * columns + tf.clip_by_value(length, 0, columns - 1)
+    )  # (W, N, D)
+    return _first_max(tf.where(inside, score, -1)) == reach
 
 
 def _geometry(windows):
@@ -79,37 +96,6 @@ def _geometry(windows):
         tf.gather(windows[name], example)[:, tf.newaxis]
         for name in ("step", "room", "num_tokens", "count")
     )
-
-
-def _in_window(geometry, position, d):
-    """(bool [W, N], the window's start and length [W, 1] each): is each position in the window
-    `d` windows after each window (of the same text)? geometry: `_geometry(windows)`."""
-    k, step, room, num_tokens, count = geometry
-    j = k + d
-    start = j * step
-    length = tf.minimum(num_tokens - start, room)
-    inside = (j >= 0) & (j < count) & (position >= start) & (position < start + length)  # (W, N)
-    return inside, start, length
-
-
-def _max_context(windows, position, reach, seq_length):
-    """`max_context` for texts of any number of windows."""
-    ranks = max_context_ranks(seq_length)
-    rows, columns = ranks.shape
-    ranks = tf.constant(ranks.reshape(-1))
-    geometry = _geometry(windows)
-    scores = []
-    for d in range(-reach, reach + 1):  # The windows around each one, in order.
-        inside, start, length = _in_window(geometry, position, d)
-        context = tf.clip_by_value(
-            tf.minimum(position - start, start + length - 1 - position), 0, rows - 1
-        )
-        score = tf.gather(
-            ranks, context * columns + tf.clip_by_value(length, 0, columns - 1)
-        )  # (W, N)
-        scores.append(tf.where(inside, score, -1))
-    scores = tf.stack(scores, -1)  # (W, N, 2 * reach + 1)
-    return _first_max(scores) == reach
 
 
 def best_spans(
@@ -150,9 +136,7 @@ def best_spans(
     )  # (W, N, N) start-major
     hi = tf.reshape(tf.where(valid, hi, -float("inf")), [tf.shape(hi)[0], -1])  # (W, N*N)
     lo = tf.reshape(tf.where(valid, lo, 0.0), tf.shape(hi))
-    best = _first_max(hi, lo)  # (W,)
-    window_hi = tf.reduce_max(hi, -1)  # (W,)
-    window_lo = tf.reduce_max(tf.where(hi == window_hi[:, tf.newaxis], lo, -float("inf")), -1)
+    best, window_hi, window_lo = _window_best(hi, lo)  # (W,) each
     example, num_questions = windows["example"], tf.size(windows["count"])
     found = (
         tf.math.unsorted_segment_max(
@@ -191,6 +175,17 @@ def best_spans(
         "first": window_start + tf.gather_nd(first, pick),
         "last": window_start + tf.gather_nd(last, pick_end),
     }
+
+
+def _window_best(hi, lo):
+    """(index, hi, lo) [W] of the first largest (hi, lo) pair of each row of [W, M]: `_first_max(hi,
+    lo)` with its maxima."""
+    window_hi = tf.reduce_max(hi, -1)  # (W,)
+    top = hi == window_hi[:, tf.newaxis]
+    window_lo = tf.reduce_max(tf.where(top, lo, -float("inf")), -1)
+    top &= lo == window_lo[:, tf.newaxis]
+    best = tf.reduce_min(tf.where(top, tf.range(tf.shape(hi)[-1]), tf.int32.max), -1)
+    return best, window_hi, window_lo
 
 
 def span_bytes(starts, ends, best, has_answer):

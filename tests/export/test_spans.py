@@ -1,7 +1,7 @@
 """The in-graph max-context choice (`keras_bert.export.spans.max_context`) against the Python
 features' (`keras_bert.tasks.squad.features.max_context_masks`, itself checked against the
-original's `_check_is_max_context`), on batches whose texts all fit one window (the graph's
-shortcut) and on batches that mix them with texts of many windows."""
+original's `_check_is_max_context`), on batches whose texts all fit one window and on batches
+that mix them with texts of many windows, in TensorFlow and in TFLite."""
 
 import numpy as np
 import pytest
@@ -51,3 +51,35 @@ def test_max_context_in_the_graph_matches_the_features(batch):
         ]
     np.testing.assert_array_equal(got, np.stack(expected))
     assert (len(flat) == len(texts)) == (batch == "one window each")
+
+
+def test_max_context_in_tflite_matches_the_graph():
+    """The same choice from the TFLite interpreter (the windows around each one on a last axis:
+    broadcasts the converter must keep), for the mixed batch."""
+    from keras_bert.export import tflite
+
+    texts = BATCHES["mixed"]
+    width = max(room for _, room, _ in texts) + 2
+    expected, flat = graph_masks(texts, width)
+    windows = {
+        "example": [i for i, _, _ in flat],
+        "count": [len(doc_windows(*t)) for t in texts],
+        "step": [min(stride, room) for _, room, stride in texts],
+        "room": [room for _, room, _ in texts],
+        "num_tokens": [n for n, _, _ in texts],
+    }
+    reach = max(-(-room // min(stride, room)) for _, room, stride in texts)
+    specs = {name: tf.TensorSpec([None], tf.int32, name=name) for name in windows}
+
+    @tf.function(input_signature=[specs, tf.TensorSpec([None, None], tf.int32)])
+    def choose(windows, position):
+        mask = spans.max_context(windows, position, reach, max(r for _, r, _ in texts) + 3)
+        return {"mask": tf.cast(mask, tf.int32)}
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [choose.get_concrete_function()], tf.Module()
+    )
+    runner = tflite.load_interpreter(model_content=converter.convert()).get_signature_runner()
+    position = np.array([[start + p for p in range(width)] for _, start, _ in flat], np.int32)
+    got = runner(position=position, **{k: np.array(v, np.int32) for k, v in windows.items()})
+    np.testing.assert_array_equal(got["mask"].astype(bool), expected)

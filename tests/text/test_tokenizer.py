@@ -523,3 +523,82 @@ def test_tflite_conversion_and_interpreter(lines, uncased):
         _, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(texts))
         np.testing.assert_array_equal(out["starts"], starts.flat_values.numpy())
         np.testing.assert_array_equal(out["ends"], ends.flat_values.numpy())
+
+
+SIGMA_BATCHES = [
+    [],
+    [b""],
+    [b"", b""],
+    [b"\xce", b"\xa3"],  # The two bytes of a capital sigma, in two texts: none.
+    [b"abc\xce", b"", b"\xa3x"],
+    [b"a\xce\xa3"],
+    [b"x", b"", "ΟΔΟΣ".encode()],
+    [b"\xce"],
+    [b"\xa3\xce"],
+]
+
+
+def _tflite_runner(function):
+    from tensorflow.lite.python.interpreter import InterpreterWithCustomOps
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [function.get_concrete_function()], tf.Module()
+    )
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    converter.allow_custom_ops = True
+    flatbuffer = converter.convert()
+    interpreter = InterpreterWithCustomOps(
+        model_content=flatbuffer, custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS
+    )
+    return flatbuffer, interpreter.get_signature_runner()
+
+
+def test_sigma_check_matches_the_sigma_positions_in_tflite_too():
+    """`_any_sigma` (the tokenizer's cheap check) answers as `_sigma_positions` reduced."""
+    from keras_bert.text.tokenizer import _any_sigma, _sigma_positions
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def check(texts):
+        return {
+            "fast": _any_sigma(texts),
+            "slow": tf.reduce_any(_sigma_positions(texts)[2] > 0),
+        }
+
+    _, runner = _tflite_runner(check)
+    for texts in SIGMA_BATCHES:
+        expected = any("Σ" in t.decode("utf-8", "replace") for t in texts)
+        graph = check(tf.constant(texts, tf.string, shape=[len(texts)]))
+        lite = runner(texts=np.array(texts + [None], dtype=object)[:-1])
+        assert [bool(graph["fast"]), bool(graph["slow"]), bool(lite["fast"])] == [expected] * 3
+
+
+def test_tflite_prepares_the_final_sigma_path_only_for_texts_with_a_sigma(uncased):
+    """TFLite prepares both branches of an IF on every call: the final-sigma path must sit in an IF
+    nested in the true branch of the check's IF, after an op of data-dependent shape (where the
+    preparation of that branch stops), and answer as the tokenizer for texts with and without Σ."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    _, _, tokenizer = uncased
+    module = _serving_module(tokenizer)
+    flatbuffer, runner = _tflite_runner(module.serve)
+    model = schema.ModelT.InitFromPackedBuf(flatbuffer, 0)
+    custom = {
+        i: code.customCode.decode() for i, code in enumerate(model.operatorCodes) if code.customCode
+    }
+    is_if = {
+        i
+        for i, code in enumerate(model.operatorCodes)
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == schema.BuiltinOperator.IF
+    }
+    main = model.subgraphs[0].operators
+    (outer,) = [op for op in main if op.opcodeIndex in is_if]
+    true_branch = model.subgraphs[outer.builtinOptions.thenSubgraphIndex].operators
+    assert len(model.subgraphs[outer.builtinOptions.elseSubgraphIndex].operators) <= 2
+    assert custom.get(true_branch[0].opcodeIndex) == "TFText>ByteSplitWithOffsets"
+    (inner,) = [op for op in true_branch if op.opcodeIndex in is_if]
+    assert len(model.subgraphs[inner.builtinOptions.thenSubgraphIndex].operators) > 200
+    assert len(true_branch) < 60
+    for texts in (["ΟΔΟΣ ΣΟΦΟΣ.", "plain"], ["plain", "words"], [""]):
+        out = runner(texts=np.array([t.encode() for t in texts], dtype=object))
+        got = tf.RaggedTensor.from_row_splits(out["ids"], out["row_splits"]).to_list()
+        assert got == _ours(tokenizer, texts)
