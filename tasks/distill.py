@@ -6,10 +6,11 @@
 The teacher is the `model/` directory of a fine-tuning run (classification, regression, SQuAD,
 CoNLL-2003, SWAG; its task, vocabulary, casing and sequence length are used). The student is
 `--student_layers=N` (N of the teacher's layers, evenly spaced, with its embeddings and head,
-as DistilBERT) or `--student_preset=L-4_H-256` (random, or `--student_init_checkpoint`'s
-weights). The loss is `--alpha` x the gold-label loss + (1 - alpha) x (the teacher's soft
-targets at `--temperature`, scaled by T^2 + `--hidden_weight` x hidden-state matching +
-`--attention_weight` x attention matching, as TinyBERT). `--unlabeled_file` adds inputs only the
+as DistilBERT; `--student_layer_ids=1,3,5` names them instead) or
+`--student_preset=L-4_H-256` (random, or `--student_init_checkpoint`'s weights). The loss is
+`--alpha` x the gold-label loss + (1 - alpha) x (the teacher's soft targets at `--temperature`,
+scaled by T^2 + `--hidden_weight` x hidden-state matching + `--attention_weight` x attention
+matching, as TinyBERT). `--unlabeled_file` adds inputs only the
 teacher labels. Everything else is the fine-tuning runner's (`keras_bert.tasks.finetune`: the
 same flags for data, recipe, strategy and outputs): `--model_dir` receives checkpoints (a killed
 run resumes), `eval_results.json` (the student's metrics, and the teacher's under "teacher"),
@@ -40,6 +41,7 @@ _FLAG_HELP = {
     "seq_length": "Tokens per sequence (default: the teacher's).",
     "teacher": "The fine-tuned model/ directory to distill (or its run directory).",
     "student_layers": "Student of N of the teacher's layers, evenly spaced (DistilBERT's init).",
+    "student_layer_ids": "The teacher's layers the student keeps instead, 0-based: e.g. 1,3,5.",
     "student_preset": "Student of a BertConfig preset instead, e.g. L-4_H-256.",
     "student_init_checkpoint": "The preset student's starting weights (default random).",
     "temperature": "Softmax temperature of the soft targets (loss scaled by T^2).",

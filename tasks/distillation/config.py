@@ -21,6 +21,9 @@ class DistillConfig(FinetuneConfig):
             directory holding it.
         student_layers: int or None. Keep this many of the teacher's layers, evenly spaced,
             with its embeddings and head (`keras_bert.tasks.distillation.students`).
+        student_layer_ids: str or None. The teacher's layers to keep instead of evenly spaced
+            ones: 0-based, comma-separated, increasing ("1,3,5"; a list of ints is taken too).
+            student_layers, if given as well, must be their number.
         student_preset: str or None. A `BertConfig` preset instead ("L-4_H-256", "mini"...).
         student_init_checkpoint: str or None. The preset student's starting weights (anything
             init_checkpoint takes; its vocabulary must be the teacher's); default random.
@@ -40,6 +43,7 @@ class DistillConfig(FinetuneConfig):
 
     teacher: str | None = None
     student_layers: int | None = None
+    student_layer_ids: str | None = None
     student_preset: str | None = None
     student_init_checkpoint: str | None = None
     temperature: float = 2.0
@@ -72,8 +76,8 @@ class DistillConfig(FinetuneConfig):
             raise ValueError("hidden_weight and attention_weight must be >= 0.")
 
     def _check_model_source(self) -> None:
-        """Exactly one student: student_layers >= 1, or student_preset (or a
-        student_init_checkpoint); no fine-tuning model settings."""
+        """Exactly one student: student_layers >= 1 and/or student_layer_ids, or student_preset
+        (or a student_init_checkpoint); no fine-tuning model settings."""
         given = [
             name
             for name in ("init_checkpoint", "model", "vocab_file", "lora_rank")
@@ -87,13 +91,29 @@ class DistillConfig(FinetuneConfig):
         if self.quantization_aware:
             raise ValueError("Distillation does not take quantization_aware (fine-tuning only).")
         preset = self.student_preset or self.student_init_checkpoint
-        if (self.student_layers is None) == (not preset):
+        layers = self.student_layers is not None or self.student_layer_ids is not None
+        if layers == bool(preset):
             raise ValueError(
-                "Pass one student: student_layers (N of the teacher's layers) or student_preset "
-                "(e.g. L-4_H-256, optionally with student_init_checkpoint)."
+                "Pass one student: student_layers (N of the teacher's layers) or "
+                "student_layer_ids (which ones), or student_preset (e.g. L-4_H-256, optionally "
+                "with student_init_checkpoint)."
             )
         if self.student_layers is not None and self.student_layers < 1:
             raise ValueError(f"student_layers must be >= 1, got {self.student_layers}.")
+        if self.student_layer_ids is not None:
+            self._check_layer_ids()
+
+    def _check_layer_ids(self) -> None:
+        """student_layer_ids as "1,3,5" (`students.layer_ids`), as many as student_layers."""
+        from keras_bert.tasks.distillation.students import layer_ids
+
+        ids = layer_ids(self.student_layer_ids)
+        self.student_layer_ids = ",".join(str(i) for i in ids)
+        if self.student_layers is not None and self.student_layers != len(ids):
+            raise ValueError(
+                f"student_layers={self.student_layers} but student_layer_ids names {len(ids)} "
+                f"layers ({self.student_layer_ids}): give one of them, or agreeing ones."
+            )
 
     def check_paths(self) -> None:
         """Raises if a local input path does not exist (teacher, student_init_checkpoint,

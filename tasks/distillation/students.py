@@ -3,7 +3,9 @@
 - `student_layers=N`: the teacher's configuration with N layers; the embeddings, the pooler, the
   task head and N of the teacher's Transformer blocks, evenly spaced from the first to the last
   (`chosen_layers`: 3 of 6 -> 0, 2, 5; 6 of 12 -> 0, 2, 4, 7, 9, 11, DistilBERT's choice) are
-  copied (Sanh et al. 2019's initialization).
+  copied (Sanh et al. 2019's initialization). `student_layer_ids="1,3,5"` names the teacher's
+  blocks instead (0-based, increasing): on SQuAD the top block of each pair of MiniLM's six
+  (1, 3, 5) distilled better than the evenly spaced 0, 2, 5 (see README).
 - `student_preset="L-4_H-256"`: a `BertConfig` preset with the teacher's vocabulary, random
   weights, or the encoder of `student_init_checkpoint` (anything `--init_checkpoint` takes;
   its vocabulary must be the teacher's). Its head starts random.
@@ -20,13 +22,43 @@ import numpy as np
 from absl import logging
 
 
-def chosen_layers(teacher_layers, student_layers):
-    """The 0-based teacher blocks a student of `student_layers` keeps: evenly spaced from the
-    first to the last (rounded half to even).
+def layer_ids(text):
+    """The teacher blocks of `student_layer_ids` ("1,3,5"; a list of ints is taken as well):
+    0-based, strictly increasing.
 
     Raises:
-        ValueError: student_layers is not in [1, teacher_layers].
+        ValueError: not comma-separated integers >= 0 in increasing order, naming the value.
     """
+    items = text.split(",") if isinstance(text, str) else list(text)
+    try:
+        ids = [int(str(item).strip()) for item in items]
+    except ValueError:
+        ids = []
+    if not ids or ids[0] < 0 or any(b <= a for a, b in zip(ids, ids[1:])):
+        raise ValueError(
+            f"student_layer_ids must be the teacher's 0-based layers, comma-separated in "
+            f"increasing order (e.g. '1,3,5'), got {text!r}."
+        )
+    return ids
+
+
+def chosen_layers(teacher_layers, student_layers, student_layer_ids=None):
+    """The 0-based teacher blocks a student of `student_layers` keeps: `student_layer_ids`
+    (`layer_ids`) when given, else evenly spaced from the first to the last (rounded half to
+    even).
+
+    Raises:
+        ValueError: student_layers is not in [1, teacher_layers], or a student_layer_ids is
+            not one of the teacher's layers.
+    """
+    if student_layer_ids is not None:
+        ids = layer_ids(student_layer_ids)
+        if ids[-1] >= int(teacher_layers):
+            raise ValueError(
+                f"student_layer_ids must be in [0, {int(teacher_layers) - 1}] (the teacher has "
+                f"{teacher_layers} layers), got {student_layer_ids!r}."
+            )
+        return ids
     if not 1 <= int(student_layers) <= int(teacher_layers):
         raise ValueError(
             f"student_layers must be in [1, {teacher_layers}] (the teacher has {teacher_layers} "
@@ -59,8 +91,8 @@ def build_student(config, task, teacher, vocabulary, dtype):
 
     teacher_config = teacher.encoder.config
     teacher_layers = teacher_config.num_hidden_layers
-    if config.student_layers is not None:
-        chosen = chosen_layers(teacher_layers, config.student_layers)
+    if config.student_layers is not None or config.student_layer_ids is not None:
+        chosen = chosen_layers(teacher_layers, config.student_layers, config.student_layer_ids)
         student_config = dataclasses.replace(teacher_config, num_hidden_layers=len(chosen))
         student = task.build_model(BertEncoder(student_config, dtype=dtype), config.dropout)
         copy_layers(teacher, student, chosen)

@@ -83,22 +83,26 @@ def _inputs(batch=3, seq=7, seed=0):
     }
 
 
-def test_student_is_the_teacher_with_the_other_layers_skipped():
+@pytest.mark.parametrize(
+    "layers, layer_ids, kept",
+    [(2, None, [0, 3]), (None, "1,3", [1, 3]), (None, [0, 2, 3], [0, 2, 3])],
+)
+def test_student_is_the_teacher_with_the_other_layers_skipped(layers, layer_ids, kept):
     task = registry.get_task("mnli")  # 3 classes.
     encoder = keras_bert.BertEncoder(keras_bert.BertConfig(**dict(TINY, num_hidden_layers=4)))
     teacher = task.build_model(encoder, 0.1)
-    config = types.SimpleNamespace(student_layers=2, dropout=0.1)
+    config = types.SimpleNamespace(student_layers=layers, student_layer_ids=layer_ids, dropout=0.1)
     student, pairs = students.build_student(config, task, teacher, VOCAB, "float32")
-    assert student.encoder.config.num_hidden_layers == 2
-    assert pairs == [(0, 0), (1, 1), (4, 2)]
-    for s, t in zip(student.encoder.transformer_layers, [0, 3]):
+    assert student.encoder.config.num_hidden_layers == len(kept)
+    assert pairs == [(0, 0)] + [(t + 1, j + 1) for j, t in enumerate(kept)]
+    for s, t in zip(student.encoder.transformer_layers, kept):
         for a, b in zip(s.weights, encoder.transformer_layers[t].weights):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
-    # The teacher's own layers run with blocks 1 and 2 left out give the student's logits.
+    # The teacher's own layers run with the other blocks left out give the student's logits.
     x = _inputs()
     h = encoder.embeddings(x["input_word_ids"], x["input_type_ids"])
     bias = attention_bias(x["input_mask"], "float32")
-    for index in (0, 3):
+    for index in kept:
         h = encoder.transformer_layers[index](h, bias)
     expected = teacher.get_layer("classifier")(encoder.pooler(h[:, 0]))
     np.testing.assert_allclose(student(x)["logits"].numpy(), expected.numpy(), atol=1e-6)
@@ -397,6 +401,31 @@ def test_bad_input_is_one_clear_error(teacher, tmp_path):
             dict(teacher=teacher["model"], student_layers=2),
             ValueError,
             r"student_layers must be in \[1, 1\] \(the teacher has 1 layers\), got 2",
+        ),
+        (
+            dict(teacher=teacher["model"], student_layer_ids="1"),
+            ValueError,
+            r"student_layer_ids must be in \[0, 0\] \(the teacher has 1 layers\), got '1'",
+        ),
+        (
+            dict(teacher=teacher["model"], student_layer_ids="0,0"),
+            ValueError,
+            r"comma-separated in increasing order \(e.g. '1,3,5'\), got '0,0'",
+        ),
+        (
+            dict(teacher=teacher["model"], student_layer_ids="first"),
+            ValueError,
+            "student_layer_ids must be the teacher's 0-based layers.* got 'first'",
+        ),
+        (
+            dict(teacher=teacher["model"], student_layers=2, student_layer_ids="0"),
+            ValueError,
+            r"student_layers=2 but student_layer_ids names 1 layers \(0\)",
+        ),
+        (
+            dict(teacher=teacher["model"], student_layer_ids="0", student_preset="L-2_H-128"),
+            ValueError,
+            "Pass one student",
         ),
         (
             dict(
