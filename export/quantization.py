@@ -255,7 +255,7 @@ def float_after_matmuls(calibrated):
     multiply's input (the ops after the model's last FULLY_CONNECTED: the answer from the logits),
     which the quantizer then leaves in float ("int8"). Without it, it quantizes them as well:
     SQuAD's top-k of the span logits and its exact score sums, NER's argmax, in 8 bits."""
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(calibrated))
+    model = _model_object(calibrated)
     matmul = {
         i
         for i, code in enumerate(model.operatorCodes)
@@ -316,7 +316,7 @@ def per_call_int8(flatbuffer):
     quantizer was told to skip; it renames their outputs, e.g. after a smoothed input) turned
     into hybrid ones: int8 weights (symmetric, per output channel), activations quantized per
     call and row (`asymmetric_quantize_inputs`), as TFLite's dynamic-range quantizer writes them."""
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    model = _model_object(flatbuffer)
     for graph in model.subgraphs:
         for op in graph.operators:
             code = model.operatorCodes[op.opcodeIndex]
@@ -347,7 +347,7 @@ def int8_tables(flatbuffer, smallest=256):
     `smallest` values) stored as int8 with a scale per row (symmetric) and dequantized before it
     (a DEQUANTIZE of a constant, which LiteRT computes once): a quarter of the size, the lookups
     in float on the tables' values within half a step of their row's 8-bit grid."""
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    model = _model_object(flatbuffer)
     dequantize = _opcode(model, schema.BuiltinOperator.DEQUANTIZE)
     for graph in model.subgraphs:
         inserted = []
@@ -490,7 +490,7 @@ def _tensor_types(types):
 def symmetric_ranges(calibrated):
     """The calibrated flatbuffer with every range made symmetric about 0, (-m, m) for
     m = max(|min|, |max|): TFLite's int16 kernels take zero points of 0 only."""
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(calibrated))
+    model = _model_object(calibrated)
     for graph in model.subgraphs:
         _table_ranges(model, graph)
         for tensor in graph.tensors:
@@ -534,7 +534,7 @@ def symmetric_int16(flatbuffer):
     moves the tensor's grid by one step (1/65535 of its range); an int8 constant is requantized
     (symmetric, per tensor) from its values. FULLY_CONNECTED keeps int32 biases: int64 ones
     (the 16x8 default of TFLite's older quantizer) changed no MRPC label, at 0.3x the speed."""
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    model = _model_object(flatbuffer)
     for graph in model.subgraphs:
         weights = {
             int(op.inputs[1])
@@ -576,7 +576,7 @@ def integer_argmax(flatbuffer):
     """The flatbuffer with a CAST int16 -> int32 before every ARG_MAX of an int16 tensor
     (TFLite's ARG_MAX has no int16 kernel): the argmax of the quantized values themselves,
     which order as the values they stand for (one positive scale)."""
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    model = _model_object(flatbuffer)
     cast = None
     for graph in model.subgraphs:
         for op in list(graph.operators):
@@ -608,6 +608,18 @@ def integer_argmax(flatbuffer):
             graph.operators.insert(graph.operators.index(op), new)
             op.inputs[0] = len(graph.tensors) - 1
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def _model_object(flatbuffer):
+    """The flatbuffer as TFLite's object API (`schema.ModelT`), every subgraph's op, tensor,
+    input and output lists lists: the object API gives None for an empty one (an IF branch
+    that passes its inputs through has no ops), which the passes here iterate."""
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    for graph in model.subgraphs:
+        for name in ("operators", "tensors", "inputs", "outputs"):
+            if getattr(graph, name) is None:
+                setattr(graph, name, [])
+    return model
 
 
 def _builtin(model, op):
@@ -730,7 +742,7 @@ def with_ranges(calibrated, ranges):
     `quantize_calibrated`). A tensor whose range is not finite (SQuAD's score of -inf for no answer)
     loses its statistics and stays float: TFLite's quantizer crashes the process on an infinite
     range (a segmentation fault in its ConvertStatsToQDQs, TensorFlow 2.20)."""
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(calibrated))
+    model = _model_object(calibrated)
     for (g, t), (low, high) in ranges.items():
         quantization = model.subgraphs[g].tensors[t].quantization
         quantization.min, quantization.max = [low], [high]
@@ -816,7 +828,7 @@ def smooth(flatbuffer, highs, alpha):
         ValueError: the flatbuffer has a different number of inputs at a site than `highs`.
     """
     found = matmul_sites(flatbuffer)
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    model = _model_object(flatbuffer)
     mul = _opcode(model, schema.BuiltinOperator.MUL)
     inserted = collections.defaultdict(list)  # subgraph -> [(before op index, MUL op)]
     for site, site_highs in highs.items():

@@ -20,6 +20,7 @@ from finetune_cases import TINY, sentiment_rows, write_checkpoint, write_sst2
 from fuzz_cases import fuzz_batches
 from real_data import real_file
 from tensorflow.lite.python import schema_py_generated as schema
+from tensorflow.lite.tools import flatbuffer_utils
 from text.corpus import build_test_vocabulary, generate_corpus
 
 import keras_bert
@@ -300,6 +301,37 @@ def test_int8_has_int8_matmuls_and_lists_its_float_ops(classifier):
     assert metadata["quantization"] == info
     with pytest.raises(quantization.IntegerOnlyError, match="SOFTMAX .*FLOAT32"):
         quantization.check_integer_only(flatbuffer)
+
+
+def test_int8_passes_take_subgraphs_without_ops():
+    """An IF branch that passes its input through is a subgraph without ops (TFLite's object
+    API gives None for its op list); the int8 passes walk every subgraph and must keep it."""
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(64, 8)).astype(np.float32)
+    kernel = rng.normal(size=(8, 4)).astype(np.float32)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+    def f(ids):
+        x = tf.matmul(tf.gather(table, ids), kernel)
+        return {"y": tf.cond(tf.reduce_all(ids < 32), lambda: x, lambda: x * 2.0)}
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [f.get_concrete_function()], tf.Module()
+    )
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(converter.convert(), 0))
+    passing = [graph for graph in model.subgraphs if not graph.operators]
+    assert len(passing) == 1  # The pass-through branch, written without an op list (read
+    passing[0].operators = None  # as None; an int8 export of the tokenizer's IFs met that).
+    flatbuffer = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    flatbuffer = quantization.float_after_matmuls(flatbuffer)
+    flatbuffer = quantization.int8_tables(quantization.per_call_int8(flatbuffer))
+    types = quantization.op_tensor_types(flatbuffer)
+    assert types["FULLY_CONNECTED"] == ["FLOAT32, INT8 -> FLOAT32"]  # Quantized, then run:
+    runner = tflite.load_interpreter(model_content=flatbuffer).get_signature_runner()
+    for ids in ([1, 5, 30], [1, 40]):
+        expected = f(tf.constant(ids, tf.int32))["y"].numpy()
+        got = runner(ids=np.array(ids, np.int32))["y"]
+        np.testing.assert_allclose(got, expected, rtol=0.05, atol=0.05 * np.abs(expected).max())
 
 
 def test_integer_friendly_forms_equal_the_float_layers():
