@@ -181,10 +181,8 @@ class BertTokenizer(keras.layers.Layer):
                 parts.append((index, tokenize(tf.gather(flat, index), with_offsets)))
             return _flatten(_merge_rows(parts, tf.shape(flat)[0]))
 
-        def plain():  # One op (a maximum of the row splits with 0): TFLite tools that read the
-            # flatbuffer's object API (the int8 quantizer's) take an op-less subgraph for none.
-            splits, *values = _flatten(outputs)
-            return [tf.maximum(splits, 0)] + values
+        def plain():  # Passes the plain path's outputs through (an op-less branch).
+            return _flatten(outputs)
 
         def sigma_path():
             has_sigma = _sigma_positions(flat)[2] > 0  # [N]

@@ -118,24 +118,35 @@ def augment_squad(
     Raises:
         ValueError: a paragraph of `data` is in `exclude`, or `data` is not SQuAD JSON.
     """
+    return _augment(data, options, exclude)[0]
+
+
+def _augment(data, options, exclude):
+    """(`augment_squad`'s JSON, {kind: number of questions written})."""
     options = options or AugmentOptions()
     articles = _articles(data, "data")
     if exclude is not None:
         _check_disjoint(articles, _articles(exclude, "exclude"))
     rng = random.Random(options.seed)
+    counts = dict.fromkeys(KINDS, 0)
     out = []
     for a, article in enumerate(articles):
         paragraphs = article["paragraphs"]
         extra: list[list[dict]] = [[] for _ in paragraphs]
         for p, paragraph in enumerate(paragraphs):
+            made = {}
             if "cloze" in options.kinds:
-                extra[p] += _cloze(paragraph["context"], f"cloze-{a}-{p}", options, rng)
+                made["cloze"] = _cloze(paragraph["context"], f"cloze-{a}-{p}", options, rng)
             if "noised" in options.kinds:
-                extra[p] += _noised(paragraph, options, rng)
+                made["noised"] = _noised(paragraph, options, rng)
+            for kind, questions in made.items():
+                extra[p] += questions
+                counts[kind] += len(questions)
             if "neighbours" in options.kinds and len(paragraphs) > 1:
                 for k in range(1, min(options.neighbours, len(paragraphs) - 1) + 1):
-                    qas = paragraphs[p]["qas"]
-                    extra[(p + k) % len(paragraphs)] += [_qa(f"{q['id']}-n{k}", q) for q in qas]
+                    moved = [_qa(f"{q['id']}-n{k}", q["question"]) for q in paragraph["qas"]]
+                    extra[(p + k) % len(paragraphs)] += moved
+                    counts["neighbours"] += len(moved)
         kept = [
             {"context": paragraph["context"], "qas": qas}
             for paragraph, qas in zip(paragraphs, extra)
@@ -143,12 +154,11 @@ def augment_squad(
         ]
         if kept:
             out.append({"title": article.get("title", f"#{a}"), "paragraphs": kept})
-    return {"version": "1.1", "data": out}
+    return {"version": "1.1", "data": out}, counts
 
 
 def _qa(qas_id, question):
-    text = question if isinstance(question, str) else question["question"]
-    return {"id": qas_id, "question": text, "answers": []}
+    return {"id": qas_id, "question": question, "answers": []}
 
 
 def _cloze(context, prefix, options, rng):
@@ -209,15 +219,8 @@ def write_augmented(
     atomically (nothing on an error) and returns the number of questions of each kind."""
     data = load_json(train_file)
     exclude = load_json(exclude_file) if exclude_file else None
-    out = augment_squad(data, options, exclude)
+    out, counts = _augment(data, options, exclude)
     io_utils.write_atomic(output, json.dumps(out))
-    counts = dict.fromkeys(("cloze", "neighbours", "noised"), 0)
-    for article in out["data"]:
-        for paragraph in article["paragraphs"]:
-            for qa in paragraph["qas"]:
-                kind = "cloze" if qa["id"].startswith("cloze-") else None
-                kind = kind or ("neighbours" if re.search(r"-n\d+$", qa["id"]) else "noised")
-                counts[kind] += 1
     return counts
 
 
