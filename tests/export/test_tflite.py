@@ -296,6 +296,7 @@ def test_int8_has_int8_matmuls_and_lists_its_float_ops(classifier):
         info = json.load(f)["quantization"]
     assert info["float_ops"] == floats and info["per_call_int8_layers"] == ["output_dense"]
     assert "smoothing" not in info and "embedding_tables" not in info  # SQuAD and NER only.
+    assert info["weight_rounding"] == "nearest"
     assert info["matmul_tensor_types"]["FULLY_CONNECTED"] == types["FULLY_CONNECTED"]
     metadata = json.loads(tflite.read_metadata(flatbuffer)[tflite.METADATA_NAME])
     assert metadata["quantization"] == info

@@ -446,7 +446,10 @@ def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_p
             "inputs_smoothed": 4 * TINY["num_hidden_layers"] + 1,
         }
         assert info["embedding_tables"] == "int8, a scale per row, dequantized once"
+        gptq = name == "squad2"  # NER's weights are rounded to nearest (INT8_RECIPES).
+        assert info["weight_rounding"] == ("GPTQ" if gptq else "nearest")
         described = quantization.describe(info)
+        assert ("rounded by GPTQ" in described) == gptq
         assert f"SmoothQuant (alpha 0.5) on {4 * TINY['num_hidden_layers'] + 1} matmul" in described
         assert "call (not calibrated): query_key_value, attention_output_dense" in described
 
@@ -491,13 +494,13 @@ def test_smoothing_keeps_the_float_model(ner):
     }
     assert [len(ops) for _, _, ops in sites["qkv"]] == [3] * layers
     inputs = [(g, x) for groups in sites.values() for g, x, _ in groups]
-    _, per_channel = quantization.measure(calibrated, samples(), [], inputs)
+    _, per_channel, _ = quantization.measure(calibrated, samples(), [], inputs)
     highs = {
         site: [np.abs(per_channel[(g, x)]).max(axis=(0, 1)) for g, x, _ in groups]
         for site, groups in sites.items()
     }
-    smoothed, count = quantization.smooth(calibrated, highs, 0.5)
-    assert count == len(inputs) == 4 * layers + 1
+    smoothed, scales = quantization.smooth(calibrated, highs, 0.5)
+    assert sum(map(len, scales.values())) == len(inputs) == 4 * layers + 1
     (g, x), head = inputs[0], sites["head"][0][2][0]
     logits = int(schema.Model.GetRootAsModel(calibrated, 0).Subgraphs(g).Operators(head).Outputs(0))
     before, after = {}, {}

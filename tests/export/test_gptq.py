@@ -1,0 +1,121 @@
+"""GPTQ rounding of the int8 weights (`keras_bert.export.quantization.gptq`) and its use by
+`per_call_int8`."""
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.lite.python import schema_py_generated as schema
+
+from keras_bert.export import quantization, tflite
+
+
+def _nearest(kernel):
+    scale = np.abs(kernel).max(axis=1) / 127.0
+    return np.clip(np.round(kernel / scale[:, None]), -127, 127), scale
+
+
+def _obq_reference(kernel, gram, damp=0.01):
+    """GPTQ as the sequence of optimal-brain-quantizer steps it computes (Frantar et al. 2022,
+    eq. 2-3): round one input channel, spread its error over the channels left by the inverse
+    Hessian, then remove the channel from the inverse (a Gaussian elimination step), in the
+    order of decreasing diag(H). The package's version reads the same updates off one Cholesky
+    factor instead."""
+    w = kernel.astype(np.float64).copy()
+    scale = np.abs(w).max(axis=1) / 127.0
+    h = gram.astype(np.float64).copy()
+    h[np.diag_indices_from(h)] += damp * np.mean(np.diag(h))
+    inverse = np.linalg.inv(h)
+    values = np.zeros(w.shape)
+    left = list(np.argsort(-np.diag(gram), kind="stable"))
+    while left:
+        i, rest = left[0], left[1:]
+        values[:, i] = np.clip(np.round(w[:, i] / scale), -127, 127)
+        error = (w[:, i] - values[:, i] * scale) / inverse[i, i]
+        w[:, rest] -= np.outer(error, inverse[i, rest])
+        inverse -= np.outer(inverse[:, i], inverse[i, :]) / inverse[i, i]
+        left = rest
+    return values, scale
+
+
+def _correlated_inputs(rng, rows, width, mix=None):
+    """Inputs with correlated channels (by `mix`, default random) and a few outlier channels,
+    as a BERT layer's."""
+    mix = rng.normal(size=(width, width)) * 0.3 + np.eye(width) if mix is None else mix
+    x = rng.normal(size=(rows, width)) @ mix
+    x[:, :3] *= 8.0
+    return x
+
+
+def test_gptq_matches_the_step_by_step_reference():
+    rng = np.random.default_rng(0)
+    x = _correlated_inputs(rng, 400, 48)
+    kernel = rng.normal(size=(24, 48))
+    values, scale = quantization.gptq(kernel, x.T @ x)
+    want, want_scale = _obq_reference(kernel, x.T @ x)
+    assert values.dtype == np.int8 and scale.dtype == np.float32
+    np.testing.assert_allclose(scale, want_scale, rtol=1e-6)
+    assert np.mean(values == want) > 0.999, np.mean(values == want)
+    assert np.abs(values.astype(int) - want).max() <= 1
+
+
+def test_gptq_of_uncorrelated_inputs_is_rounding_to_nearest():
+    """With a diagonal X^T X no channel can absorb another's error: GPTQ rounds to nearest."""
+    rng = np.random.default_rng(1)
+    kernel = rng.normal(size=(16, 32))
+    values, scale = quantization.gptq(kernel, np.diag(rng.uniform(0.5, 4.0, size=32)))
+    want, want_scale = _nearest(kernel)
+    np.testing.assert_array_equal(values, want)
+    np.testing.assert_allclose(scale, want_scale, rtol=1e-6)
+
+
+def test_gptq_keeps_the_matmul_closer_to_float_than_rounding_to_nearest():
+    rng = np.random.default_rng(2)
+    kernel = rng.normal(size=(32, 64))
+    mix = rng.normal(size=(64, 64)) * 0.3 + np.eye(64)  # Texts of one kind: the same mix.
+    calibration, held_out = (_correlated_inputs(rng, 600, 64, mix) for _ in range(2))
+    values, scale = quantization.gptq(kernel, calibration.T @ calibration)
+    nearest, _ = _nearest(kernel)
+
+    def error(x, steps):
+        return np.linalg.norm(x @ (steps * scale[:, None] - kernel).T)
+
+    for x in (calibration, held_out):
+        assert error(x, values) < 0.8 * error(x, nearest), (error(x, values), error(x, nearest))
+
+
+def test_gptq_takes_inputs_that_are_always_zero():
+    rng = np.random.default_rng(3)
+    x = _correlated_inputs(rng, 200, 16)
+    x[:, 5] = 0.0
+    values, scale = quantization.gptq(rng.normal(size=(8, 16)), x.T @ x)
+    assert np.isfinite(scale).all() and np.abs(values.astype(int)).max() <= 127
+
+
+def test_per_call_int8_rounds_by_gptq_the_matmuls_it_has_grams_for():
+    rng = np.random.default_rng(4)
+    kernel = rng.normal(size=(16, 8)).astype(np.float32)  # [in, out], TF's layout.
+    x = _correlated_inputs(rng, 300, 16).astype(np.float32)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 16], tf.float32)])
+    def f(inputs):
+        return {"y": tf.matmul(inputs, kernel)}
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [f.get_concrete_function()], tf.Module()
+    )
+    flatbuffer = converter.convert()
+    sites = quantization.matmul_sites(flatbuffer)
+    assert list(sites) == ["head"] and len(sites["head"]) == 1
+    gram = x.T.astype(np.float64) @ x
+    outputs = {}
+    for name, grams in (("gptq", {"head": [gram]}), ("nearest", None)):
+        quantized = quantization.per_call_int8(flatbuffer, grams)
+        model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(quantized, 0))
+        (weights,) = [t for t in model.subgraphs[0].tensors if t.type == schema.TensorType.INT8]
+        stored = np.frombuffer(np.asarray(model.buffers[weights.buffer].data).tobytes(), np.int8)
+        want = quantization.gptq(kernel.T, gram)[0] if grams else _nearest(kernel.T)[0]
+        np.testing.assert_array_equal(stored.reshape(want.shape), want)
+        runner = tflite.load_interpreter(model_content=quantized).get_signature_runner()
+        outputs[name] = runner(inputs=x)["y"]
+    float_y = x @ kernel
+    errors = {name: np.linalg.norm(y - float_y) for name, y in outputs.items()}
+    assert errors["gptq"] < errors["nearest"], errors
