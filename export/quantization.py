@@ -252,8 +252,8 @@ def quantize_calibrated(calibrated, samples, quantize_name, kind=None):
     the channel maxima of the inputs the recipe smooths; then `quantize`."""
     int8 = quantize_name == "int8"
     smoothed = recipe(kind).smooth_sites if int8 else ()
-    rounded = [LAYER_SITES[layer] for layer in recipe(kind).per_call] if int8 else []
-    rounded = rounded if recipe(kind).gptq else []
+    by_gptq = int8 and recipe(kind).gptq
+    rounded = [LAYER_SITES[layer] for layer in recipe(kind).per_call] if by_gptq else []
     sites = matmul_sites(calibrated) if smoothed or rounded else {}
     inputs = [(g, x) for site in smoothed for g, x, _ in sites.get(site, [])]
     gram_inputs = [(g, x) for site in rounded for g, x, _ in sites.get(site, [])]
@@ -264,9 +264,8 @@ def quantize_calibrated(calibrated, samples, quantize_name, kind=None):
         site: [np.abs(per_channel[(g, x)]).max(axis=(0, 1)) for g, x, _ in sites.get(site, [])]
         for site in smoothed
     }
-    grams = {
-        site: [gram[(g, x)] for g, x, _ in sites.get(site, []) if (g, x) in gram]
-        for site in rounded
+    grams = {  # None where a sample never reached the input: rounded to nearest there.
+        site: [gram.get((g, x)) for g, x, _ in sites.get(site, [])] for site in rounded
     }
     ranges = reduce_ranges(seen, calibration_reduce(quantize_name, kind))
     calibrated = with_ranges(calibrated, ranges)
@@ -340,13 +339,14 @@ def per_call_int8(flatbuffer, grams=None):
     into hybrid ones: int8 weights (symmetric, per output channel), activations quantized per
     call and row (`asymmetric_quantize_inputs`), as TFLite's dynamic-range quantizer writes them.
     The weights are rounded to nearest, or by `gptq` where `grams` ({site: [X^T X of each input
-    X there]}, in `matmul_sites`' order for this flatbuffer) has their input's."""
+    X there, or None]}, in `matmul_sites`' order for this flatbuffer) has their input's."""
     model = _model_object(flatbuffer)
     gram_of = {
         (g, i): gram
         for site, values in (grams or {}).items()
         for (g, _, ops), gram in zip(matmul_sites(flatbuffer).get(site, []), values)
         for i in ops
+        if gram is not None
     }
     for g, graph in enumerate(model.subgraphs):
         for i, op in enumerate(graph.operators):
@@ -911,13 +911,13 @@ def smooth(flatbuffer, highs, alpha):
 
 
 def smoothed_grams(grams, scales):
-    """`grams` (X^T X of matmul inputs X, {site: [array]}) of the inputs X / s that `smooth`
-    made with `scales` (its second result; sites it did not smooth keep theirs)."""
+    """`grams` (X^T X of matmul inputs X, {site: [array or None]}) of the inputs X / s that
+    `smooth` made with `scales` (its second result; sites it did not smooth keep theirs)."""
     if not grams:
         return grams
     return {
         site: [
-            gram / np.outer(s, s) if s is not None else gram
+            gram / np.outer(s, s) if s is not None and gram is not None else gram
             for gram, s in zip(values, scales.get(site, [None] * len(values)))
         ]
         for site, values in grams.items()

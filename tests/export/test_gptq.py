@@ -107,15 +107,26 @@ def test_per_call_int8_rounds_by_gptq_the_matmuls_it_has_grams_for():
     assert list(sites) == ["head"] and len(sites["head"]) == 1
     gram = x.T.astype(np.float64) @ x
     outputs = {}
-    for name, grams in (("gptq", {"head": [gram]}), ("nearest", None)):
+    cases = (("gptq", {"head": [gram]}), ("nearest", None), ("unmeasured", {"head": [None]}))
+    for name, grams in cases:  # An input no calibration text reached is rounded to nearest.
         quantized = quantization.per_call_int8(flatbuffer, grams)
         model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(quantized, 0))
         (weights,) = [t for t in model.subgraphs[0].tensors if t.type == schema.TensorType.INT8]
         stored = np.frombuffer(np.asarray(model.buffers[weights.buffer].data).tobytes(), np.int8)
-        want = quantization.gptq(kernel.T, gram)[0] if grams else _nearest(kernel.T)[0]
+        want = quantization.gptq(kernel.T, gram)[0] if name == "gptq" else _nearest(kernel.T)[0]
         np.testing.assert_array_equal(stored.reshape(want.shape), want)
         runner = tflite.load_interpreter(model_content=quantized).get_signature_runner()
         outputs[name] = runner(inputs=x)["y"]
     float_y = x @ kernel
     errors = {name: np.linalg.norm(y - float_y) for name, y in outputs.items()}
     assert errors["gptq"] < errors["nearest"], errors
+
+
+def test_smoothed_grams_are_those_of_the_smoothed_inputs():
+    rng = np.random.default_rng(5)
+    x, s = rng.normal(size=(50, 6)), rng.uniform(0.5, 3.0, size=6)
+    grams = {"qkv": [x.T @ x, None], "head": [x.T @ x]}
+    got = quantization.smoothed_grams(grams, {"qkv": [s, s]})
+    np.testing.assert_allclose(got["qkv"][0], (x / s).T @ (x / s), rtol=1e-10)
+    assert got["qkv"][1] is None  # Not measured: stays so.
+    np.testing.assert_array_equal(got["head"][0], x.T @ x)  # Not smoothed: its own.
