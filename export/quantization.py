@@ -362,16 +362,32 @@ def per_call_int8(flatbuffer, grams=None):
             if (g, i) in gram_of:
                 values, scale = gptq(kernel, gram_of[(g, i)])
             else:
-                scale = np.maximum(np.abs(kernel).max(axis=1), 1e-12) / 127.0  # (out,)
-                values = np.clip(np.round(kernel / scale[:, None]), -127, 127).astype(np.int8)
-            buffer.data = np.frombuffer(values.tobytes(), np.uint8)
-            weights.type = schema.TensorType.INT8
-            weights.quantization = schema.QuantizationParametersT()
-            weights.quantization.scale = scale.astype(np.float32).tolist()
-            weights.quantization.zeroPoint = [0] * len(scale)
-            weights.quantization.quantizedDimension = 0
+                values, scale = _round_rows(kernel)  # Per output channel.
+            _store_int8(model, weights, values, scale)
             op.builtinOptions.asymmetricQuantizeInputs = True
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def _row_scales(values):
+    """Symmetric int8 scales of the rows of [R, C] values: max |row| / 127."""
+    return np.maximum(np.abs(values).max(axis=1), 1e-12) / 127.0
+
+
+def _round_rows(values):
+    """(int8 [R, C], scales [R]): [R, C] values rounded to nearest on their row's int8 grid."""
+    scale = _row_scales(values)
+    return np.clip(np.round(values / scale[:, None]), -127, 127).astype(np.int8), scale
+
+
+def _store_int8(model, tensor, values, scale):
+    """Makes a float constant `tensor` of the model object int8 `values` with a symmetric scale
+    per row (dimension 0)."""
+    model.buffers[tensor.buffer].data = np.frombuffer(values.tobytes(), np.uint8)
+    tensor.type = schema.TensorType.INT8
+    tensor.quantization = schema.QuantizationParametersT()
+    tensor.quantization.scale = np.asarray(scale, np.float32).tolist()
+    tensor.quantization.zeroPoint = [0] * len(scale)
+    tensor.quantization.quantizedDimension = 0
 
 
 def int8_tables(flatbuffer, smallest=256):
@@ -392,16 +408,8 @@ def int8_tables(flatbuffer, smallest=256):
             if table.type != schema.TensorType.FLOAT32 or data is None or len(data) < 4 * smallest:
                 continue
             values = np.frombuffer(np.asarray(data, np.uint8).tobytes(), np.float32)
-            values = values.reshape(table.shape[0], -1)
-            scale = np.maximum(np.abs(values).max(axis=1), 1e-12) / 127.0
-            quantized = np.clip(np.round(values / scale[:, None]), -127, 127).astype(np.int8)
-            model.buffers[table.buffer].data = np.frombuffer(quantized.tobytes(), np.uint8)
             floats = _add_tensor(model, graph, table.name + b"/dequantized", like=table)
-            table.type = schema.TensorType.INT8
-            table.quantization = schema.QuantizationParametersT()
-            table.quantization.scale = scale.astype(np.float32).tolist()
-            table.quantization.zeroPoint = [0] * len(scale)
-            table.quantization.quantizedDimension = 0
+            _store_int8(model, table, *_round_rows(values.reshape(table.shape[0], -1)))
             step = schema.OperatorT()
             step.opcodeIndex, step.inputs, step.outputs = dequantize, [op.inputs[0]], [floats]
             op.inputs[0] = floats
@@ -941,7 +949,7 @@ def gptq(kernel, gram, damp=0.01):
         (int8 array [out, in], float32 scales [out]).
     """
     w = np.asarray(kernel, np.float64)
-    scale = np.maximum(np.abs(w).max(axis=1), 1e-12) / 127.0
+    scale = _row_scales(w)
     order = np.argsort(-np.diag(gram), kind="stable")
     w = w[:, order].copy()
     h = np.array(gram, np.float64)[np.ix_(order, order)]
