@@ -57,6 +57,41 @@ def test_gptq_matches_the_step_by_step_reference():
     assert np.abs(values.astype(int) - want).max() <= 1
 
 
+def test_gptq_matches_keras_blocked_gptq():
+    """A second, independent implementation: Keras' own GPTQ column loop (lazy batch updates in
+    blocks of 128, Frantar et al. 2022 section 4), given the same channel order, the same damped
+    inverse Hessian's Cholesky factor and our symmetric per-channel grid (levels 0..254 around
+    127)."""
+    from keras.src.quantizers.gptq import gptq_quantize_matrix  # Keras 3.15 (pinned).
+
+    rng = np.random.default_rng(5)
+    x = _correlated_inputs(rng, 2000, 300)
+    x[:, 7] = 0.0  # An input that is always 0 (a dead channel).
+    kernel = rng.normal(size=(40, 300))
+    gram = x.T @ x
+    values, scale = quantization.gptq(kernel, gram)
+    order = np.argsort(-np.diag(gram), kind="stable")
+    h = gram[np.ix_(order, order)]
+    h[np.diag(h) == 0, np.diag(h) == 0] = 1.0
+    h[np.diag_indices_from(h)] += 0.01 * np.mean(np.diag(h))
+    factor = np.linalg.cholesky(np.linalg.inv(h)).T
+    grid = np.abs(kernel).max(axis=1, keepdims=True) / 127.0
+
+    def symmetric_grid(weights):
+        return (grid.astype(np.float32), np.full_like(grid, 127.0, np.float32), 254.0)
+
+    levels = gptq_quantize_matrix(
+        kernel[:, order].astype(np.float32),
+        factor.astype(np.float32),
+        blocksize=128,
+        compute_scale_zero=symmetric_grid,
+    )[0]
+    want = np.asarray(levels)[:, np.argsort(order)] - 127
+    np.testing.assert_allclose(scale, grid[:, 0], rtol=1e-6)
+    assert np.mean(values == want) > 0.999, np.mean(values == want)  # float32 against float64
+    assert np.abs(values.astype(int) - want).max() <= 1
+
+
 def test_gptq_of_uncorrelated_inputs_is_rounding_to_nearest():
     """With a diagonal X^T X no channel can absorb another's error: GPTQ rounds to nearest."""
     rng = np.random.default_rng(1)
