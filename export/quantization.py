@@ -151,7 +151,8 @@ _EVERY_MATMUL_PER_CALL = Int8Recipe(tuple(LAYER_SITES), "minmax", 0.5, SMOOTH_SI
 # questions and 2,139 CoNLL sentences not calibrated on; answers as float32's): the float32 model
 # with only its matmul weights in int8 changed 50 answers rounded to nearest, 39 by GPTQ, 33 by GPTQ
 # in the order of decreasing input energy; the whole recipe 63 and 48 (with alpha 0.4/0.6/0.7 57,
-# 61, 64; damping 0.001 53). CoNLL's entity lists: 9 differ rounded to nearest, 11 by GPTQ.
+# 61, 64; damping 0.001 53; sequential GPTQ, each layer's X^T X from the int8 model with the layers
+# below rounded, 57). CoNLL's entity lists: 9 differ rounded to nearest, 11 by GPTQ.
 INT8_RECIPES = {
     "default": Int8Recipe(("output_dense",), "mean"),
     "span": _EVERY_MATMUL_PER_CALL._replace(gptq=True),
