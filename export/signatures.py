@@ -229,7 +229,8 @@ def _token_slots(windows, ids, width, reach, seq_length):
     position in it, in the window where it has the most context (`spans.max_context`); -1 for
     pieces in no window (past `max_windows`). Batches of one window per text (an IF in TFLite)
     skip the comparison of windows. (Measured 2026-11-25 without the IF: the same entities, and
-    the CoNLL-2003 student's dynamic range 1.77x its teacher's speed against 1.83x with it.)"""
+    the CoNLL-2003 student's dynamic range 1.77x its teacher's speed, against 1.83x with it in an
+    earlier run of the same benchmark; one process timing both exports of the teacher: the same.)"""
     return tf.cond(
         tf.reduce_all(windows["count"] <= 1),
         lambda: _one_window_slots(windows, ids, width),
