@@ -358,8 +358,7 @@ def per_call_int8(flatbuffer, grams=None):
             weights = graph.tensors[op.inputs[1]]
             if weights.type != schema.TensorType.FLOAT32:
                 continue
-            buffer = model.buffers[weights.buffer]
-            kernel = np.frombuffer(buffer.data.tobytes(), np.float32).reshape(weights.shape)
+            kernel = _kernel(model, graph, op)
             if (g, i) in gram_of:
                 values, scale = gptq(kernel, gram_of[(g, i)])
             else:
