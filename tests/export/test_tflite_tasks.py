@@ -428,12 +428,17 @@ def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_p
         types, hybrid, matmuls = _op_types(path)
         assert hybrid == matmuls == 6 * TINY["num_hidden_layers"] + 1  # Blocks and the head.
         assert all(", INT8" in kinds for kinds in types["FULLY_CONNECTED"]), types
-        assert types["DEQUANTIZE"] == ["INT8 -> FLOAT32"]  # The embedding tables (int8_tables).
+        # The embedding tables: SQuAD's in float16 (float16_tables), NER's in int8 (int8_tables).
+        tables = {"squad2": "FLOAT16", "ner": "INT8"}[name]
+        assert types["DEQUANTIZE"] == [f"{tables} -> FLOAT32"]
         sizes = [
             os.path.getsize(os.path.join(p, tflite.MODEL_FILE))
-            for p in (path, export["paths"]["dynamic_range"])
+            for p in (path, export["paths"]["dynamic_range"], export["paths"]["none"])
         ]
-        assert sizes[0] <= 1.1 * sizes[1], sizes
+        if name == "ner":
+            assert sizes[0] <= 1.1 * sizes[1], sizes
+        else:  # Tables in float16: between dynamic range's (int8) and float32's.
+            assert sizes[1] < sizes[0] < sizes[2], sizes
         answer_op = {"squad2": "TOPK_V2", "ner": "ARG_MAX"}[name]
         assert all(kinds.startswith("FLOAT32") for kinds in types[answer_op]), types[answer_op]
         with open(os.path.join(path, "task.json")) as f:
@@ -445,7 +450,13 @@ def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_p
             "sites": list(quantization.SMOOTH_SITES),
             "inputs_smoothed": 4 * TINY["num_hidden_layers"] + 1,
         }
-        assert info["embedding_tables"] == "int8, a scale per row, dequantized once"
+        assert (
+            info["embedding_tables"]
+            == {
+                "squad2": "float16, dequantized once",
+                "ner": "int8, a scale per row, dequantized once",
+            }[name]
+        )
         gptq = name == "squad2"  # NER's weights are rounded to nearest (INT8_RECIPES).
         assert info["weight_rounding"] == ("GPTQ" if gptq else "nearest")
         described = quantization.describe(info)
@@ -527,29 +538,58 @@ def test_int8_tables_hold_each_row_within_half_its_step(ner):
     """`int8_tables`: the embedding tables a GATHER reads become int8 with a scale per row and a
     DEQUANTIZE before the lookup: the looked-up values are the float table's within half a step
     of their row's grid (NumPy), the file shrinks by about three quarters of the tables."""
-    with open(os.path.join(ner["paths"]["none"], tflite.MODEL_FILE), "rb") as f:
-        flatbuffer = f.read()
-    smaller = quantization.int8_tables(flatbuffer, smallest=64)
+    flatbuffer, smaller, tables, _ = _stored_tables(ner, quantization.int8_tables)
     assert quantization.op_tensor_types(smaller)["DEQUANTIZE"] == ["INT8 -> FLOAT32"]
-    model = schema.Model.GetRootAsModel(flatbuffer, 0)
-    g = 1  # serving_default
-    names = _tensor_names(smaller, g)
-    tables = [t for t, name in enumerate(names) if name.endswith("/dequantized")]
-    assert tables, names
-    interpreter = quantization._keeping_interpreter(smaller)
-    interpreter.get_signature_runner("serving_default")(text=tflite.as_strings(_varied(4, seed=2)))
     saved = 0
-    for t in tables:
-        original = names.index(names[t][: -len("/dequantized")])
-        want = model.Subgraphs(g).Tensors(original)
-        want = (
-            model.Buffers(want.Buffer()).DataAsNumpy().view(np.float32).reshape(want.ShapeAsNumpy())
-        )
-        got = interpreter.get_tensor(t, g)
+    for want, got in tables:
         step = np.abs(want).max(axis=1, keepdims=True) / 127.0
         assert got.shape == want.shape and (np.abs(got - want) <= step / 2 + 1e-7).all()
         saved += want.size * 3 - want.shape[0] * 4  # Less a float32 scale per row.
     assert len(flatbuffer) - len(smaller) >= 0.8 * saved
+
+
+def test_float16_tables_hold_each_value_rounded_to_float16(ner):
+    """`float16_tables`: the embedding tables a GATHER reads become float16 constants with a
+    DEQUANTIZE before the lookup: the looked-up values are the float table's rounded to float16
+    (NumPy), the file shrinks by about half the tables; the entities stay float32's."""
+    flatbuffer, smaller, tables, got_entities = _stored_tables(ner, quantization.float16_tables)
+    assert quantization.op_tensor_types(smaller)["DEQUANTIZE"] == ["FLOAT16 -> FLOAT32"]
+    saved = 0
+    for want, got in tables:
+        assert got.dtype == np.float32 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want.astype(np.float16).astype(np.float32))
+        assert np.abs(got - want).max() > 0  # Rounded: not the float32 table itself.
+        saved += want.size * 2
+    assert len(flatbuffer) - len(smaller) >= 0.9 * saved
+    reference = quantization._keeping_interpreter(flatbuffer)
+    want_entities = reference.get_signature_runner("serving_default")(text=_TABLE_TEXTS)
+    assert _rows(got_entities) == _rows(want_entities)
+
+
+_TABLE_TEXTS = tflite.as_strings(_varied(4, seed=2))
+
+
+def _stored_tables(ner, store):
+    """(the float32 NER flatbuffer, it with its tables stored by `store`, [(float32 table, the
+    values its DEQUANTIZE gives)] of serving_default, that model's outputs on `_TABLE_TEXTS`)."""
+    with open(os.path.join(ner["paths"]["none"], tflite.MODEL_FILE), "rb") as f:
+        flatbuffer = f.read()
+    smaller = store(flatbuffer, smallest=64)
+    model = schema.Model.GetRootAsModel(flatbuffer, 0)
+    g = 1  # serving_default
+    names = _tensor_names(smaller, g)
+    dequantized = [t for t, name in enumerate(names) if name.endswith("/dequantized")]
+    assert dequantized, names
+    interpreter = quantization._keeping_interpreter(smaller)
+    outputs = interpreter.get_signature_runner("serving_default")(text=_TABLE_TEXTS)
+    tables = []
+    for t in dequantized:
+        want = model.Subgraphs(g).Tensors(names.index(names[t][: -len("/dequantized")]))
+        want = (
+            model.Buffers(want.Buffer()).DataAsNumpy().view(np.float32).reshape(want.ShapeAsNumpy())
+        )
+        tables.append((want, interpreter.get_tensor(t, g)))
+    return flatbuffer, smaller, tables, outputs
 
 
 def _tensor_names(flatbuffer, g):
