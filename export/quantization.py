@@ -255,7 +255,7 @@ def quantize(calibrated, quantize_name, kind=None, highs=None, grams=None):
     quantized = per_call_int8(quantized, grams if recipe(kind).gptq else None)
     if not recipe(kind).float_layout:
         return quantized
-    return TABLE_STORAGE[recipe(kind).tables][0](quantized)
+    return TABLE_STORAGE[recipe(kind).tables].store(quantized)
 
 
 def quantize_calibrated(calibrated, samples, quantize_name, kind=None):
@@ -456,10 +456,11 @@ def _dequantized_tables(flatbuffer, smallest, store):
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
-# Int8Recipe.tables -> (the function storing the embedding tables, task.json's description).
+# Int8Recipe.tables -> how the embedding tables are stored, and task.json's description of it.
+TableStorage = collections.namedtuple("TableStorage", ["store", "description"])
 TABLE_STORAGE = {
-    "int8": (int8_tables, "int8, a scale per row, dequantized once"),
-    "float16": (float16_tables, "float16, dequantized once"),
+    "int8": TableStorage(int8_tables, "int8, a scale per row, dequantized once"),
+    "float16": TableStorage(float16_tables, "float16, dequantized once"),
 }
 
 
@@ -546,7 +547,7 @@ def summary(flatbuffer, quantize_name, kind=None):
         info["per_call_int8_layers"] = list(recipe(kind).per_call)
         info["calibration_ranges"] = recipe(kind).reduce
         if recipe(kind).float_layout:
-            info["embedding_tables"] = TABLE_STORAGE[recipe(kind).tables][1]
+            info["embedding_tables"] = TABLE_STORAGE[recipe(kind).tables].description
         info["weight_rounding"] = "GPTQ" if recipe(kind).gptq else "nearest"
         if recipe(kind).smooth_alpha is not None:
             info["smoothing"] = {
