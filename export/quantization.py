@@ -233,7 +233,7 @@ def quantize(calibrated, quantize_name, kind=None, highs=None, grams=None):
     matmuls' inputs X for GPTQ, {site: [array [in, in]]} in `matmul_sites`' order),
     "int8_integer_only" or "int16x8_integer_only"."""
     if quantize_name == "int8_integer_only":
-        return lite_convert.mlir_quantize(calibrated)
+        return lite_convert.mlir_quantize(saturating_minimums(calibrated))
     if quantize_name == "int16x8_integer_only":
         quantized = lite_convert.mlir_quantize(
             symmetric_ranges(calibrated), inference_type=_types_pb2.QUANTIZED_INT16
@@ -694,6 +694,37 @@ def integer_argmax(flatbuffer):
             graph.operators.insert(graph.operators.index(op), new)
             op.inputs[0] = len(graph.tensors) - 1
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def saturating_minimums(calibrated):
+    """The calibrated flatbuffer with every MINIMUM by a constant bound calibrated to end at the
+    bound, input and output: TFLite's quantizer puts them on one int8 grid, which then saturates
+    exactly at the bound (`keras_bert.layers.channel_groups`' saturating sums; comparing them
+    with their bound tells whether they saturated). Measured ranges would end wherever the
+    calibration texts' values did, below or above it."""
+    model = _model_object(calibrated)
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            if _builtin(model, op) != schema.BuiltinOperator.MINIMUM:
+                continue
+            tensors = [graph.tensors[i] for i in op.inputs]
+            bounds = [_constant(model, t) for t in tensors]
+            if sum(b is not None for b in bounds) != 1:
+                continue
+            bound = float(next(b for b in bounds if b is not None).max())
+            for i in [*op.inputs, *op.outputs]:
+                stats = graph.tensors[i].quantization
+                if stats is not None and stats.max is not None and len(stats.max):
+                    stats.max = [bound]
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def _constant(model, tensor):
+    """A float32 tensor's constant values (flat), or None for an activation."""
+    data = model.buffers[tensor.buffer].data
+    if data is None or not len(data) or tensor.type != schema.TensorType.FLOAT32:
+        return None
+    return np.frombuffer(bytes(data), np.float32)
 
 
 def _model_object(flatbuffer):

@@ -63,6 +63,7 @@ no NaN). A failed check leaves no version directory.
 Every kind of `keras_bert.export.signatures.BUILDERS` converts (`KINDS`).
 """
 
+import contextlib
 import itertools
 import json
 import os
@@ -78,7 +79,8 @@ from keras_bert.export import QUANTIZATIONS, RepresentativeTexts, ops, quantizat
 from keras_bert.export.saved_model import PROBE_TEXTS
 from keras_bert.export.signatures import BUILDERS, build_signatures
 from keras_bert.export.source import load_source
-from keras_bert.layers import integer
+from keras_bert.inputs import INPUT_NAMES
+from keras_bert.layers import channel_groups, integer
 
 MODEL_FILE = "model.tflite"
 LABELS_FILE = "labels.txt"
@@ -190,17 +192,37 @@ def write_tflite(
     """Converts an `ExportSource` and writes it as a new checked version; returns its path.
     `functions`: its `text_functions`, when already built (several quantizations trace once;
     the integer-only ones always trace their own, with `keras_bert.layers.integer`'s forms)."""
-    if quantize in quantization.INTEGER_ONLY:
-        with integer.integer_friendly(quantization.INTEGER_ONLY[quantize]):
-            return _write_tflite(source, export_dir, version, quantize, representative_texts, None)
-    return _write_tflite(source, export_dir, version, quantize, representative_texts, functions)
-
-
-def _write_tflite(source, export_dir, version, quantize, representative_texts, functions):
     if quantize in CALIBRATED:
         quantization.check_kind(source, quantize)
         if representative_texts is None:
             representative_texts = quantization.default_texts(source)
+    if quantize not in quantization.INTEGER_ONLY:
+        return _write_tflite(source, export_dir, version, quantize, representative_texts, functions)
+    groups = None
+    if quantize == "int8_integer_only":
+        groups = calibrate_groups(source, functions or text_functions(source), representative_texts)
+    with contextlib.ExitStack() as scope:
+        scope.enter_context(integer.integer_friendly(quantization.INTEGER_ONLY[quantize]))
+        if groups is not None:
+            scope.enter_context(channel_groups.grouped(groups))
+        return _write_tflite(source, export_dir, version, quantize, representative_texts, None)
+
+
+def calibrate_groups(source, functions, representative_texts):
+    """The `keras_bert.layers.channel_groups.ChannelGroups` of `int8_integer_only`: chosen from
+    the float encoder on the calibration texts (tokenized by the float `preprocess`), one at a
+    time."""
+    samples = representative_dataset(functions, representative_texts)
+    inputs = []
+    for _, texts in samples():
+        preprocess = functions["preprocess"]
+        ids = preprocess(*(texts[spec.name] for spec in preprocess.input_signature))
+        width = ids["input_word_ids"].shape[-1]
+        inputs.append({name: tf.reshape(ids[name], [-1, width]) for name in INPUT_NAMES})
+    return channel_groups.calibrate(source.encoder, inputs)
+
+
+def _write_tflite(source, export_dir, version, quantize, representative_texts, functions):
     functions = functions or text_functions(source)
     flatbuffer = convert(source, functions, quantize, representative_texts)
     found = check_tflite_ops(flatbuffer)
@@ -210,6 +232,9 @@ def _write_tflite(source, export_dir, version, quantize, representative_texts, f
     info = task_info(source, functions, quantize, found)
     if quantize in CALIBRATED:
         info["quantization"] = quantization.summary(flatbuffer, quantize, source.kind)
+        groups = channel_groups.active()
+        if groups is not None:
+            info["quantization"]["channel_groups"] = groups.sizes
         info["quantization"]["calibration_texts"] = min(
             len(load_texts(representative_texts)), REPRESENTATIVE_LIMIT
         )

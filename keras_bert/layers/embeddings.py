@@ -6,7 +6,7 @@ Dimensions: B batch, S sequence, H hidden, V vocab, T token types, P max positio
 import keras
 import tensorflow as tf
 
-from keras_bert.layers import fake_quant, integer, utils
+from keras_bert.layers import channel_groups, fake_quant, integer, utils
 from keras_bert.layers.dropout import ReplicaDropout
 
 
@@ -102,6 +102,10 @@ class BertEmbeddings(keras.layers.Layer):
                 ),
             ),
         ]
+        groups = channel_groups.active()
+        if groups is not None:
+            with tf.control_dependencies(checks):
+                return self._grouped(input_word_ids, input_type_ids, seq_length, groups)
         with tf.control_dependencies(checks):
             words = tf.gather(self.word_embeddings, input_word_ids)  # (B, S, H)
             types = tf.gather(self.token_type_embeddings, input_type_ids)  # (B, S, H)
@@ -117,6 +121,27 @@ class BertEmbeddings(keras.layers.Layer):
             x = words + types + positions[tf.newaxis]
         x = integer.layer_norm(self.layer_norm, x)
         return self.dropout_layer(x, training=training)
+
+    def _grouped(self, input_word_ids, input_type_ids, seq_length, groups):
+        """The embeddings (inference) in channel groups (`channel_groups`): [[B, S, n_g]], each
+        group looked up in its own columns of the tables."""
+        batch = tf.shape(input_word_ids)[0]
+        tables = zip(
+            *(
+                channel_groups.split(table, groups)
+                for table in (self.word_embeddings, self.token_type_embeddings)
+            ),
+            channel_groups.split(self.position_embeddings[:seq_length], groups),
+        )
+        parts = [
+            tf.reshape(
+                tf.gather(words, input_word_ids) + tf.gather(types, input_type_ids) + positions,
+                [-1, n],
+            )  # (B*S, n_g)
+            for (words, types, positions), n in zip(tables, groups.sizes)
+        ]
+        parts = channel_groups.layer_norm(self.layer_norm, parts, groups)
+        return [tf.reshape(p, [batch, seq_length, n]) for p, n in zip(parts, groups.sizes)]
 
     def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
         return tuple(input_word_ids_shape) + (self.hidden_size,)

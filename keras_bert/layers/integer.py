@@ -20,7 +20,7 @@ import contextvars
 import keras
 import tensorflow as tf
 
-from keras_bert.layers import fake_quant
+from keras_bert.layers import channel_groups, fake_quant
 
 # None outside `integer_friendly()`, else its activations type ("int8" or "int16").
 _INTEGER_FRIENDLY: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -70,6 +70,7 @@ def layer_norm(layer: keras.layers.LayerNormalization, x, batch=None):
     the rows of `batch` examples; default its first axis)."""
     if fake_quant.is_active():
         return _quantized_layer_norm(layer, x, tf.shape(x)[0] if batch is None else batch)
+    channel_groups.record_channels(layer.path, x)
     if not is_integer_friendly():
         return layer(x)
     gamma, beta = (constant(tf.cast(w, x.dtype), x) for w in (layer.gamma, layer.beta))

@@ -8,7 +8,7 @@ attention/output/LayerNorm, intermediate/dense, output/dense, output/LayerNorm).
 import keras
 import tensorflow as tf
 
-from keras_bert.layers import fake_quant, integer, utils
+from keras_bert.layers import channel_groups, fake_quant, integer, utils
 from keras_bert.layers.dropout import ReplicaDropout
 
 try:  # Tells whether the graph being traced will be compiled with XLA (jit_compile=True).
@@ -178,6 +178,9 @@ class TransformerBlock(keras.layers.Layer):
         return self._scores(tf.reshape(x, [-1, self.hidden_size]), batch, seq)
 
     def call(self, x, attention_bias=None, training=None):
+        groups = channel_groups.active()
+        if groups is not None:
+            return self._grouped_call(x, attention_bias, groups)
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
         tokens = tf.reshape(x, [-1, self.hidden_size])  # (B*S, H)
         scores = self._scores(tokens, batch, seq)  # (B, N, S, S)
@@ -216,6 +219,34 @@ class TransformerBlock(keras.layers.Layer):
             self.output_layer_norm, self._quantized(tokens + out, "output_residual", batch), batch
         )  # (B*S, H)
         return tf.reshape(out, [batch, seq, self.hidden_size])  # (B, S, H)
+
+    def _grouped_call(self, parts, attention_bias, groups):
+        """`call` (inference) on the residual stream in channel groups (`channel_groups`):
+        parts [[B, S, n_g]] -> [[B, S, n_g]]."""
+        batch, seq = tf.shape(parts[0])[0], tf.shape(parts[0])[1]
+        tokens = [tf.reshape(p, [-1, n]) for p, n in zip(parts, groups.sizes)]  # (B*S, n_g)
+        q = channel_groups.dense_in(self.query, tokens, groups)  # (B*S, H)
+        q = self._split_heads(q, batch, seq) * tf.cast(self.head_size**-0.5, q.dtype)
+        # (B, N, S, D)
+        k = self._split_heads(channel_groups.dense_in(self.key, tokens, groups), batch, seq)
+        v = self._split_heads(channel_groups.dense_in(self.value, tokens, groups), batch, seq)
+        scores = tf.matmul(q, k, transpose_b=True)  # (B, N, S, S)
+        if attention_bias is not None:
+            scores += tf.cast(attention_bias, scores.dtype)
+        context = tf.matmul(tf.nn.softmax(scores, axis=-1), v)  # (B, N, S, D)
+        context = tf.reshape(
+            tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size]
+        )  # (B*S, H)
+        attended = channel_groups.dense_out(self.attention_output, context, groups)
+        tokens = channel_groups.layer_norm(
+            self.attention_layer_norm, [t + a for t, a in zip(tokens, attended)], groups
+        )
+        inner = channel_groups.dense_in(self.intermediate, tokens, groups, self._activation)
+        out = channel_groups.dense_out(self.output_dense, inner, groups)
+        tokens = channel_groups.layer_norm(
+            self.output_layer_norm, [t + o for t, o in zip(tokens, out)], groups
+        )
+        return [tf.reshape(t, [batch, seq, n]) for t, n in zip(tokens, groups.sizes)]
 
     def _feed_forward(self, tokens, batch, seq):
         """The activation of the intermediate dense layer [B*S, I] (fake-quantized before and

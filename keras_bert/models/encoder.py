@@ -12,7 +12,7 @@ import keras
 
 from keras_bert.config import BertConfig
 from keras_bert.inputs import INPUT_NAMES
-from keras_bert.layers import utils
+from keras_bert.layers import channel_groups, utils
 from keras_bert.layers.embeddings import BertEmbeddings
 from keras_bert.layers.transformer import TransformerBlock, attention_bias
 
@@ -113,6 +113,32 @@ class BertEncoder(keras.Model):
         self.embeddings = embeddings
         self.transformer_layers = blocks
         self.pooler = pooler
+
+    def call(
+        self, inputs: dict[str, Any], training: bool | None = None, mask: Any = None
+    ) -> dict[str, Any]:
+        """The functional encoder; inside `keras_bert.layers.channel_groups.grouped()` the same
+        outputs computed with the residual stream in channel groups."""
+        groups = channel_groups.active()
+        if groups is None:
+            return super().call(inputs, training=training, mask=mask)
+        return self._grouped_call(inputs, groups)
+
+    def _grouped_call(self, inputs, groups):
+        """The encoder (inference) with its residual stream in channel groups
+        (`keras_bert.layers.channel_groups`, for integer-only TFLite): the same outputs."""
+        x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"])  # [(B, S, n_g)]
+        bias = attention_bias(inputs["input_mask"], self.compute_dtype)  # (B, 1, 1, S)
+        layer_outputs = []
+        for block in self.transformer_layers:
+            x = block(x, bias)
+            layer_outputs.append(channel_groups.merge(x, groups))  # (B, S, H)
+        sequence = layer_outputs[-1]
+        return {
+            "sequence_output": sequence,
+            "pooled_output": self.pooler(sequence[:, 0, :]),
+            "encoder_outputs": layer_outputs,
+        }
 
     def get_config(self) -> dict[str, Any]:
         return {

@@ -239,15 +239,18 @@ def test_int8_integer_only_has_no_float_op(classifier):
     flatbuffer = _flatbuffer(classifier["paths"]["int8_integer_only"])
     types = quantization.check_integer_only(flatbuffer)  # Raises naming any float op.
     assert quantization.float_ops(flatbuffer) == []
-    assert types["FULLY_CONNECTED"] == ["INT8, INT8, INT32 -> INT8"]
-    assert types["BATCH_MATMUL"] == ["INT8, INT8 -> INT8"]
-    for name in ("SOFTMAX", "GELU", "MEAN", "RSQRT", "TANH"):  # LayerNorm, attention, pooler.
+    # With and without a bias: the channel groups' partial products (`channel_groups`).
+    assert types["FULLY_CONNECTED"] == ["INT8, INT8 -> INT8", "INT8, INT8, INT32 -> INT8"]
+    assert types["BATCH_MATMUL"] == ["INT8, INT8 -> INT8"]  # Attention, sums of squares.
+    for name in ("SOFTMAX", "GELU", "RSQRT", "MINIMUM", "SELECT_V2", "TANH"):
         assert all("FLOAT" not in kinds for kinds in types[name]), name
     # Only the answers are handed back as float: DEQUANTIZE int8 -> float32 for outputs alone.
     assert types["DEQUANTIZE"] == ["INT8 -> FLOAT32"]
     with open(os.path.join(classifier["paths"]["int8_integer_only"], "task.json")) as f:
         info = json.load(f)["quantization"]
     assert info["float_ops"] == [] and info["calibration_texts"] == 200
+    sizes = info["channel_groups"]  # The residual stream's channel groups, smallest range first.
+    assert len(sizes) >= 1 and sum(sizes) == TINY["hidden_size"]
 
 
 def test_int16x8_integer_only_is_integer_with_int16_activations(classifier):
