@@ -158,9 +158,9 @@ def test_quick_demo_runs_the_whole_path(tmp_path):
     with open(tmp_path / demo.SUMMARY_FILE, encoding="utf-8") as f:
         numbers = json.load(f)
     assert round(numbers["finetuning"]["accuracy"], 3) == keras_accuracy  # Printed to 3 places.
-    assert (
-        numbers["serving"]["TFLite"]["accuracy"],
-        numbers["serving"]["TFLite"]["agreement_with_keras"],
+    assert (  # Printed to 3 places.
+        round(numbers["serving"]["TFLite"]["accuracy"], 3),
+        round(numbers["serving"]["TFLite"]["agreement_with_keras"], 3),
     ) == served["TFLite"]
     table = demo.readme_table(numbers)
     assert f"{keras_accuracy:.3f}, macro F1" in table and table.count("\n") == 7
