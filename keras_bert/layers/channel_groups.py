@@ -14,10 +14,11 @@ Bondarenko et al. 2021), each on its own int8 grid:
 - a matrix multiply that reads the stream sums partial products over the groups (`dense_in`),
   one that writes it computes each group's columns apart (`dense_out`), the embedding tables
   are looked up per group of columns;
-- LayerNorm (`layer_norm`) takes each token's mean as partial matrix multiplies and its sum of
-  squares as BATCH_MATMULs (c.c summed in int32: no int8 tensor of squares), twice: a coarse sum
-  over the whole calibrated range and a fine one that saturates at the bound of the tokens
-  without outliers (`NormBounds`); a token below the bound takes the fine one (SELECT).
+- LayerNorm (`layer_norm`) takes each token's mean as partial matrix multiplies and its variance
+  as BATCH_MATMULs (c.c / H summed in int32: no int8 tensor of squares), on several grids: a
+  coarse one over the whole calibrated range, and sums that saturate at the bounds of the tokens
+  without outliers (`NormBounds`) times each of `LEVELS`; a token takes the narrowest sum in which
+  no group saturated (SELECT_V2).
 
 In float the grouped encoder computes what the plain one does (up to float32 rounding);
 `calibrate` chooses the groups and the bounds from the float model on calibration inputs.
@@ -39,18 +40,18 @@ import tensorflow as tf
 
 RATIO = 4.0  # A group holds channels whose ranges (relative to the median) are within this ratio.
 MAX_GROUPS = 4
-FINE_QUANTILE = 90  # Tokens whose sum of squares is below this percentile take the fine sum.
+FINE_QUANTILE = 90  # Percentile of the tokens' variances below which `NormBounds` are taken.
 LEVELS = (1.0, 16.0)  # The saturating sums' bounds: `NormBounds.bounds` times each factor.
 
 
 @dataclasses.dataclass(frozen=True)
 class NormBounds:
-    """Where one LayerNorm's fine sum of squares applies.
+    """Where one LayerNorm's saturating variance sums apply.
 
     Attributes:
-        threshold: float. A token whose (coarse) sum of squares is below it takes the fine one.
-        bounds: tuple of G floats. Each group's fine sum of squares saturates there: the largest
-            value of the calibration tokens below `threshold`.
+        threshold: float. The `FINE_QUANTILE` percentile of the calibration tokens' variances.
+        bounds: tuple of G floats. Each group's share of the variance saturates there (times a
+            level's factor): the largest share among the calibration tokens below `threshold`.
     """
 
     threshold: float
@@ -187,7 +188,7 @@ def layer_norm(layer, parts, groups: ChannelGroups):
 
 class _Recorder:
     """What `calibrate` records from the float model: per LayerNorm input, each call's channel
-    maxima of |x| (`channels`), and each token's sums of squares (`norm`)."""
+    maxima of |x| (`channels`), and each token's variance and its groups' shares (`norm`)."""
 
     def __init__(self):
         self.maxima = {}  # path -> [array [H] per call]
@@ -227,8 +228,7 @@ def calibrate(encoder, inputs, quantile=FINE_QUANTILE) -> ChannelGroups:
     """`ChannelGroups` for `encoder` (a `keras_bert.BertEncoder`) from a float pass over `inputs`
     (an iterable of its input dicts, one text each: no padding): the groups from the channel
     maxima of every LayerNorm input (`choose_groups`), then, from a grouped pass, each
-    LayerNorm's `NormBounds` (threshold: the `quantile` percentile of the tokens' sums of
-    squares)."""
+    LayerNorm's `NormBounds` (threshold: the `quantile` percentile of the tokens' variances)."""
     inputs = list(inputs)
     if not inputs:
         raise ValueError("Channel groups need at least one calibration input.")
