@@ -213,9 +213,8 @@ def calibrate_groups(source, functions, representative_texts):
     the float encoder on the calibration texts (tokenized by the float `preprocess`), one at a
     time."""
     samples = representative_dataset(functions, representative_texts)
-    inputs = []
+    preprocess, inputs = functions["preprocess"], []
     for _, texts in samples():
-        preprocess = functions["preprocess"]
         ids = preprocess(*(texts[spec.name] for spec in preprocess.input_signature))
         width = ids["input_word_ids"].shape[-1]
         inputs.append({name: tf.reshape(ids[name], [-1, width]) for name in INPUT_NAMES})
