@@ -11,9 +11,9 @@ over tokens from 0.4 to 125 (the tokens holding the outliers). Inside `grouped(g
 [T, n_g], one per group of channels of similar range (per-embedding-group quantization, PEG,
 Bondarenko et al. 2021), each on its own int8 grid:
 
-- a matrix multiply that reads the stream sums partial products over the groups (`dense_in`),
-  one that writes it computes each group's columns apart (`dense_out`), the embedding tables
-  are looked up per group of columns;
+- a matrix multiply that reads the stream sums partial products over the groups, one that
+  writes it computes each group's columns apart (`dense`); the embedding tables (the position
+  table too) are looked up per group of columns;
 - LayerNorm (`layer_norm`) takes each token's mean as partial matrix multiplies and its variance
   as BATCH_MATMULs (c.c / H summed in int32: no int8 tensor of squares), on several grids: a
   coarse one over the whole calibrated range, and sums that saturate at the bounds of the tokens
@@ -113,22 +113,25 @@ def merge(parts, groups: ChannelGroups):
     return tf.gather(tf.concat(parts, -1), groups.inverse, axis=-1)
 
 
-def dense_in(layer, parts, groups: ChannelGroups, activation=None):
-    """`layer` (a Dense) on the grouped input: sum over g of parts[g] [T, n_g] @ its kernel's
-    rows of g, plus the bias (then `activation`): [T, out]."""
+def dense(layer, parts, groups_in=None, groups_out=None, activation=None):
+    """`layer` (a Dense) on an input in channel groups, its output in channel groups.
+
+    parts: [[T, n_k]], the input's channels per group of `groups_in` (a tuple of index arrays;
+    None: one part, all channels). Returns [[T, m_g]], one per group of `groups_out` (None: one,
+    all columns): sum over k of parts[k] @ kernel[k, g] plus bias[g], then `activation`."""
     kernel = tf.cast(layer.kernel, parts[0].dtype)
-    terms = [tf.matmul(p, tf.gather(kernel, g)) for p, g in zip(parts, groups.groups)]
-    y = tf.nn.bias_add(functools.reduce(operator.add, terms), tf.cast(layer.bias, kernel.dtype))
-    return activation(y) if activation is not None else y
-
-
-def dense_out(layer, x, groups: ChannelGroups):
-    """`layer` (a Dense) on x [T, in], its output channels per group: [[T, n_g] for g]."""
-    kernel, bias = tf.cast(layer.kernel, x.dtype), tf.cast(layer.bias, x.dtype)
-    return [
-        tf.nn.bias_add(tf.matmul(x, tf.gather(kernel, g, axis=1)), tf.gather(bias, g))
-        for g in groups.groups
-    ]
+    bias = tf.cast(layer.bias, kernel.dtype)
+    rows = [kernel] if groups_in is None else [tf.gather(kernel, k) for k in groups_in]
+    outputs = []
+    for columns in [None] if groups_out is None else groups_out:
+        terms = [
+            tf.matmul(p, w if columns is None else tf.gather(w, columns, axis=1))
+            for p, w in zip(parts, rows)
+        ]
+        y = functools.reduce(operator.add, terms)
+        y = tf.nn.bias_add(y, bias if columns is None else tf.gather(bias, columns))
+        outputs.append(activation(y) if activation is not None else y)
+    return outputs
 
 
 def layer_norm(layer, parts, groups: ChannelGroups):

@@ -124,14 +124,15 @@ class BertEmbeddings(keras.layers.Layer):
 
     def _grouped(self, input_word_ids, input_type_ids, seq_length, groups):
         """The embeddings (inference) in channel groups (`channel_groups`): [[B, S, n_g]], each
-        group looked up in its own columns of the tables."""
+        group looked up in its own columns of the tables (each its own constant, so each its own
+        int8 grid: a slice or gather of one table keeps that table's grid)."""
         batch = tf.shape(input_word_ids)[0]
         tables = zip(
             *(
                 channel_groups.split(table, groups)
                 for table in (self.word_embeddings, self.token_type_embeddings)
             ),
-            channel_groups.split(self.position_embeddings[:seq_length], groups),
+            (p[:seq_length] for p in channel_groups.split(self.position_embeddings, groups)),
         )
         parts = [
             tf.reshape(

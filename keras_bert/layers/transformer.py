@@ -220,29 +220,39 @@ class TransformerBlock(keras.layers.Layer):
         )  # (B*S, H)
         return tf.reshape(out, [batch, seq, self.hidden_size])  # (B, S, H)
 
-    def _grouped_call(self, parts, attention_bias, groups):
+    def _grouped_call(self, parts, key_mask, groups):
         """`call` (inference) on the residual stream in channel groups (`channel_groups`):
-        parts [[B, S, n_g]] -> [[B, S, n_g]]."""
+        parts [[B, S, n_g]] -> [[B, S, n_g]]; key_mask: the input mask [B, 1, 1, S] (int32, 1 =
+        real token; `BertEncoder` passes it there instead of the additive bias) or None."""
         batch, seq = tf.shape(parts[0])[0], tf.shape(parts[0])[1]
         tokens = [tf.reshape(p, [-1, n]) for p, n in zip(parts, groups.sizes)]  # (B*S, n_g)
-        q = channel_groups.dense_in(self.query, tokens, groups)  # (B*S, H)
-        q = self._split_heads(q, batch, seq) * tf.cast(self.head_size**-0.5, q.dtype)
-        # (B, N, S, D)
-        k = self._split_heads(channel_groups.dense_in(self.key, tokens, groups), batch, seq)
-        v = self._split_heads(channel_groups.dense_in(self.value, tokens, groups), batch, seq)
+        q, k, v = (
+            self._split_heads(channel_groups.dense(layer, tokens, groups.groups)[0], batch, seq)
+            for layer in (self.query, self.key, self.value)
+        )  # (B, N, S, D)
+        q = q * tf.cast(self.head_size**-0.5, q.dtype)
         scores = tf.matmul(q, k, transpose_b=True)  # (B, N, S, S)
-        if attention_bias is not None:
-            scores += tf.cast(attention_bias, scores.dtype)
+        if key_mask is not None:
+            # A padded key's score is set, not summed with -10000: LiteRT's int8 ADD of the
+            # scores and a bias on a grid 137 times coarser gave the top of the scores' grid for
+            # -10000 (seen on MiniLM). On that grid the set score is the grid's bottom, where it
+            # keeps a little probability: the padded key's value is zeroed too.
+            real = tf.not_equal(key_mask, 0)  # (B, 1, 1, S)
+            scores = tf.where(real, scores, tf.constant(MASK_VALUE, scores.dtype))
+            keep = tf.gather(tf.constant([0.0, 1.0], v.dtype), tf.clip_by_value(key_mask, 0, 1))
+            v = v * tf.transpose(keep, [0, 1, 3, 2])  # (B, N, S, D) * (B, 1, S, 1)
         context = tf.matmul(tf.nn.softmax(scores, axis=-1), v)  # (B, N, S, D)
         context = tf.reshape(
             tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size]
         )  # (B*S, H)
-        attended = channel_groups.dense_out(self.attention_output, context, groups)
+        attended = channel_groups.dense(self.attention_output, [context], None, groups.groups)
         tokens = channel_groups.layer_norm(
             self.attention_layer_norm, [t + a for t, a in zip(tokens, attended)], groups
         )
-        inner = channel_groups.dense_in(self.intermediate, tokens, groups, self._activation)
-        out = channel_groups.dense_out(self.output_dense, inner, groups)
+        inner = channel_groups.dense(
+            self.intermediate, tokens, groups.groups, None, self._activation
+        )
+        out = channel_groups.dense(self.output_dense, inner, None, groups.groups)
         tokens = channel_groups.layer_norm(
             self.output_layer_norm, [t + o for t, o in zip(tokens, out)], groups
         )

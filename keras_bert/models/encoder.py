@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+import tensorflow as tf
 
 from keras_bert.config import BertConfig
 from keras_bert.inputs import INPUT_NAMES
@@ -128,15 +129,19 @@ class BertEncoder(keras.Model):
         """The encoder (inference) with its residual stream in channel groups
         (`keras_bert.layers.channel_groups`, for integer-only TFLite): the same outputs."""
         x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"])  # [(B, S, n_g)]
-        bias = attention_bias(inputs["input_mask"], self.compute_dtype)  # (B, 1, 1, S)
+        # The blocks take the mask itself (`TransformerBlock._grouped_call`), not the bias.
+        keys = tf.expand_dims(tf.expand_dims(inputs["input_mask"], 1), 1)  # (B, 1, 1, S)
         layer_outputs = []
         for block in self.transformer_layers:
-            x = block(x, bias)
+            x = block(x, keys)
             layer_outputs.append(channel_groups.merge(x, groups))  # (B, S, H)
-        sequence = layer_outputs[-1]
+        # The pooler reads the [CLS] state per group (not the merged tensor's one int8 grid).
+        pooled = channel_groups.dense(
+            self.pooler, [p[:, 0, :] for p in x], groups.groups, activation=self.pooler.activation
+        )[0]
         return {
-            "sequence_output": sequence,
-            "pooled_output": self.pooler(sequence[:, 0, :]),
+            "sequence_output": layer_outputs[-1],
+            "pooled_output": pooled,
             "encoder_outputs": layer_outputs,
         }
 

@@ -46,7 +46,7 @@ BOUNDS = {
     "float16": (0.99, 2e-3, 1.0),
     "dynamic_range": (0.99, 0.05, 1.0),
     "int8": (0.99, 0.02, 1.05),
-    "int8_integer_only": (0.97, 0.6, 1.05),
+    "int8_integer_only": (0.99, 0.3, 1.05),
     "int16x8_integer_only": (0.99, 0.02, 1.05),
 }
 # The tokenizer's ops without a TFLite builtin: tensorflow-text's TFLite kernels run them.
@@ -205,6 +205,30 @@ def test_quantized_answers_agree_with_the_keras_model(classifier, quantize):
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=grid)
 
 
+@pytest.mark.parametrize("quantize", ["int8_integer_only", "int16x8_integer_only"])
+def test_integer_only_answers_do_not_depend_on_padding(classifier, quantize):
+    # Calibrated one text at a time, the attention bias was only ever 0: its integer grid lost
+    # the padding mask, and in a batch a short text attended to its padding (MiniLM on MRPC dev:
+    # 97.3% of the labels kept alone, 93.9% in batches of 32). The mask now holds in integers.
+    texts = LABEL_TEXTS[:40]
+    longest = max(LABEL_TEXTS, key=len)
+    alone = np.concatenate(
+        [
+            run(classifier["paths"][quantize], "serving_default", text=[t])["probabilities"]
+            for t in texts
+        ]
+    )
+    padded = run(classifier["paths"][quantize], "serving_default", text=texts + [longest])
+    padded = padded["probabilities"][: len(texts)]
+    assert len(longest.split()) > 2 * max(len(t.split()) for t in texts[:10])  # Real padding.
+    np.testing.assert_array_equal(padded.argmax(-1), alone.argmax(-1))
+    # Int8: a padded key's score sits at the bottom of its grid and keeps a little probability
+    # (its value zeroed), which rescales the context by at most that much.
+    np.testing.assert_allclose(
+        padded, alone, atol=0.02 if quantize == "int8_integer_only" else 2e-3
+    )
+
+
 def test_pair_classifier_regression_and_encoder_answers(pairs, corpus_encoder):
     out = run(pairs["mnli_path"], "serving_default", text=TEXTS, text_b=TEXTS_B)
     want = softmax(keras_logits(pairs["mnli"], TEXTS, TEXTS_B))
@@ -233,6 +257,17 @@ def test_pair_classifier_regression_and_encoder_answers(pairs, corpus_encoder):
 def _flatbuffer(path):
     with open(os.path.join(path, tflite.MODEL_FILE), "rb") as f:
         return f.read()
+
+
+def test_mean_calibration_keeps_the_overall_range_of_tensors_with_few_values():
+    few = quantization.FEW_VALUES - 1  # E.g. one channel group's [CLS] state: 1 value a text.
+    seen = {
+        (0, 1): [(-1.0, 1.0, 100), (-3.0, 3.0, 100)],
+        (0, 2): [(0.5, 0.5, few), (2.0, 2.0, few), (-1.0, -1.0, few)],
+    }
+    mean = quantization.reduce_ranges(seen, "mean")
+    assert mean == {(0, 1): (-2.0, 2.0), (0, 2): (-1.0, 2.0)}  # Not (0.5, 0.5): a grid of 0.
+    assert quantization.reduce_ranges(seen, "minmax") == {(0, 1): (-3.0, 3.0), (0, 2): (-1.0, 2.0)}
 
 
 def test_int8_integer_only_has_no_float_op(classifier):
