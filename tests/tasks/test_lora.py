@@ -207,6 +207,7 @@ def test_a_lora_run_exports_to_a_saved_model_with_its_answers(lora_run, tmp_path
     np.testing.assert_allclose(answers["probabilities"].numpy(), expected, atol=1e-5)
 
 
+@pytest.mark.slow  # 75 s; mirrored fine-tuning itself: test_distributed (default run).
 def test_lora_on_two_mirrored_replicas_follows_one_device(lora_run, tmp_path):
     """LoRA under MirroredStrategy (two logical CPUs) trains the same weights with the same
     losses, step for step, as on one device (dropout off: it draws per replica); a LoRA run after
