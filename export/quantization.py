@@ -46,9 +46,9 @@ the quantizer crashes the process on it.
   and weights, int32 biases and indices), traced with the layers' integer-friendly forms
   (`keras_bert.layers.integer`); only the signature outputs are dequantized to float
   (DEQUANTIZE as the last op of a float output). `check_integer_only` asserts it from the
-  flatbuffer. The attention bias saturates at the calibrated range of the scores: answers are
-  the float model's on batches of one text or of texts of one length (the calibration's case).
-  int8 activations in LayerNorm and the residual stream lose labels (MRPC above: 88-90%).
+  flatbuffer. The residual stream and LayerNorm run in channel groups
+  (`keras_bert.layers.channel_groups`); a padded key's score is set to the bottom of the scores'
+  grid and its value zeroed (`saturating_minimums` gives the small lookup tables their range).
   Refused for SQuAD (`UNSUPPORTED_KINDS`).
 - "int16x8_integer_only": the same with int16 activations (TFLite's 16x8 mode: int8 weights
   per channel, int32 biases, every other tensor int16), from the MLIR quantizer with
@@ -233,10 +233,10 @@ def quantize(calibrated, quantize_name, kind=None, highs=None, grams=None):
     matmuls' inputs X for GPTQ, {site: [array [in, in]]} in `matmul_sites`' order),
     "int8_integer_only" or "int16x8_integer_only"."""
     if quantize_name == "int8_integer_only":
-        return lite_convert.mlir_quantize(saturating_minimums(lookup_ranges(calibrated)))
+        return lite_convert.mlir_quantize(saturating_minimums(calibrated))
     if quantize_name == "int16x8_integer_only":
         quantized = lite_convert.mlir_quantize(
-            symmetric_ranges(lookup_ranges(calibrated)), inference_type=_types_pb2.QUANTIZED_INT16
+            symmetric_ranges(calibrated), inference_type=_types_pb2.QUANTIZED_INT16
         )
         return integer_argmax(symmetric_int16(quantized))
     calibrated = float_after_matmuls(calibrated)
@@ -587,18 +587,22 @@ def symmetric_ranges(calibrated):
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 
-def _table_ranges(model, graph):
-    """Gives a GATHER from a constant float table (and the EXPAND_DIMS and RESHAPEs after it) the
-    table's range: batches of one text never look up the attention bias's mask value, which
-    would otherwise quantize to 0 (padding unmasked); the sum with the scores saturates it."""
+SMALL_TABLE_ROWS = 16  # int8: a lookup table this small has every row expected at run time.
+
+
+def _table_ranges(model, graph, max_rows=None):
+    """Gives a GATHER from a constant float table of at most `max_rows` rows (None: any) and the
+    EXPAND_DIMS and RESHAPEs after it the table's range: batches of one text never look up the
+    attention bias's mask value, which would otherwise quantize to 0 (padding unmasked); the sum
+    with the scores saturates it. int8 limits it to small tables: a word-embedding table's whole
+    range would coarsen the grid of every lookup for the sake of rare rows."""
     ranged = {}
     for op in graph.operators:
         builtin = _builtin(model, op)
         if builtin == schema.BuiltinOperator.GATHER:
             table = graph.tensors[op.inputs[0]]
-            data = model.buffers[table.buffer].data
-            if table.type == schema.TensorType.FLOAT32 and data is not None and len(data):
-                values = np.frombuffer(data.tobytes(), np.float32)
+            values = _constant(model, table)
+            if values is not None and (max_rows is None or table.shape[0] <= max_rows):
                 ranged[int(op.outputs[0])] = (float(values.min()), float(values.max()))
         elif builtin in (schema.BuiltinOperator.EXPAND_DIMS, schema.BuiltinOperator.RESHAPE):
             if int(op.inputs[0]) in ranged:
@@ -697,13 +701,18 @@ def integer_argmax(flatbuffer):
 
 
 def saturating_minimums(calibrated):
-    """The calibrated flatbuffer with every MINIMUM by a constant bound calibrated to end at the
-    bound, input and output: TFLite's quantizer puts them on one int8 grid, which then saturates
-    exactly at the bound (`keras_bert.layers.channel_groups`' saturating sums; comparing them
-    with their bound tells whether they saturated). Measured ranges would end wherever the
-    calibration texts' values did, below or above it."""
+    """The calibrated flatbuffer of `int8_integer_only` with every MINIMUM by a constant bound
+    calibrated to end at the bound, input and output: TFLite's quantizer puts them on one int8
+    grid, which then saturates exactly at the bound (`keras_bert.layers.channel_groups`'
+    saturating sums; comparing them with their bound tells whether they saturated). Measured
+    ranges would end wherever the calibration texts' values did, below or above it. Small
+    lookup tables get their whole range (`_table_ranges`, as `symmetric_ranges` for int16): the
+    attention bias's mask value, never looked up by the single calibration texts, had quantized
+    to 0 and padding went unmasked (all-MiniLM-L6-v2 on MRPC dev: 97.30% of the labels kept one
+    text at a time, 93.87% in batches of 32)."""
     model = _model_object(calibrated)
     for graph in model.subgraphs:
+        _table_ranges(model, graph, SMALL_TABLE_ROWS)
         for op in graph.operators:
             if _builtin(model, op) != schema.BuiltinOperator.MINIMUM:
                 continue
@@ -716,49 +725,6 @@ def saturating_minimums(calibrated):
                 stats = graph.tensors[i].quantization
                 if stats is not None and stats.max is not None and len(stats.max):
                     stats.max = [bound]
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
-
-
-SMALL_TABLE_ROWS = 16  # A lookup table this small: every row is expected at run time.
-_LAYOUT_BUILTINS = {
-    getattr(schema.BuiltinOperator, name) for name in ("EXPAND_DIMS", "RESHAPE", "SQUEEZE")
-}
-
-
-def lookup_ranges(calibrated):
-    """The calibrated flatbuffer with every GATHER from a small constant table (at most
-    `SMALL_TABLE_ROWS` rows) calibrated to the table's whole range, and so the reshapes after it.
-
-    The calibration texts need not reach every row: they are single texts, never padded, so the
-    attention bias (`keras_bert.layers.integer.mask_bias`, a lookup of [-10000, 0] by the input
-    mask) was only ever 0, its grid ended at about -1e-6, and in an integer model a padded key
-    kept its full score (all-MiniLM-L6-v2 on MRPC dev, int8_integer_only: 97.30% of the labels
-    kept one text at a time, 93.87% in batches of 32)."""
-    model = _model_object(calibrated)
-    for graph in model.subgraphs:
-        readers = collections.defaultdict(list)
-        for op in graph.operators:
-            for i in op.inputs:
-                readers[int(i)].append(op)
-        for op in graph.operators:
-            if _builtin(model, op) != schema.BuiltinOperator.GATHER:
-                continue
-            params = graph.tensors[op.inputs[0]]
-            table = _constant(model, params)
-            if table is None or params.shape is None or params.shape[0] > SMALL_TABLE_ROWS:
-                continue
-            low, high = min(float(table.min()), 0.0), max(float(table.max()), 0.0)
-            todo = [int(op.outputs[0])]
-            while todo:
-                t = todo.pop()
-                stats = graph.tensors[t].quantization
-                if stats is not None and stats.min is not None and len(stats.min):
-                    stats.min, stats.max = [low], [high]
-                todo.extend(
-                    int(reader.outputs[0])
-                    for reader in readers[t]
-                    if _builtin(model, reader) in _LAYOUT_BUILTINS
-                )
     return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
 
 

@@ -86,9 +86,15 @@ def layer_norm(layer: keras.layers.LayerNormalization, x, batch=None):
 def mask_bias(input_mask, mask_value, dtype):
     """The additive attention bias [B, 1, 1, S] of an input mask [B, S] (1 = real token) as a
     lookup of [mask_value, 0] by the mask (no CAST from integers to float)."""
-    table = tf.constant([mask_value, 0.0], dtype)
-    bias = tf.gather(table, tf.clip_by_value(tf.cast(input_mask, tf.int32), 0, 1))  # (B, S)
+    bias = mask_lookup(input_mask, (mask_value, 0.0), dtype)  # (B, S)
     return tf.expand_dims(tf.expand_dims(bias, 1), 1)  # (B, 1, 1, S)
+
+
+def mask_lookup(input_mask, values, dtype):
+    """values[0] where the input mask (any shape) is 0, values[1] where it is 1, as a GATHER from
+    the two-row table `values` (no CAST from integers to float)."""
+    table = tf.constant(values, dtype)
+    return tf.gather(table, tf.clip_by_value(tf.cast(input_mask, tf.int32), 0, 1))
 
 
 def _quantized_layer_norm(layer, x, batch):

@@ -239,7 +239,7 @@ class TransformerBlock(keras.layers.Layer):
             # keeps a little probability: the padded key's value is zeroed too.
             real = tf.not_equal(key_mask, 0)  # (B, 1, 1, S)
             scores = tf.where(real, scores, tf.constant(MASK_VALUE, scores.dtype))
-            keep = tf.gather(tf.constant([0.0, 1.0], v.dtype), tf.clip_by_value(key_mask, 0, 1))
+            keep = integer.mask_lookup(key_mask, (0.0, 1.0), v.dtype)  # (B, 1, 1, S)
             v = v * tf.transpose(keep, [0, 1, 3, 2])  # (B, N, S, D) * (B, 1, S, 1)
         context = tf.matmul(tf.nn.softmax(scores, axis=-1), v)  # (B, N, S, D)
         context = tf.reshape(

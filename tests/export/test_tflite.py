@@ -207,9 +207,10 @@ def test_quantized_answers_agree_with_the_keras_model(classifier, quantize):
 
 @pytest.mark.parametrize("quantize", ["int8_integer_only", "int16x8_integer_only"])
 def test_integer_only_answers_do_not_depend_on_padding(classifier, quantize):
-    # Calibrated one text at a time, the attention bias was only ever 0: its integer grid lost
-    # the padding mask, and in a batch a short text attended to its padding (MiniLM on MRPC dev:
-    # 97.3% of the labels kept alone, 93.9% in batches of 32). The mask now holds in integers.
+    # Calibrated one text at a time, the attention bias is only ever 0: unless its lookup takes
+    # its table's range, its integer grid loses the padding mask and in a batch a short text
+    # attends to its padding (int8_integer_only on MiniLM, MRPC dev, before that: 97.3% of the
+    # labels kept alone, 93.9% in batches of 32).
     texts = LABEL_TEXTS[:40]
     longest = max(LABEL_TEXTS, key=len)
     alone = np.concatenate(
