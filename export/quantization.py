@@ -55,7 +55,7 @@ the quantizer crashes the process on it.
   `inference_type=QUANTIZED_INT16`. What TensorFlow 2.20's quantizer and kernels need on top:
   no multiplication by a constant (the quantizer makes the constant int8 and then rejects the
   MUL, "binary op operands have same element type": LayerNorm's gamma, the attention's
-  1/sqrt(D)), which `keras_bert.layers.integer.constant` looks up at run time instead; no
+  1/sqrt(D)), which `keras_bert.export.integer.constant` looks up at run time instead; no
   SQUARED_DIFFERENCE (no int16 kernel: LayerNorm squares the centered values by MUL); zero
   points of 0 and int16 constants (`symmetric_int16`); ARG_MAX of int32 (`integer_argmax`); and
   the attention bias's lookup calibrated to its table's range (`symmetric_ranges`), or padding

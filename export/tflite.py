@@ -63,7 +63,7 @@ no NaN). A failed check leaves no version directory.
 Every kind of `keras_bert.export.signatures.BUILDERS` converts (`KINDS`).
 """
 
-import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -75,12 +75,20 @@ from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-from keras_bert.export import QUANTIZATIONS, RepresentativeTexts, ops, quantization, versions
+from keras_bert.export import (
+    QUANTIZATIONS,
+    RepresentativeTexts,
+    channel_groups,
+    integer,
+    ops,
+    quantization,
+    versions,
+)
 from keras_bert.export.saved_model import PROBE_TEXTS
 from keras_bert.export.signatures import BUILDERS, build_signatures
 from keras_bert.export.source import load_source
 from keras_bert.inputs import INPUT_NAMES
-from keras_bert.layers import channel_groups, integer
+from keras_bert.tasks import rewrite
 
 MODEL_FILE = "model.tflite"
 LABELS_FILE = "labels.txt"
@@ -191,7 +199,7 @@ def write_tflite(
 ):
     """Converts an `ExportSource` and writes it as a new checked version; returns its path.
     `functions`: its `text_functions`, when already built (several quantizations trace once;
-    the integer-only ones always trace their own, with `keras_bert.layers.integer`'s forms)."""
+    the integer-only ones always trace their own, through `integer_source`'s copy of the model)."""
     if quantize in CALIBRATED:
         quantization.check_kind(source, quantize)
         if representative_texts is None:
@@ -201,15 +209,28 @@ def write_tflite(
     groups = None
     if quantize == "int8_integer_only":
         groups = calibrate_groups(source, functions or text_functions(source), representative_texts)
-    with contextlib.ExitStack() as scope:
-        scope.enter_context(integer.integer_friendly(quantization.INTEGER_ONLY[quantize]))
-        if groups is not None:
-            scope.enter_context(channel_groups.grouped(groups))
-        return _write_tflite(source, export_dir, version, quantize, representative_texts, None)
+    copy = integer_source(source, quantization.INTEGER_ONLY[quantize], groups)
+    return _write_tflite(copy, export_dir, version, quantize, representative_texts, None, groups)
+
+
+def integer_source(source, activations, groups=None):
+    """`source` with its model (or encoder) replaced by the export-time copy that integer-only
+    TFLite traces (sharing the weights): `keras_bert.export.integer.IntegerEncoder` for
+    `activations` ("int8" or "int16"), or with channel `groups` the
+    `keras_bert.export.channel_groups.GroupedEncoder`."""
+    if groups is not None:
+        make, kwargs = channel_groups.GroupedEncoder, {"groups": groups}
+    else:
+        make, kwargs = integer.IntegerEncoder, {"activations": activations}
+    model = source.model if source.model is not None else source.encoder
+    copy = rewrite.substitute_encoder(model, make, **kwargs)
+    if source.model is not None:
+        return dataclasses.replace(source, model=copy)
+    return dataclasses.replace(source, encoder=copy)
 
 
 def calibrate_groups(source, functions, representative_texts):
-    """The `keras_bert.layers.channel_groups.ChannelGroups` of `int8_integer_only`: chosen from
+    """The `keras_bert.export.channel_groups.ChannelGroups` of `int8_integer_only`: chosen from
     the float encoder on the calibration texts (tokenized by the float `preprocess`), one at a
     time."""
     samples = representative_dataset(functions, representative_texts)
@@ -221,7 +242,9 @@ def calibrate_groups(source, functions, representative_texts):
     return channel_groups.calibrate(source.encoder, inputs)
 
 
-def _write_tflite(source, export_dir, version, quantize, representative_texts, functions):
+def _write_tflite(
+    source, export_dir, version, quantize, representative_texts, functions, groups=None
+):
     functions = functions or text_functions(source)
     flatbuffer = convert(source, functions, quantize, representative_texts)
     found = check_tflite_ops(flatbuffer)
@@ -231,7 +254,6 @@ def _write_tflite(source, export_dir, version, quantize, representative_texts, f
     info = task_info(source, functions, quantize, found)
     if quantize in CALIBRATED:
         info["quantization"] = quantization.summary(flatbuffer, quantize, source.kind)
-        groups = channel_groups.active()
         if groups is not None:
             info["quantization"]["channel_groups"] = groups.sizes
         info["quantization"]["calibration_texts"] = min(

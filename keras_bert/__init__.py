@@ -1,16 +1,14 @@
 """keras_bert: BERT (Devlin et al., 2019) as Keras 3 code, from raw text to a served model.
 
-The names below load on first use (`import keras_bert` does not import TensorFlow):
+The names below load on first use (`import keras_bert` imports neither Keras nor TensorFlow, and
+sets no backend: Keras reads `KERAS_BACKEND`, "tensorflow", "jax" or "torch"; the command lines
+default to TensorFlow):
 
 >>> import keras_bert
 >>> encoder = keras_bert.BertEncoder(keras_bert.BertConfig.preset("tiny"))  # doctest: +SKIP
 """
 
-import os as _os
-
-_os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-
-from keras_bert import _lazy  # noqa: E402
+from keras_bert import _lazy
 
 __version__ = "0.1.0"
 

@@ -77,11 +77,13 @@ def run_command(doc, define_flags, required, main):
 
     `--help` (also -h, --helpfull) prints the help and exits with status 0. TensorFlow's C++
     info lines are off unless TF_CPP_MIN_LOG_LEVEL is set, and its cuInit line on machines
-    without a GPU driver is dropped (`start_tensorflow`).
+    without a GPU driver is dropped (`start_tensorflow`). The Keras backend is TensorFlow unless
+    KERAS_BACKEND says otherwise (`KERAS_BACKEND=jax keras-bert-finetune ...`).
     """
     from absl import app
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     use_module_help(doc)
     del _DEFINED[:]
     define_flags()

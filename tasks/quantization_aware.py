@@ -1,6 +1,8 @@
 """Quantization-aware fine-tuning (`--quantization_aware`): the `TaskTrainer` that trains the
-task model in float and, through `keras_bert.layers.fake_quant`, its fake-quantized twin (what
-`--quantize=int8_integer_only` TFLite computes) to give the float model's answers.
+task model in float and, through `keras_bert.tasks.fake_quant`, its fake-quantized twin (what
+`--quantize=int8_integer_only` TFLite computes) to give the float model's answers. The twin is a
+training-time copy of the model (`keras_bert.tasks.rewrite.substitute_encoder`) that shares
+every weight with it: the task model itself has no quantization mode.
 
 Each training step runs the model twice: in float (no dropout), moving the activation ranges (the
 float model's, which the export measures on its calibration texts), and fake-quantized (with
@@ -20,9 +22,11 @@ in `model/` as for any model, and measures each tensor's range as the mean of ea
 max: the statistic the ranges here average (`keras_bert.export.quantization.quantize_calibrated`).
 """
 
+import types
+
 import tensorflow as tf
 
-from keras_bert.layers import fake_quant
+from keras_bert.tasks import fake_quant, rewrite
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.trainer import TaskTrainer
 
@@ -41,15 +45,24 @@ class QuantizationAwareTrainer(TaskTrainer):
     def __init__(self, task, model, momentum=fake_quant.MOMENTUM, **kwargs):
         super().__init__(task, model, **kwargs)
         self.ranges = fake_quant.ActivationRanges(momentum, name="activation_ranges")
+        # In a holder that Keras does not track: its weights are the model's.
+        self._twin = types.SimpleNamespace(
+            model=rewrite.substitute_encoder(model, rewrite.EncoderRewrite)
+        )
+
+    @property
+    def twin(self):
+        """The copy of the model whose encoder has the fake-quantization sites."""
+        return self._twin.model
 
     def call(self, inputs, training=False):
         if not training:
             with fake_quant.quantization_aware(self.ranges):
-                return self.model(inputs, training=False)
+                return self.twin(inputs, training=False)
         with fake_quant.quantization_aware(self.ranges, "observe"):  # Moves the ranges.
-            reference = self.model(inputs, training=False)
+            reference = self.twin(inputs, training=False)
         with fake_quant.quantization_aware(self.ranges):
-            quantized = self.model(inputs, training=True)
+            quantized = self.twin(inputs, training=True)
         return {**quantized, FLOAT_OUTPUTS: reference}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
@@ -77,7 +90,7 @@ class QuantizationAwareTrainer(TaskTrainer):
         """Makes the range variables, set to the float model's ranges on `inputs` (one eager
         forward pass)."""
         with fake_quant.quantization_aware(self.ranges, "initialize"):
-            self.model(inputs, training=False)
+            self.twin(inputs, training=False)
 
 
 def first_batch(config, train):

@@ -252,3 +252,16 @@ def test_a_command_line_prints_no_cuinit_line(tmp_path):
     assert (tmp_path / "vocab.txt").exists()
     if not cli.has_nvidia_driver():
         assert b"cuInit" not in done.stderr, done.stderr.decode()[-2000:]
+
+
+def test_import_keras_bert_sets_no_backend_and_imports_no_keras():
+    """`import keras_bert` leaves the backend to KERAS_BACKEND (the command lines default to
+    TensorFlow): it sets nothing and imports neither Keras nor TensorFlow."""
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    code = (
+        "import os, sys; import keras_bert; "
+        "assert 'KERAS_BACKEND' not in os.environ, os.environ['KERAS_BACKEND']; "
+        "assert 'keras' not in sys.modules and 'tensorflow' not in sys.modules; print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -36,6 +36,7 @@ LAYERS = (
         "keras_bert.paths",
         "keras_bert.io_utils",
         "keras_bert.inputs",
+        "keras_bert.backend",
         "keras_bert.extras",
         "keras_bert.cli",
     ),
@@ -239,3 +240,45 @@ def test_the_layering_check_sees_imports():
     """The graph is not empty by mistake: known edges are found, function-local ones included."""
     assert "keras_bert.models.encoder" in GRAPH["keras_bert.models.pretrainer"]
     assert collections.Counter(_layer(m) for m in MODULES)[len(LAYERS) - 1] >= 1
+
+
+CORE = ("keras_bert.layers", "keras_bert.models")
+# Backend-specific libraries: the core imports none of them (keras_bert.backend does, by backend).
+BACKEND_MODULES = ("tensorflow", "tf_keras", "jax", "torch")
+# Names of the deployment rewrites (export/, tasks/) and of the switches they once were.
+DEPLOYMENT_NAMES = (
+    "fake_quant",
+    "channel_groups",
+    "integer_friendly",
+    "quantization_aware",
+    "XlaContext",
+)
+
+
+def _core_modules():
+    return sorted(m for m in MODULES if any(m == c or m.startswith(c + ".") for c in CORE))
+
+
+@pytest.mark.parametrize("module", _core_modules())
+def test_core_imports_no_backend_and_has_no_deployment_mode(module):
+    """Layers and models are keras.ops only: no TensorFlow (or other backend) import, and nothing of
+    the export- and training-time rewrites, which build their own copies of the model."""
+    path, tree = MODULES[module]
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            imported.add((node.module or "").split(".")[0])
+    assert not imported & set(BACKEND_MODULES), (
+        f"{module} imports {imported & set(BACKEND_MODULES)}"
+    )
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    found = [name for name in DEPLOYMENT_NAMES if name in source]
+    assert not found, f"{module} mentions deployment rewrites: {found}"
+
+
+def test_the_core_check_sees_the_core():
+    assert "keras_bert.layers.transformer" in _core_modules()
+    assert "keras_bert.models.encoder" in _core_modules()

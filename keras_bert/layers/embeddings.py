@@ -4,9 +4,10 @@ Dimensions: B batch, S sequence, H hidden, V vocab, T token types, P max positio
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
-from keras_bert.layers import channel_groups, fake_quant, integer, utils
+from keras_bert import backend
+from keras_bert.layers import utils
 from keras_bert.layers.dropout import ReplicaDropout
 
 
@@ -16,8 +17,9 @@ class BertEmbeddings(keras.layers.Layer):
 
     Any sequence length up to `max_position_embeddings` works without rebuilding.
     Ids outside `[0, vocab_size)` or `[0, type_vocab_size)` and sequences longer than
-    `max_position_embeddings` raise `InvalidArgumentError` naming the problem (the
-    checks are skipped inside XLA, which cannot raise).
+    `max_position_embeddings` raise an error naming the problem (`InvalidArgumentError` on
+    TensorFlow, `ValueError` on JAX and PyTorch; `keras_bert.backend.checked`). Inside XLA, which
+    cannot raise, the checks are skipped.
 
     Args:
         vocab_size: int. Number of word ids V.
@@ -38,8 +40,8 @@ class BertEmbeddings(keras.layers.Layer):
 
     Example:
     >>> layer = BertEmbeddings(100, 16, 32, 2)
-    >>> layer(tf.zeros([2, 5], "int32"), tf.zeros([2, 5], "int32")).shape
-    TensorShape([2, 5, 16])
+    >>> tuple(layer(ops.zeros([2, 5], "int32"), ops.zeros([2, 5], "int32")).shape)
+    (2, 5, 16)
     """
 
     def __init__(
@@ -85,64 +87,23 @@ class BertEmbeddings(keras.layers.Layer):
         self.built = True
 
     def call(self, input_word_ids, input_type_ids, training=None):
-        seq_length = tf.shape(input_word_ids)[1]
-        checks = [
-            utils.assert_ids_in_range(
-                input_word_ids, self.vocab_size, "input_word_ids", "vocab_size"
-            ),
-            utils.assert_ids_in_range(
-                input_type_ids, self.type_vocab_size, "input_type_ids", "type_vocab_size"
-            ),
-            tf.debugging.assert_less_equal(
-                seq_length,
-                self.max_position_embeddings,
-                message=(
-                    "Sequence length exceeds max_position_embeddings "
-                    f"({self.max_position_embeddings})."
-                ),
-            ),
-        ]
-        groups = channel_groups.active()
-        if groups is not None:
-            with tf.control_dependencies(checks):
-                return self._grouped(input_word_ids, input_type_ids, seq_length, groups)
-        with tf.control_dependencies(checks):
-            words = tf.gather(self.word_embeddings, input_word_ids)  # (B, S, H)
-            types = tf.gather(self.token_type_embeddings, input_type_ids)  # (B, S, H)
-            positions = self.position_embeddings[:seq_length]  # (S, H)
-        if fake_quant.is_active():  # Each table on its int8 grid, each sum on its own.
-            words = fake_quant.constant(self.word_embeddings, words)
-            types = fake_quant.constant(self.token_type_embeddings, types)
-            positions = fake_quant.constant(self.position_embeddings, positions)
-            batch = tf.shape(words)[0]
-            x = fake_quant.activation(words + types, f"{self.path}/words_types", batch)
-            x = fake_quant.activation(x + positions[tf.newaxis], f"{self.path}/sum", batch)
-        else:
-            x = words + types + positions[tf.newaxis]
-        x = integer.layer_norm(self.layer_norm, x)
-        return self.dropout_layer(x, training=training)
-
-    def _grouped(self, input_word_ids, input_type_ids, seq_length, groups):
-        """The embeddings (inference) in channel groups (`channel_groups`): [[B, S, n_g]], each
-        group looked up in its own columns of the tables (each its own constant, so each its own
-        int8 grid: a slice or gather of one table keeps that table's grid)."""
-        batch = tf.shape(input_word_ids)[0]
-        tables = zip(
-            *(
-                channel_groups.split(table, groups)
-                for table in (self.word_embeddings, self.token_type_embeddings)
-            ),
-            (p[:seq_length] for p in channel_groups.split(self.position_embeddings, groups)),
+        seq_length = ops.shape(input_word_ids)[1]
+        input_word_ids = backend.ids_checked(
+            input_word_ids, self.vocab_size, "input_word_ids", "vocab_size"
         )
-        parts = [
-            tf.reshape(
-                tf.gather(words, input_word_ids) + tf.gather(types, input_type_ids) + positions,
-                [-1, n],
-            )  # (B*S, n_g)
-            for (words, types, positions), n in zip(tables, groups.sizes)
-        ]
-        parts = channel_groups.layer_norm(self.layer_norm, parts, groups)
-        return [tf.reshape(p, [batch, seq_length, n]) for p, n in zip(parts, groups.sizes)]
+        input_type_ids = backend.ids_checked(
+            input_type_ids, self.type_vocab_size, "input_type_ids", "type_vocab_size"
+        )
+        seq_length = backend.checked(
+            seq_length,
+            seq_length <= self.max_position_embeddings,
+            f"Sequence length exceeds max_position_embeddings ({self.max_position_embeddings}).",
+        )
+        words = ops.take(self.word_embeddings, input_word_ids, axis=0)  # (B, S, H)
+        types = ops.take(self.token_type_embeddings, input_type_ids, axis=0)  # (B, S, H)
+        positions = self.position_embeddings[:seq_length]  # (S, H)
+        x = self.layer_norm(words + types + ops.expand_dims(positions, 0))
+        return self.dropout_layer(x, training=training)
 
     def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
         return tuple(input_word_ids_shape) + (self.hidden_size,)

@@ -4,14 +4,17 @@ Dimensions: B batch, S sequence, P masked positions per sequence, H hidden, V vo
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from keras_bert.layers import utils
 
 
 def gather_positions(sequence, positions):
     """Rows of `sequence` [B, S, H] at `positions` [B, P] -> [B, P, H]."""
-    return tf.gather(sequence, tf.cast(positions, "int32"), batch_dims=1)
+    batch, seq, hidden = ops.shape(sequence)[0], ops.shape(sequence)[1], ops.shape(sequence)[2]
+    offsets = ops.expand_dims(ops.arange(batch, dtype="int32") * seq, 1)  # (B, 1)
+    flat = ops.reshape(sequence, (-1, hidden))  # (B*S, H)
+    return ops.take(flat, ops.cast(positions, "int32") + offsets, axis=0)  # (B, P, H)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -67,9 +70,9 @@ class MaskedLMHead(keras.layers.Layer):
     def call(self, sequence_output, masked_lm_positions):
         x = gather_positions(sequence_output, masked_lm_positions)  # (B, P, H)
         x = self.layer_norm(self.transform(x))  # (B, P, H)
-        table = tf.cast(self.embeddings.word_embeddings, x.dtype)  # (V, H)
-        logits = tf.matmul(x, table, transpose_b=True)  # (B, P, V)
-        return tf.cast(logits, "float32") + tf.cast(self.output_bias, "float32")
+        table = ops.cast(self.embeddings.word_embeddings, x.dtype)  # (V, H)
+        logits = ops.einsum("bph,vh->bpv", x, table)  # (B, P, V)
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
     def compute_output_shape(self, sequence_output_shape, masked_lm_positions_shape):
         return tuple(masked_lm_positions_shape) + (self.embeddings.vocab_size,)

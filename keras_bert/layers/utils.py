@@ -1,9 +1,9 @@
-"""Small helpers shared by the layers: initializer, activations, id checks."""
+"""Small helpers shared by the layers: initializer, activations."""
 
 import math
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 
 def initializer(stddev):
@@ -13,7 +13,7 @@ def initializer(stddev):
 
 def gelu(x):
     """GELU, erf form (the paper; Hugging Face "gelu")."""
-    return 0.5 * x * (1.0 + tf.math.erf(x / tf.cast(math.sqrt(2.0), x.dtype)))
+    return 0.5 * x * (1.0 + ops.erf(x / ops.cast(math.sqrt(2.0), x.dtype)))
 
 
 def gelu_tanh(x):
@@ -27,10 +27,10 @@ ACTIVATIONS = {
     "gelu_new": gelu_tanh,
     "gelu_tanh": gelu_tanh,
     "gelu_pytorch_tanh": gelu_tanh,
-    "relu": tf.nn.relu,
-    "tanh": tf.math.tanh,
-    "swish": tf.nn.silu,
-    "silu": tf.nn.silu,
+    "relu": keras.activations.relu,
+    "tanh": ops.tanh,
+    "swish": keras.activations.silu,
+    "silu": keras.activations.silu,
 }
 
 
@@ -39,13 +39,3 @@ def activation(name):
     if name not in ACTIVATIONS:
         raise ValueError(f"Unknown activation {name!r}; known: {sorted(ACTIVATIONS)}.")
     return ACTIVATIONS[name]
-
-
-def assert_ids_in_range(ids, size, what, limit_name):
-    """An op that fails with a message naming `what` if any id is outside [0, size)."""
-    ids = tf.convert_to_tensor(ids)
-    return tf.debugging.assert_equal(
-        tf.reduce_all((ids >= 0) & (ids < size)),
-        True,
-        message=f"{what} has ids outside [0, {limit_name}={size}).",
-    )

@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import keras
-import tensorflow as tf
 
 from keras_bert.config import BertConfig
 from keras_bert.inputs import INPUT_NAMES
-from keras_bert.layers import channel_groups, utils
+from keras_bert.layers import utils
 from keras_bert.layers.embeddings import BertEmbeddings
 from keras_bert.layers.transformer import TransformerBlock, attention_bias
 
@@ -40,11 +39,11 @@ class BertEncoder(keras.Model):
 
     Example:
     >>> encoder = BertEncoder(BertConfig.preset("tiny", vocab_size=100))
-    >>> ids = tf.constant([[2, 5, 3, 0]])
-    >>> out = encoder({"input_word_ids": ids, "input_mask": tf.cast(ids > 0, "int32"),
-    ...                "input_type_ids": tf.zeros_like(ids)})
-    >>> out["pooled_output"].shape
-    TensorShape([1, 128])
+    >>> ids = np.array([[2, 5, 3, 0]], "int32")
+    >>> out = encoder({"input_word_ids": ids, "input_mask": (ids > 0).astype("int32"),
+    ...                "input_type_ids": np.zeros_like(ids)})
+    >>> tuple(out["pooled_output"].shape)
+    (1, 128)
     """
 
     def __init__(
@@ -114,36 +113,6 @@ class BertEncoder(keras.Model):
         self.embeddings = embeddings
         self.transformer_layers = blocks
         self.pooler = pooler
-
-    def call(
-        self, inputs: dict[str, Any], training: bool | None = None, mask: Any = None
-    ) -> dict[str, Any]:
-        """The functional encoder; inside `keras_bert.layers.channel_groups.grouped()` the same
-        outputs computed with the residual stream in channel groups."""
-        groups = channel_groups.active()
-        if groups is None:
-            return super().call(inputs, training=training, mask=mask)
-        return self._grouped_call(inputs, groups)
-
-    def _grouped_call(self, inputs, groups):
-        """The encoder (inference) with its residual stream in channel groups
-        (`keras_bert.layers.channel_groups`, for integer-only TFLite): the same outputs."""
-        x = self.embeddings(inputs["input_word_ids"], inputs["input_type_ids"])  # [(B, S, n_g)]
-        # The blocks take the mask itself (`TransformerBlock._grouped_call`), not the bias.
-        keys = tf.expand_dims(tf.expand_dims(inputs["input_mask"], 1), 1)  # (B, 1, 1, S)
-        layer_outputs = []
-        for block in self.transformer_layers:
-            x = block(x, keys)
-            layer_outputs.append(channel_groups.merge(x, groups))  # (B, S, H)
-        # The pooler reads the [CLS] state per group (not the merged tensor's one int8 grid).
-        pooled = channel_groups.dense(
-            self.pooler, [p[:, 0, :] for p in x], groups.groups, activation=self.pooler.activation
-        )[0]
-        return {
-            "sequence_output": layer_outputs[-1],
-            "pooled_output": pooled,
-            "encoder_outputs": layer_outputs,
-        }
 
     def get_config(self) -> dict[str, Any]:
         return {

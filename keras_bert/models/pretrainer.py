@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import keras
-import tensorflow as tf
+from keras import ops
 
+from keras_bert import backend
 from keras_bert.layers import utils
 from keras_bert.layers.heads import MaskedLMHead
 from keras_bert.models.encoder import BertEncoder, encoder_inputs
@@ -21,25 +22,21 @@ LABEL_NAMES = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
 def masked_lm_loss_sums(
-    masked_lm_ids: tf.Tensor, masked_lm_weights: tf.Tensor, mlm_logits: tf.Tensor
-) -> tuple[tf.Tensor, tf.Tensor]:
+    masked_lm_ids: Any, masked_lm_weights: Any, mlm_logits: Any
+) -> tuple[Any, Any]:
     """(sum of weighted token cross-entropies, sum of weights) over the masked positions.
 
     Returned as sums so that `pretraining_loss` can divide by a count summed over replicas.
     """
-    ids = tf.cast(masked_lm_ids, "int32")
-    weights = tf.cast(masked_lm_weights, "float32")
-    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=ids, logits=tf.cast(mlm_logits, "float32")
+    ids = ops.cast(masked_lm_ids, "int32")
+    weights = ops.cast(masked_lm_weights, "float32")
+    xent = ops.sparse_categorical_crossentropy(
+        ids, ops.cast(mlm_logits, "float32"), from_logits=True
     )  # (B, P)
-    return tf.reduce_sum(xent * weights), tf.reduce_sum(weights)
+    return ops.sum(xent * weights), ops.sum(weights)
 
 
-def pretraining_loss(
-    labels: dict[str, tf.Tensor],
-    outputs: dict[str, tf.Tensor],
-    replica_context: tf.distribute.ReplicaContext | None = None,
-) -> dict[str, tf.Tensor]:
+def pretraining_loss(labels: dict[str, Any], outputs: dict[str, Any]) -> dict[str, Any]:
     """The paper's loss: MLM cross-entropy averaged over real masked positions, plus NSP.
 
     Args:
@@ -47,10 +44,11 @@ def pretraining_loss(
             predictions, 0.0 for padding) and, with NSP, `next_sentence_labels` [B] or [B, 1]
             (0 = IsNext, 1 = NotNext, as in the original).
         outputs: dict with `mlm_logits` [B, P, V] and optionally `nsp_logits` [B, 2].
-        replica_context: optional `tf.distribute.ReplicaContext`. With several replicas the
-            MLM mean is over the GLOBAL masked positions (all replicas), as on one device:
-            this replica's sum / the global count, times the replica count because Keras
-            scales each replica's loss by 1 / replicas.
+
+    Under `tf.distribute` with several replicas the MLM mean is over the GLOBAL masked positions
+    (all replicas), as on one device: this replica's sum / the global count, times the replica
+    count because Keras scales each replica's loss by 1 / replicas (`keras_bert.backend`). On JAX,
+    `keras.distribution` computes the loss on the global batch, as one device does.
 
     Returns:
         dict of scalar float32 `loss`, `mlm_loss` and (with NSP) `nsp_loss`.
@@ -58,17 +56,16 @@ def pretraining_loss(
     total, count = masked_lm_loss_sums(
         labels["masked_lm_ids"], labels["masked_lm_weights"], outputs["mlm_logits"]
     )
-    replicas = 1
-    if replica_context is not None and replica_context.num_replicas_in_sync > 1:
-        count = replica_context.all_reduce("sum", count)
-        replicas = replica_context.num_replicas_in_sync
+    replicas = backend.replica_count()
+    if replicas > 1:
+        count = backend.all_reduce_sum(count)
     mlm_loss = total / (count + 1e-5) * replicas  # The original's denominator.
     result = {"mlm_loss": mlm_loss, "loss": mlm_loss}
     if "nsp_logits" in outputs:
-        nsp_labels = tf.reshape(tf.cast(labels["next_sentence_labels"], "int32"), [-1])
-        nsp_loss = tf.reduce_mean(
-            tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=nsp_labels, logits=tf.cast(outputs["nsp_logits"], "float32")
+        nsp_labels = ops.reshape(ops.cast(labels["next_sentence_labels"], "int32"), (-1,))
+        nsp_loss = ops.mean(
+            ops.sparse_categorical_crossentropy(
+                nsp_labels, ops.cast(outputs["nsp_logits"], "float32"), from_logits=True
             )
         )
         result.update(nsp_loss=nsp_loss, loss=mlm_loss + nsp_loss)
@@ -159,36 +156,36 @@ class BertPretrainer(keras.Model):
         y_pred: Any = None,
         sample_weight: Any = None,
         training: bool = True,
-    ) -> tf.Tensor:
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        losses = pretraining_loss(y, y_pred, tf.distribute.get_replica_context())
+    ) -> Any:
+        replicas = backend.replica_count()
+        losses = pretraining_loss(y, y_pred)
         # Weighted by batch size, as Keras weights its own loss tracker: the empty batch
         # that ends a dataset of unknown length then leaves the means unchanged.
-        batch_size = tf.cast(tf.shape(y["masked_lm_ids"])[0], "float32")
+        batch_size = ops.cast(ops.shape(y["masked_lm_ids"])[0], "float32")
         self.mlm_loss_tracker.update_state(losses["mlm_loss"], sample_weight=batch_size)
         if self.next_sentence:
             self.nsp_loss_tracker.update_state(losses["nsp_loss"], sample_weight=batch_size)
         total = losses["loss"]
         extra = self.losses  # Regularization losses, if a user added any.
         if extra:
-            total = total + tf.add_n([tf.cast(loss, total.dtype) for loss in extra])
+            total = total + ops.sum(ops.stack([ops.cast(loss, total.dtype) for loss in extra]))
         # Keras sums gradients over replicas, so each replica's loss is scaled by
         # 1 / replicas (what Keras does for compiled losses).
         return total / replicas if replicas > 1 else total
 
     def compute_metrics(
         self,
-        x: dict[str, tf.Tensor],
-        y: dict[str, tf.Tensor],
-        y_pred: dict[str, tf.Tensor],
-        sample_weight: tf.Tensor | None = None,
+        x: dict[str, Any],
+        y: dict[str, Any],
+        y_pred: dict[str, Any],
+        sample_weight: Any = None,
     ) -> dict[str, Any]:
         self.mlm_accuracy.update_state(
             y["masked_lm_ids"], y_pred["mlm_logits"], sample_weight=y["masked_lm_weights"]
         )
         if self.next_sentence:
             self.nsp_accuracy.update_state(
-                tf.reshape(y["next_sentence_labels"], [-1]), y_pred["nsp_logits"]
+                ops.reshape(y["next_sentence_labels"], (-1,)), y_pred["nsp_logits"]
             )
         return self.get_metrics_result()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Self
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 from keras_bert.inputs import INPUT_NAMES
 from keras_bert.layers import utils
@@ -211,7 +211,7 @@ class _MergeChoices(keras.layers.Layer):
     """[B, K, S] -> [B*K, S]."""
 
     def call(self, x):
-        return tf.reshape(x, [-1, tf.shape(x)[-1]])
+        return ops.reshape(x, (-1, ops.shape(x)[-1]))
 
     def compute_output_shape(self, shape):
         return (None, shape[-1])
@@ -222,7 +222,7 @@ class _SplitChoices(keras.layers.Layer):
     """Scores [B*K, 1] and the choices' ids [B, K, S] -> logits [B, K]."""
 
     def call(self, scores, ids):
-        return tf.reshape(scores, tf.shape(ids)[:2])
+        return ops.reshape(scores, (ops.shape(ids)[0], ops.shape(ids)[1]))
 
     def compute_output_shape(self, scores_shape, ids_shape):
         return tuple(ids_shape[:2])

@@ -25,10 +25,9 @@ from text.corpus import build_test_vocabulary, generate_corpus
 
 import keras_bert
 from keras_bert import checkpoints
-from keras_bert.export import export, quantization, tflite, versions
+from keras_bert.export import export, integer, quantization, tflite, versions
 from keras_bert.export.source import load_source
 from keras_bert.export.text_inputs import TextPacker
-from keras_bert.layers import integer
 from keras_bert.layers.transformer import attention_bias
 from keras_bert.tasks.finetune import run_finetuning
 from keras_bert.text.preprocessor import BertPreprocessor
@@ -386,15 +385,15 @@ def test_integer_friendly_forms_equal_the_float_layers():
         for weight in layer.weights:
             if "LayerNorm" in weight.path:
                 weight.assign(np.random.default_rng(1).normal(1.0, 0.5, weight.shape))
-    want = encoder(inputs)["sequence_output"]
+    want = encoder(inputs)
     for activations in integer.ACTIVATION_TYPES:
-        with integer.integer_friendly(activations):
-            got = encoder(inputs)["sequence_output"]
-        np.testing.assert_allclose(got, want, atol=1e-5, err_msg=activations)
-    assert not integer.is_integer_friendly()  # Left after the block: float exports unchanged.
+        got = integer.IntegerEncoder(encoder, activations)(inputs)
+        for name in ("sequence_output", "pooled_output"):
+            np.testing.assert_allclose(got[name], want[name], atol=1e-5, err_msg=activations)
+    # The copy left the float encoder as it was.
+    np.testing.assert_array_equal(encoder(inputs)["sequence_output"], want["sequence_output"])
     with pytest.raises(ValueError, match="activations must be one of"):
-        with integer.integer_friendly("int4"):
-            pass
+        integer.IntegerEncoder(encoder, "int4")
     bias = integer.mask_bias(inputs["input_mask"], -10000.0, tf.float32)
     np.testing.assert_array_equal(bias, attention_bias(inputs["input_mask"], tf.float32))
 

@@ -6,8 +6,8 @@ BERT's residual stream has a few outlier channels (all-MiniLM-L6-v2 on MRPC: cha
 217 after layer 0's feed-forward output, where the median channel reaches 1.4; Bondarenko et al.
 2021). With one int8 scale per tensor their range erases every other channel of the residual
 sums, LayerNorm's centered values and the feed-forward output, and LayerNorm's variance varies
-over tokens from 0.4 to 125 (the tokens holding the outliers). Inside `grouped(groups)` (with
-`integer.integer_friendly("int8")`) the encoder carries its residual stream as G tensors
+over tokens from 0.4 to 125 (the tokens holding the outliers). `GroupedEncoder`, the export-time
+copy of the encoder (`keras_bert.tasks.rewrite`), carries its residual stream as G tensors
 [T, n_g], one per group of channels of similar range (per-embedding-group quantization, PEG,
 Bondarenko et al. 2021), each on its own int8 grid:
 
@@ -23,20 +23,21 @@ Bondarenko et al. 2021), each on its own int8 grid:
 In float the grouped encoder computes what the plain one does (up to float32 rounding);
 `calibrate` chooses the groups and the bounds from the float model on calibration inputs.
 
->>> groups = calibrate(encoder, inputs)                  # doctest: +SKIP
->>> with integer.integer_friendly(), grouped(groups):    # doctest: +SKIP
-...     concrete = function.get_concrete_function()
+>>> groups = calibrate(encoder, inputs)                                       # doctest: +SKIP
+>>> copy = rewrite.substitute_encoder(model, GroupedEncoder, groups=groups)   # doctest: +SKIP
 """
 
-import contextlib
-import contextvars
 import dataclasses
 import functools
 import math
 import operator
 
+import keras
 import numpy as np
 import tensorflow as tf
+
+from keras_bert.export import integer
+from keras_bert.tasks import rewrite
 
 RATIO = 4.0  # A group holds channels whose ranges (relative to the median) are within this ratio.
 MAX_GROUPS = 4
@@ -80,29 +81,6 @@ class ChannelGroups:
         return np.argsort(np.concatenate(self.groups)).astype(np.int32)
 
 
-_GROUPS: contextvars.ContextVar[ChannelGroups | None] = contextvars.ContextVar(
-    "keras_bert_channel_groups", default=None
-)
-_RECORDER: contextvars.ContextVar["_Recorder | None"] = contextvars.ContextVar(
-    "keras_bert_channel_recorder", default=None
-)
-
-
-@contextlib.contextmanager
-def grouped(groups: ChannelGroups):
-    """Within it the encoder computes its residual stream in `groups` (see the module)."""
-    token = _GROUPS.set(groups)
-    try:
-        yield
-    finally:
-        _GROUPS.reset(token)
-
-
-def active() -> ChannelGroups | None:
-    """The `ChannelGroups` of the enclosing `grouped()`, else None."""
-    return _GROUPS.get()
-
-
 def split(x, groups: ChannelGroups, axis=-1):
     """x's channels per group: [x[..., g] for each group] (columns of `axis`)."""
     return [tf.gather(x, g, axis=axis) for g in groups.groups]
@@ -134,13 +112,14 @@ def dense(layer, parts, groups_in=None, groups_out=None, activation=None):
     return outputs
 
 
-def layer_norm(layer, parts, groups: ChannelGroups):
+def layer_norm(layer, parts, groups: ChannelGroups, recorder=None):
     """`layer` (a LayerNormalization over H) on the grouped tokens parts [[T, n_g]], per group.
 
     mean = sum_g parts[g] @ (1/H); c_g = parts[g] - mean; the variance v = sum_g c_g.c_g / H
     (BATCH_MATMULs), coarse and, at each of `LEVELS`, saturating at `NormBounds.bounds` times the
     level's factor; out_g = c_g * rsqrt(v + eps) * gamma_g + beta_g, v the narrowest level's sum
-    in which no group saturates (else the coarse one)."""
+    in which no group saturates (else the coarse one). `recorder`: a `_Recorder` (calibration)
+    that records each token's variance and its groups' shares."""
     dtype = parts[0].dtype
     hidden = sum(groups.sizes)
     ones = [tf.fill([n, 1], tf.constant(1.0 / hidden, dtype)) for n in groups.sizes]
@@ -153,7 +132,7 @@ def layer_norm(layer, parts, groups: ChannelGroups):
     squares = [tf.matmul(r, r, transpose_b=True) for r in rows]  # (T, 1, 1)
     coarse = functools.reduce(operator.add, squares)  # The variance.
     epsilon = tf.constant(layer.epsilon, dtype)
-    recorder, bounds = _RECORDER.get(), groups.norms.get(layer.path)
+    bounds = groups.norms.get(layer.path)
     if recorder is not None:
         recorder.norm(layer.path, coarse, squares)
     inv = tf.math.rsqrt(coarse + epsilon)
@@ -207,13 +186,6 @@ class _Recorder:
         per_group.append(np.concatenate([np.reshape(np.asarray(s), [-1, 1]) for s in squares], 1))
 
 
-def record_channels(path, x):
-    """Records x's channel maxima for `calibrate` (a LayerNorm input [..., H]), when recording."""
-    recorder = _RECORDER.get()
-    if recorder is not None and tf.executing_eagerly():
-        recorder.channels(path, x)
-
-
 def choose_groups(maxima, ratio=RATIO, max_groups=MAX_GROUPS):
     """Channel groups from channel maxima [sites, H] (each site's mean over calibration calls):
     a channel's score is its largest ratio to its site's median; group k holds the scores in
@@ -236,17 +208,14 @@ def calibrate(encoder, inputs, quantile=FINE_QUANTILE) -> ChannelGroups:
     if not inputs:
         raise ValueError("Channel groups need at least one calibration input.")
     recorder = _Recorder()
-    token = _RECORDER.set(recorder)
-    try:
-        for x in inputs:
-            encoder(x, training=False)
-        maxima = [np.mean(calls, 0) for calls in recorder.maxima.values()]
-        groups = ChannelGroups(choose_groups(maxima))
-        with grouped(groups):
-            for x in inputs:
-                encoder(x, training=False)
-    finally:
-        _RECORDER.reset(token)
+    recording = _RecordingEncoder(encoder, recorder)
+    for x in inputs:
+        recording(x, training=False)
+    maxima = [np.mean(calls, 0) for calls in recorder.maxima.values()]
+    groups = ChannelGroups(choose_groups(maxima))
+    grouped = GroupedEncoder(encoder, groups, recorder=recorder)
+    for x in inputs:
+        grouped(x, training=False)
     norms = {}
     for path, (total, per_group) in recorder.sums.items():
         total, per_group = np.concatenate(total), np.concatenate(per_group)
@@ -255,3 +224,123 @@ def calibrate(encoder, inputs, quantile=FINE_QUANTILE) -> ChannelGroups:
         bounds = below.max(0) if len(below) else per_group.max(0)
         norms[path] = NormBounds(threshold, tuple(float(b) for b in np.maximum(bounds, 1e-6)))
     return ChannelGroups(groups.groups, norms)
+
+
+class _RecordingEncoder(rewrite.EncoderRewrite):
+    """The float encoder (eager) that records every LayerNorm input's channel maxima."""
+
+    def __init__(self, encoder, recorder, **kwargs):
+        super().__init__(encoder, **kwargs)
+        self.recorder = recorder
+
+    def layer_norm(self, layer, x, batch=None):
+        self.recorder.channels(layer.path, x)
+        return layer(x)
+
+
+# === The grouped encoder ===
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class GroupedEncoder(integer.IntegerEncoder):
+    """The encoder (inference) with its residual stream in channel `groups` (see the module), its
+    LayerNorms and attention mask in int8-friendly forms: the same outputs as the float encoder
+    (up to float32 rounding).
+
+    Args:
+        encoder: the `BertEncoder` whose weights it uses.
+        groups: `ChannelGroups` (`calibrate`).
+        recorder: optional `_Recorder` (calibration's second pass).
+    """
+
+    def __init__(self, encoder, groups, recorder=None, **kwargs):
+        super().__init__(encoder, activations="int8", **kwargs)
+        self.groups = groups
+        self.recorder = recorder
+
+    def call(self, inputs, training=None, mask=None):
+        groups = self.groups
+        x = self.grouped_embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
+        # The blocks take the mask itself (`grouped_block`), not the bias.
+        keys = tf.expand_dims(tf.expand_dims(inputs["input_mask"], 1), 1)  # (B, 1, 1, S)
+        layer_outputs = []
+        for block in self.encoder.transformer_layers:
+            x = self.grouped_block(block, x, keys)  # [(B, S, n_g)]
+            layer_outputs.append(merge(x, groups))  # (B, S, H)
+        # The pooler reads the [CLS] state per group (not the merged tensor's one int8 grid).
+        pooler = self.encoder.pooler
+        pooled = dense(
+            pooler, [p[:, 0, :] for p in x], groups.groups, activation=pooler.activation
+        )[0]
+        return {
+            "sequence_output": layer_outputs[-1],
+            "pooled_output": pooled,
+            "encoder_outputs": layer_outputs,
+        }
+
+    def grouped_embeddings(self, input_word_ids, input_type_ids):
+        """The embeddings [[B, S, n_g]], each group looked up in its own columns of the tables
+        (each its own constant, so each its own int8 grid: a slice or gather of one table keeps
+        that table's grid)."""
+        layer, groups = self.encoder.embeddings, self.groups
+        batch, seq_length = tf.shape(input_word_ids)[0], tf.shape(input_word_ids)[1]
+        tables = zip(
+            *(
+                split(table, groups)
+                for table in (layer.word_embeddings, layer.token_type_embeddings)
+            ),
+            (p[:seq_length] for p in split(layer.position_embeddings, groups)),
+        )
+        parts = [
+            tf.reshape(
+                tf.gather(words, input_word_ids) + tf.gather(types, input_type_ids) + positions,
+                [-1, n],
+            )  # (B*S, n_g)
+            for (words, types, positions), n in zip(tables, groups.sizes)
+        ]
+        parts = layer_norm(layer.layer_norm, parts, groups, self.recorder)
+        return [tf.reshape(p, [batch, seq_length, n]) for p, n in zip(parts, groups.sizes)]
+
+    def grouped_block(self, block, parts, key_mask):
+        """A `TransformerBlock` (inference) on the residual stream in channel groups:
+        parts [[B, S, n_g]] -> [[B, S, n_g]]; key_mask: the input mask [B, 1, 1, S] (int32,
+        1 = real token) or None."""
+        groups = self.groups
+        batch, seq = tf.shape(parts[0])[0], tf.shape(parts[0])[1]
+        hidden = block.hidden_size
+
+        def split_heads(t):  # (B*S, H) -> (B, N, S, D)
+            t = tf.reshape(t, [batch, seq, block.num_attention_heads, block.head_size])
+            return tf.transpose(t, [0, 2, 1, 3])
+
+        tokens = [tf.reshape(p, [-1, n]) for p, n in zip(parts, groups.sizes)]  # (B*S, n_g)
+        q, k, v = (
+            split_heads(dense(layer, tokens, groups.groups)[0])
+            for layer in (block.query, block.key, block.value)
+        )  # (B, N, S, D)
+        q = q * tf.cast(block.head_size**-0.5, q.dtype)
+        scores = tf.matmul(q, k, transpose_b=True)  # (B, N, S, S)
+        if key_mask is not None:
+            # A padded key's score is set, not summed with -10000: LiteRT's int8 ADD of the
+            # scores and a bias on a grid 137 times coarser gave the top of the scores' grid for
+            # -10000 (seen on MiniLM). On that grid the set score is the grid's bottom, where it
+            # keeps a little probability: the padded key's value is zeroed too.
+            real = tf.not_equal(key_mask, 0)  # (B, 1, 1, S)
+            scores = tf.where(real, scores, tf.constant(rewrite.MASK_VALUE, scores.dtype))
+            keep = integer.mask_lookup(key_mask, (0.0, 1.0), v.dtype)  # (B, 1, 1, S)
+            v = v * tf.transpose(keep, [0, 1, 3, 2])  # (B, N, S, D) * (B, 1, S, 1)
+        context = tf.matmul(tf.nn.softmax(scores, axis=-1), v)  # (B, N, S, D)
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, hidden])  # (B*S, H)
+        attended = dense(block.attention_output, [context], None, groups.groups)
+        tokens = layer_norm(
+            block.attention_layer_norm,
+            [t + a for t, a in zip(tokens, attended)],
+            groups,
+            self.recorder,
+        )
+        inner = dense(block.intermediate, tokens, groups.groups, None, block._activation)
+        out = dense(block.output_dense, inner, None, groups.groups)
+        tokens = layer_norm(
+            block.output_layer_norm, [t + o for t, o in zip(tokens, out)], groups, self.recorder
+        )
+        return [tf.reshape(t, [batch, seq, n]) for t, n in zip(tokens, groups.sizes)]

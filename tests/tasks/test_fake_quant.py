@@ -7,8 +7,8 @@ import tensorflow as tf
 from finetune_cases import TINY
 
 import keras_bert
-from keras_bert.layers import fake_quant
 from keras_bert.models.task_models import BertClassifier
+from keras_bert.tasks import fake_quant
 from keras_bert.tasks.quantization_aware import QuantizationAwareTrainer
 from keras_bert.tasks.registry import get_task
 
@@ -77,9 +77,12 @@ def test_ranges_are_the_mean_of_each_examples_min_and_max_then_moving_averages()
         [0.9 * -2.0 + 0.1 * -1.0, 0.9 * 2.0 + 0.1 * 3.0],
         rtol=1e-6,
     )
-    with fake_quant.quantization_aware(ranges):  # Quantized over the tracked range, not moved.
-        got = fake_quant.activation(tf.constant(second), "site", 2).numpy()
-    np.testing.assert_allclose(got, numpy_activation(second, -1.9, 2.1), atol=1e-5)
+    # Quantized over the tracked range, not moved. (Not `second`: its 2.0 lies half-way between
+    # two grid points of [-1.9, 2.1], where float32 rounding of the range decides.)
+    probe = np.array([[4.0, -2.0], [0.0, 1.95]], "float32")
+    with fake_quant.quantization_aware(ranges):
+        got = fake_quant.activation(tf.constant(probe), "site", 2).numpy()
+    np.testing.assert_allclose(got, numpy_activation(probe, -1.9, 2.1), atol=1e-5)
     np.testing.assert_allclose(ranges.sites["site"][0].numpy(), -1.9, rtol=1e-6)
 
 

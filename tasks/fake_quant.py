@@ -1,5 +1,9 @@
-"""Quantization-aware fine-tuning: fake-quantized weights and activations in the layers' forward
+"""Quantization-aware fine-tuning: fake-quantized weights and activations in the encoder's forward
 pass, at the tensors that `--quantize=int8_integer_only` TFLite computes in int8.
+
+The sites are in `keras_bert.tasks.rewrite.EncoderRewrite`, the training-time copy of the encoder
+that `keras_bert.tasks.quantization_aware` trains through (sharing the model's weights): the core
+layers know nothing of it.
 
 Q8BERT's recipe (Zafrir et al. 2019) with TFLite's number formats: inside
 `quantization_aware(ranges)` the layers round every such tensor to its 8-bit grid in the forward
@@ -17,9 +21,9 @@ pass and let gradients through unchanged inside the range (the straight-through 
 - the softmax and tanh outputs at TFLite's fixed int8 ranges ([0, 1) in steps of 1/256,
   [-1, 1) in steps of 1/128).
 
-The layers trace LayerNorm in the integer form (`keras_bert.layers.integer`) with a site after
-each of its ops. Outside the scope every function here returns its input: the float model, its
-checkpoints and exports are unchanged.
+The copy traces LayerNorm in the integer form (`layer_norm`) with a site after each of its ops.
+Outside the scope every function here returns its input: the float model, its checkpoints and
+exports are unchanged.
 
 Dimensions: B batch; a site's tensor is [B, ...] or [B*S, ...] (rows of `batch` examples).
 
@@ -211,3 +215,21 @@ def constant(w, rows=None):
     low = tf.stop_gradient(tf.reduce_min(w))
     high = tf.stop_gradient(tf.reduce_max(w))
     return fake_quant(x, low, high)
+
+
+def layer_norm(layer, x, batch):
+    """The integer-friendly LayerNorm as int8_integer_only TFLite computes it: every op's output
+    on its own int8 grid (MEAN, SQUARED_DIFFERENCE, MEAN, RSQRT, MUL, SUB, MUL, ADD); x holds the
+    rows of `batch` examples."""
+    name = layer.gamma.path.rsplit("/", 1)[0]
+
+    def quantized(value, site):
+        return activation(value, f"{name}/{site}", batch)
+
+    mean = quantized(tf.reduce_mean(x, -1, keepdims=True), "mean")
+    squares = quantized(tf.math.squared_difference(x, tf.stop_gradient(mean)), "squares")
+    variance = quantized(tf.reduce_mean(squares, -1, keepdims=True), "variance")
+    inv = quantized(tf.math.rsqrt(variance + layer.epsilon), "rsqrt")
+    inv = quantized(inv * constant(tf.cast(layer.gamma, x.dtype)), "inv")
+    y = quantized(quantized(x - mean, "centered") * inv, "scaled")
+    return quantized(y + constant(tf.cast(layer.beta, x.dtype)), "output")
