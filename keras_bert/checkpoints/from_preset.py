@@ -141,6 +141,15 @@ def load_task(cls, preset, seq_length=None, **kwargs):
     return model
 
 
+def load_task_class(path, **kwargs):
+    """The task model of a fine-tuned Hugging Face directory, of the class its architecture
+    names (`hf_tasks.ARCHITECTURES`), with its preprocessor."""
+    from keras_bert.models import task_models
+
+    arch = hf_tasks.ARCHITECTURES[hf_tasks.read_facts(path).architecture]
+    return load_task(getattr(task_models, arch.model_class), path, **kwargs)
+
+
 def _load_hf_task(cls, path, kwargs, facts):
     """(model, vocabulary, lower_case) of a fine-tuned Hugging Face directory."""
     hf = hf_tasks.read_facts(path)
@@ -159,7 +168,7 @@ def _load_hf_task(cls, path, kwargs, facts):
     facts.setdefault("labels", hf.labels)
     model.task_facts = model.default_facts(**facts)
     if hf.problem == "regression":
-        model.task_facts.update(problem="regression", labels=None)
+        model.task_facts = {**model.task_facts, "problem": "regression", "labels": None}
     return model, hf.vocabulary, hf.lower_case
 
 

@@ -158,7 +158,9 @@ class BertTask(keras.Model):
         from keras_bert.training import task_data
 
         if task_data.is_text(x):
-            x = task_data.dataset(self, x, y, batch_size, shuffle=kwargs.pop("shuffle", True))
+            x = task_data.dataset(
+                self, x, y, batch_size, shuffle=kwargs.pop("shuffle", True), labelled=True
+            )
             y = batch_size = None
             if kwargs.get("validation_data") is not None:
                 kwargs["validation_data"] = task_data.dataset(
@@ -178,7 +180,8 @@ class BertTask(keras.Model):
 
         if not task_data.is_text(x):
             return super().predict(x, batch_size=batch_size, **kwargs)
-        outputs = super().predict(task_data.dataset(self, x, None, batch_size), **kwargs)
+        texts = task_data.dataset(self, x, None, batch_size, labelled=False)
+        outputs = super().predict(texts, **kwargs)
         return outputs["logits"] if list(outputs) == ["logits"] else outputs
 
     def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None, **kwargs: Any):
@@ -186,7 +189,8 @@ class BertTask(keras.Model):
         from keras_bert.training import task_data
 
         if task_data.is_text(x):
-            x, y, batch_size = task_data.dataset(self, x, y, batch_size), None, None
+            x = task_data.dataset(self, x, y, batch_size, labelled=True)
+            y = batch_size = None
         return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
     # === Config ===

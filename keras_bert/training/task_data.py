@@ -54,7 +54,7 @@ def split_xy(data):
     return data[0], data[1]
 
 
-def dataset(model, x, y, batch_size, shuffle=False):
+def dataset(model, x, y, batch_size, shuffle=False, labelled=None):
     """A batched tf.data of (encoder inputs, labels) (or encoder inputs alone when y is None).
 
     Args:
@@ -63,6 +63,8 @@ def dataset(model, x, y, batch_size, shuffle=False):
         y: labels or None.
         batch_size: int or None (32).
         shuffle: bool, shuffle the examples each epoch (not for a tf.data input).
+        labelled: bool or None. A tf.data input yields (texts, labels): True for fit and
+            evaluate, False for predict (None: whether y is given).
 
     Raises:
         ValueError: no preprocessor, or texts and labels of different lengths.
@@ -74,8 +76,12 @@ def dataset(model, x, y, batch_size, shuffle=False):
         )
     preprocess = _preprocess_fn(model)
     if isinstance(x, tf.data.Dataset):
+        labelled = y is not None if labelled is None else labelled
         return x.map(
-            lambda *e: _map_element(model, preprocess, e), num_parallel_calls=tf.data.AUTOTUNE
+            lambda *e: _map_element(
+                model, preprocess, e if labelled else (e if len(e) > 1 else e[0],)
+            ),
+            num_parallel_calls=tf.data.AUTOTUNE,
         ).prefetch(tf.data.AUTOTUNE)
     x = _as_texts(x)
     count = len(tf.nest.flatten(x)[0])
@@ -83,7 +89,7 @@ def dataset(model, x, y, batch_size, shuffle=False):
         y = _as_labels(model, y)
         if any(len(part) != count for part in tf.nest.flatten(y)):
             raise ValueError(f"{count} texts but {len(tf.nest.flatten(y)[0])} labels.")
-    data = tf.data.Dataset.from_tensor_slices(x if y is None else (x, y))
+    data = tf.data.Dataset.from_tensor_slices((x,) if y is None else (x, y))
     if shuffle:
         data = data.shuffle(count, reshuffle_each_iteration=True)
     data = data.batch(batch_size or DEFAULT_BATCH_SIZE)
