@@ -107,13 +107,17 @@ def _in_memory(model, seq_length, mlm, path=""):
     if mlm:
         raise ValueError("A task model has no masked-LM head (export the pre-trained checkpoint).")
     info = model.task_info()
+    seq_length = _seq_length(seq_length or info["seq_length"], model.encoder)
+    if info["problem"] == "span":  # The question and the stride fit in the sequence.
+        for key in ("max_query_length", "doc_stride"):
+            info[key] = min(int(info[key]), seq_length // 2)
     return ExportSource(
         kind=info["problem"],
         tokenizer=model.preprocessor.tokenizer,
         encoder=model.encoder,
         model=model,
         info=info,
-        seq_length=_seq_length(seq_length or info["seq_length"], model.encoder),
+        seq_length=seq_length,
         path=path or f"<in-memory {type(model).__name__}>",
     )
 

@@ -125,11 +125,12 @@ class BertTask(keras.Model):
                 f"This {type(self).__name__} has no preprocessor: build it with from_preset, or "
                 "set model.preprocessor = BertPreprocessor(...), before exporting it."
             )
-        facts = self.task_facts or self.default_facts()
+        facts = dict(self.task_facts or self.default_facts())
+        seq_length = int(self.preprocessor.seq_length or 128)
         return {
             "task": facts.get("task"),
             **facts,
-            "seq_length": int(self.preprocessor.seq_length or 128),
+            "seq_length": seq_length,
             "lower_case": bool(self.preprocessor.tokenizer.lower_case),
             "model_class": type(self).__name__,
         }
@@ -137,14 +138,27 @@ class BertTask(keras.Model):
     # === Training and inference on raw text ===
 
     def compile(
-        self, optimizer: Any = AUTO, loss: Any = AUTO, metrics: Any = AUTO, **kwargs: Any
+        self,
+        optimizer: Any = AUTO,
+        loss: Any = AUTO,
+        metrics: Any = AUTO,
+        learning_rate: float | None = None,
+        **kwargs: Any,
     ) -> None:
-        """Keras' compile with the paper's defaults (see the module docstring)."""
+        """Keras' compile with the paper's defaults (see the module docstring).
+
+        Args:
+            optimizer, loss, metrics: Keras' (default "auto": the paper's recipe).
+            learning_rate: float or None. The default optimizer's peak learning rate (2e-5; the
+                paper searched 5e-5, 3e-5, 2e-5).
+            **kwargs: Keras' compile arguments.
+        """
         from keras_bert.training import task_data
 
         self._auto_optimizer = optimizer == AUTO
+        self._peak_learning_rate = learning_rate or task_data.PEAK_LEARNING_RATE
         if self._auto_optimizer:  # Rebuilt with its schedule once fit knows the steps.
-            optimizer = task_data.paper_optimizer(self, num_train_steps=1)
+            optimizer = task_data.paper_optimizer(self, 1, self._peak_learning_rate)
         default_loss, default_metrics = task_data.loss_and_metrics(self)
         self._compile_args = dict(
             loss=default_loss if loss == AUTO else loss,
@@ -168,7 +182,7 @@ class BertTask(keras.Model):
                 )
         if self._auto_optimizer:
             steps = task_data.train_steps(x, y, batch_size, kwargs)
-            optimizer = task_data.paper_optimizer(self, num_train_steps=steps)
+            optimizer = task_data.paper_optimizer(self, steps, self._peak_learning_rate)
             super().compile(optimizer=optimizer, **self._compile_args)
             self._auto_optimizer = False
         return super().fit(x, y, batch_size=batch_size, **kwargs)

@@ -171,11 +171,12 @@ def train_steps(x, y, batch_size, fit_kwargs):
     return max(1, epochs * int(steps))
 
 
-def paper_optimizer(model, num_train_steps):
-    """AdamW at 2e-5 with 10% warmup and linear decay to 0 at `num_train_steps`, weight decay
-    0.01 (not on LayerNorm and biases), clipped to global norm 1 (`create_optimizer`)."""
+def paper_optimizer(model, num_train_steps, learning_rate=PEAK_LEARNING_RATE):
+    """AdamW peaking at `learning_rate` after 10% warmup, then linear decay to 0 at
+    `num_train_steps`; weight decay 0.01 (not on LayerNorm and biases), gradients clipped to
+    global norm 1 (`create_optimizer`)."""
     return create_optimizer(
-        PEAK_LEARNING_RATE,
+        learning_rate,
         num_train_steps,
         int(WARMUP_FRACTION * num_train_steps),
         variables=model.trainable_variables,
