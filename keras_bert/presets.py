@@ -36,7 +36,8 @@ from keras_bert.config import COMPACT_HIDDEN, COMPACT_LAYERS
 GOOGLE = "https://storage.googleapis.com/bert_models/"
 HF_SCHEME = "hf://"
 KERAS_FILE = ".keras"
-_COMPACT_NAMES = {128: "tiny", 256: "mini", 512: "small", 768: "medium"}  # At 2/4/4/8 layers.
+# The compact sizes with names (Turc et al. 2019): name -> (layers, hidden).
+_COMPACT_NAMES = {"tiny": (2, 128), "mini": (4, 256), "small": (4, 512), "medium": (8, 512)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,10 +108,8 @@ def _table():
             name = f"uncased_L-{layers}_H-{hidden}_A-{hidden // 64}"
             key = f"bert_L-{layers}_H-{hidden}_uncased"
             presets[key] = _google("2020_02_20", name, True, 30522, english + ", compact")
-    for layers, hidden in ((2, 128), (4, 256), (4, 512), (8, 512)):
-        presets[f"bert_{_COMPACT_NAMES[hidden]}_uncased"] = presets[
-            f"bert_L-{layers}_H-{hidden}_uncased"
-        ]
+    for size, (layers, hidden) in _COMPACT_NAMES.items():
+        presets[f"bert_{size}_uncased"] = presets[f"bert_L-{layers}_H-{hidden}_uncased"]
     return presets
 
 

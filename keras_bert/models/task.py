@@ -15,10 +15,11 @@ ids [B] (a score for regression); `BertTokenClassifier` one tag id per packed to
 no tag); `BertSpanLabeler` a pair (start positions [B], end positions [B]) in the packed sequence.
 Tokenization runs in tf.data (tensorflow-text), outside the model.
 
-`compile()` without arguments gives the paper's fine-tuning recipe (§4, A.3): AdamW (weight decay
-0.01, not on LayerNorm and biases), peak learning rate 2e-5 reached after 10% of the steps then
-decayed linearly to 0 at the end of `fit`, gradients clipped to norm 1, the task's loss and
-metrics. Any argument given replaces its default.
+`compile()` without arguments gives the paper's fine-tuning recipe (§4, A.3) as the original code
+ran it: its AdamWeightDecay (Adam with decoupled weight decay 0.01, not on LayerNorm and biases),
+peak learning rate 2e-5 (`compile(learning_rate=...)`) reached after 10% of the steps then decayed
+linearly to 0 at the end of `fit`, gradients clipped to norm 1, the task's loss and metrics. Any
+argument given replaces its default.
 """
 
 from __future__ import annotations

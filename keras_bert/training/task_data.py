@@ -172,15 +172,16 @@ def train_steps(x, y, batch_size, fit_kwargs):
 
 
 def paper_optimizer(model, num_train_steps, learning_rate=PEAK_LEARNING_RATE):
-    """AdamW peaking at `learning_rate` after 10% warmup, then linear decay to 0 at
-    `num_train_steps`; weight decay 0.01 (not on LayerNorm and biases), gradients clipped to
-    global norm 1 (`create_optimizer`)."""
+    """The original's fine-tuning optimizer (`AdamWeightDecay`: Adam with decoupled weight decay
+    0.01, not on LayerNorm and biases, no bias correction; the runner's default too) peaking at
+    `learning_rate` after 10% warmup, then linear decay to 0 at `num_train_steps`; gradients
+    clipped to global norm 1 (`create_optimizer`)."""
     return create_optimizer(
         learning_rate,
         num_train_steps,
         int(WARMUP_FRACTION * num_train_steps),
         variables=model.trainable_variables,
-        optimizer="adamw",
+        optimizer="adam_weight_decay",
     )
 
 
