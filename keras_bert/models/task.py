@@ -168,7 +168,9 @@ class BertTask(keras.Model):
         )
         super().compile(optimizer=optimizer, **self._compile_args)
 
-    def fit(self, x: Any = None, y: Any = None, batch_size: int | None = None, **kwargs: Any):
+    def fit(
+        self, x: Any = None, y: Any = None, batch_size: int | None = None, **kwargs: Any
+    ) -> keras.callbacks.History:
         """Keras' fit; raw text (see the module docstring) goes through the preprocessor."""
         from keras_bert.training import task_data
 
@@ -188,7 +190,7 @@ class BertTask(keras.Model):
             self._auto_optimizer = False
         return super().fit(x, y, batch_size=batch_size, **kwargs)
 
-    def predict(self, x: Any, batch_size: int | None = None, **kwargs: Any):
+    def predict(self, x: Any, batch_size: int | None = None, **kwargs: Any) -> Any:
         """Keras' predict. For raw text: the logits (NumPy [B, C], [B, S, C] or [B, K]), or for
         `BertSpanLabeler` the dict of start and end logits."""
         from keras_bert.training import task_data
@@ -199,7 +201,9 @@ class BertTask(keras.Model):
         outputs = super().predict(texts, **kwargs)
         return outputs["logits"] if list(outputs) == ["logits"] else outputs
 
-    def evaluate(self, x: Any = None, y: Any = None, batch_size: int | None = None, **kwargs: Any):
+    def evaluate(
+        self, x: Any = None, y: Any = None, batch_size: int | None = None, **kwargs: Any
+    ) -> Any:
         """Keras' evaluate; raw text goes through the preprocessor."""
         from keras_bert.training import task_data
 
