@@ -175,9 +175,9 @@ class BertTask(keras.Model):
         from keras_bert.training import task_data
 
         if task_data.is_text(x):
-            x = task_data.dataset(
-                self, x, y, batch_size, shuffle=kwargs.pop("shuffle", True), labelled=True
-            )
+            shuffle = kwargs.pop("shuffle", True)
+            x = task_data.dataset(self, x, y, batch_size, shuffle=shuffle, labelled=True)
+            kwargs["shuffle"] = False  # Shuffled in the dataset, each epoch.
             y = batch_size = None
             if kwargs.get("validation_data") is not None:
                 kwargs["validation_data"] = task_data.dataset(

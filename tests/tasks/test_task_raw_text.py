@@ -84,3 +84,43 @@ def test_bad_inputs_are_named(model):
     bare = BertClassifier(model.encoder, num_classes=3)
     with pytest.raises(ValueError, match="has no preprocessor for raw text"):
         bare.predict(A, verbose=0)
+
+
+def test_runner_save_hf_writes_what_from_preset_and_transformers_read(tmp_path):
+    """`run_finetuning(save_hf=True)` writes run/hf/: read back by from_preset (same logits as
+    the run's model/, labels), and by transformers where it is installed."""
+    from finetune_cases import write_checkpoint, write_sst2
+
+    from keras_bert.tasks.runner import run_finetuning
+
+    summary = run_finetuning(
+        task="sst2",
+        model_dir=str(tmp_path / "run"),
+        data_dir=write_sst2(str(tmp_path / "SST-2"), n_train=32, n_dev=8, n_test=4),
+        init_checkpoint=write_checkpoint(str(tmp_path / "ckpt")),
+        do_train=True,
+        num_train_epochs=1,
+        batch_size=16,
+        seq_length=16,
+        save_hf=True,
+        verbose=False,
+        plot=False,
+    )
+    texts = ["a good film", "bad"]
+    ours = BertClassifier.from_preset(str(tmp_path / "run" / "model"))
+    hf = BertClassifier.from_preset(str(tmp_path / "run" / "hf"), seq_length=16)
+    assert hf.task_facts["labels"] == ours.task_facts["labels"] == ["0", "1"]
+    np.testing.assert_allclose(
+        hf.predict(texts, verbose=0), ours.predict(texts, verbose=0), atol=1e-5
+    )
+    assert summary["model_path"].endswith("model")
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(
+        tmp_path / "run" / "hf"
+    )
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "run" / "hf")
+    encoded = tokenizer(texts, padding="max_length", max_length=16, return_tensors="pt")
+    with torch.no_grad():
+        logits = theirs.eval()(**encoded).logits.numpy()
+    np.testing.assert_allclose(hf.predict(texts, verbose=0), logits, atol=1e-4)
