@@ -69,9 +69,12 @@ class BertTask(keras.Model):
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        if isinstance(preprocessor, dict):
-            preprocessor = keras.saving.deserialize_keras_object(preprocessor)
-        self.preprocessor = preprocessor
+        attached: BertPreprocessor | None = (
+            keras.saving.deserialize_keras_object(preprocessor)
+            if isinstance(preprocessor, dict)
+            else preprocessor
+        )
+        self.preprocessor = attached
         self.task_facts = dict(task_facts) if task_facts else None
         self._auto_optimizer = False
 
@@ -180,8 +183,9 @@ class BertTask(keras.Model):
             kwargs["shuffle"] = False  # Shuffled in the dataset, each epoch.
             y = batch_size = None
             if kwargs.get("validation_data") is not None:
+                texts, labels = task_data.split_xy(kwargs["validation_data"])
                 kwargs["validation_data"] = task_data.dataset(
-                    self, *task_data.split_xy(kwargs["validation_data"]), batch_size=None
+                    self, texts, labels, None, labelled=True
                 )
         if self._auto_optimizer:
             steps = task_data.train_steps(x, y, batch_size, kwargs)

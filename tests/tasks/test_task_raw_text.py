@@ -43,14 +43,16 @@ def test_predict_takes_every_text_form(model):
 def test_compile_default_is_the_papers_recipe_and_fit_learns(tmp_path):
     model = BertClassifier.from_preset(PAIRS, seq_length=16, text_pair=True)
     model.compile()
-    history = model.fit((A, B), LABELS, epochs=3, batch_size=4, verbose=0)
+    history = model.fit(
+        (A, B), LABELS, epochs=3, batch_size=4, verbose=0, validation_data=((A, B), LABELS)
+    )
     optimizer = model.optimizer
     schedule = optimizer._learning_rate
     assert isinstance(optimizer, AdamWeightDecay) and isinstance(schedule, WarmupLinearDecay)
     assert schedule.num_train_steps == 3 * math.ceil(len(A) / 4)
     assert schedule.num_warmup_steps == int(0.1 * schedule.num_train_steps)
     assert schedule.peak_learning_rate == 2e-5 and optimizer.weight_decay_rate == 0.01
-    assert set(history.history) == {"loss", "accuracy"}
+    assert set(history.history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
     results = model.evaluate((A, B), LABELS, verbose=0, return_dict=True)
     predicted = model.predict((A, B), verbose=0).argmax(-1)
     assert results["accuracy"] == pytest.approx(np.mean(predicted == LABELS))
