@@ -12,6 +12,7 @@ read.
 """
 
 import os
+import warnings
 
 import keras
 
@@ -22,6 +23,7 @@ from keras_bert.text.preprocessor import BertPreprocessor
 from keras_bert.text.tokenizer import BertTokenizer
 
 DEFAULT_SEQ_LENGTH = 128
+_UNUSED = "variables not used by the model"  # `weights.warn_unused`'s words.
 
 
 def kind_of(path):
@@ -163,7 +165,11 @@ def _load_hf_task(cls, path, kwargs, facts):
     if arch.model_class in ("BertClassifier", "BertTokenClassifier"):
         _check_units(kwargs.setdefault("num_classes", units), units, path)
     kernel, bias = hf_tasks.read_head(path, hf.architecture)
-    model = cls(huggingface.load(path), **kwargs)
+    with warnings.catch_warnings():  # The head is read here; token and span models have no pooler.
+        warnings.filterwarnings("ignore", f".*{_UNUSED}: {arch.head_key}", UserWarning)
+        if not arch.pooler:
+            warnings.filterwarnings("ignore", ".*no pooler.dense", UserWarning)
+        model = cls(huggingface.load(path), **kwargs)
     hf_tasks.set_head(model, hf.architecture, kernel, bias)
     facts.setdefault("labels", hf.labels)
     model.task_facts = model.default_facts(**facts)

@@ -70,7 +70,6 @@ DECODER_WEIGHT_KEY = "cls.predictions.decoder.weight"  # Tied to the word embedd
 DECODER_BIAS_KEY = "cls.predictions.decoder.bias"  # Tied to cls.predictions.bias.
 POOLER_KEYS = ("pooler.dense.weight", "pooler.dense.bias")  # Absent from BertForMaskedLM files.
 _BUFFERS = ("embeddings.position_ids",)  # Non-weight buffers in older files.
-TASK_HEADS = ("classifier.", "qa_outputs.")  # Task heads, read by checkpoints.hf_tasks.
 
 
 def detect(path):
@@ -173,7 +172,6 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
             n in (key(b) for b in _BUFFERS)
             or n in (DECODER_WEIGHT_KEY, DECODER_BIAS_KEY)
             or (not heads and n.startswith("cls."))
-            or n.startswith(TASK_HEADS)
         ),
     )
     return model

@@ -94,9 +94,9 @@ def load_init_checkpoint(
         vocab_source = module.tokenizer_json_vocabulary(vocab_dir)
     if vocab_source is None:
         raise FileNotFoundError(
-            f"No vocabulary for {path}: looked for {os.path.join(vocab_dir, files.VOCAB_NAME)} "
-            f"(and a Hugging Face tokenizer.json). "
-            f"Pass vocab_file (--vocab_file) to give one."
+            f"No vocabulary for {path}: looked for {os.path.join(vocab_dir, files.VOCAB_NAME)}. "
+            f"Pass vocab_file (--vocab_file) to give one (a Hugging Face directory's "
+            f"tokenizer.json is read too)."
         )
     vocabulary = load_vocabulary(vocab_source)
     if not isinstance(vocab_source, (str, os.PathLike)):

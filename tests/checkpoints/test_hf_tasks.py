@@ -86,6 +86,7 @@ def test_from_preset_matches_transformers(name):
         assert facts["labels"] == ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
 
+@pytest.mark.slow
 def test_multiple_choice_raw_text_matches_transformers():
     expected = _expected("choice")
     model = BertMultipleChoice.from_preset(os.path.join(FIXTURES, "choice"), seq_length=SEQ_LENGTH)
@@ -131,6 +132,7 @@ def test_saved_as_huggingface_and_read_back(tmp_path):
     assert hf_tasks.read_facts(tmp_path / "hf").lower_case is False
 
 
+@pytest.mark.slow
 def test_transformers_loads_ours(tmp_path):
     """transformers' AutoModelForSequenceClassification reads our fine-tuned classifier with its
     labels and the same logits; AutoTokenizer gives our preprocessor's ids."""

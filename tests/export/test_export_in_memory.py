@@ -53,6 +53,7 @@ def _check(version, expected, texts, outputs=("logits",)):
     return loaded
 
 
+@pytest.mark.slow
 def test_hf_token_classifier_directory(tmp_path):
     expected = _expected("tokens")
     version = export.export_saved_model(
@@ -61,6 +62,7 @@ def test_hf_token_classifier_directory(tmp_path):
     _check(version, expected, {"text": expected["texts"]})
 
 
+@pytest.mark.slow
 def test_hf_question_answering_directory(tmp_path):
     expected = _expected("qa")
     version = export.export_saved_model(

@@ -88,6 +88,7 @@ def test_bad_inputs_are_named(model):
         bare.predict(A, verbose=0)
 
 
+@pytest.mark.slow
 def test_runner_save_hf_writes_what_from_preset_and_transformers_read(tmp_path):
     """`run_finetuning(save_hf=True)` writes run/hf/: read back by from_preset (same logits as
     the run's model/, labels), and by transformers where it is installed."""
