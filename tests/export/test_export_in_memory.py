@@ -118,3 +118,33 @@ def test_in_memory_without_preprocessor_is_refused(tmp_path):
     with pytest.raises(ValueError, match="has no preprocessor"):
         export.export_saved_model(model, str(tmp_path))
     assert not os.listdir(tmp_path)
+
+
+@pytest.mark.slow
+def test_tflite_and_hub_take_the_model_in_memory(tmp_path):
+    """export_tflite(model, ...) answers as the model; export_hub(model, ...) writes the encoder
+    and preprocessor pair of the same weights and vocabulary."""
+    from keras_bert.export import hub, tflite
+
+    expected = _expected("tokens")
+    model = _token_classifier()
+    version = tflite.export_tflite(model, str(tmp_path / "tflite"), quantize="dynamic_range")
+    runner = tflite.load_interpreter(os.path.join(version, tflite.MODEL_FILE))
+    assert "serving_default" in runner.get_signature_list()
+    version = hub.export_hub(model, str(tmp_path / "hub"))
+    encoder = tf.saved_model.load(os.path.join(version, "encoder"))
+    preprocessor = tf.saved_model.load(os.path.join(version, "preprocessor"))
+    packed = preprocessor(tf.constant(expected["texts"]))
+    _assert_same_ids(packed["input_word_ids"], expected["input_ids"])
+    ids = _ids(expected)
+    np.testing.assert_allclose(
+        encoder(ids)["sequence_output"].numpy(),
+        model.encoder(ids)["sequence_output"].numpy(),
+        atol=1e-5,
+    )
+
+
+def _token_classifier():
+    from keras_bert.models.task_models import BertTokenClassifier
+
+    return BertTokenClassifier.from_preset(os.path.join(FIXTURES, "tokens"), seq_length=SEQ_LENGTH)
