@@ -145,6 +145,7 @@ class BertTask(keras.Model):
         self,
         optimizer: Any = AUTO,
         loss: Any = AUTO,
+        *,
         metrics: Any = AUTO,
         learning_rate: float | None = None,
         **kwargs: Any,
@@ -155,7 +156,7 @@ class BertTask(keras.Model):
             optimizer, loss, metrics: Keras' (default "auto": the paper's recipe).
             learning_rate: float or None. The default optimizer's peak learning rate (2e-5; the
                 paper searched 5e-5, 3e-5, 2e-5).
-            **kwargs: Keras' compile arguments.
+            **kwargs: Keras' compile arguments (by name: keyword-only past `loss`).
         """
         from keras_bert.training import task_data
 
