@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from keras_bert.checkpoints import hf_tasks
 from keras_bert.checkpoints.task_model import find_task_model, save_task_model
 from keras_bert.checkpoints.training import read_weights, write_weights
 from keras_bert.io_utils import write_atomic
@@ -322,6 +323,15 @@ def train_and_finish(
             training_texts=serving_rows(task, train[0]) if train else None,
             training_data=config.train_file or (config.data_dir and f"{config.data_dir} (train)"),
         )
+        if config.save_hf:
+            hf_tasks.save_task(
+                model,
+                run.path("hf"),
+                tokenizer.vocabulary,
+                tokenizer.lower_case,
+                labels=task.info().get("labels"),
+                overwrite=True,
+            )
     summary = training_run.summarize(
         run,
         {

@@ -206,6 +206,14 @@ class BertTokenizer(keras.layers.Layer):
         shape = tuple(texts.shape) + (None,)
         return keras.KerasTensor(shape, dtype="int32", ragged=True)
 
+    @classmethod
+    def from_preset(cls, preset: Any, **kwargs: Any) -> BertTokenizer:
+        """The tokenizer of a preset (`keras_bert.presets`): its vocabulary and casing; kwargs
+        override (lower_case=..., max_chars_per_word=...)."""
+        from keras_bert.checkpoints.from_preset import load_tokenizer
+
+        return load_tokenizer(preset, **kwargs)
+
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
