@@ -128,9 +128,12 @@ def plot_png(table, spec):
 
 def _provenance(record):
     versions = ", ".join(f"{k} {v}" for k, v in sorted(record.get("versions", {}).items()))
+    machine = record["machine"]
+    if isinstance(machine, dict):  # As bench/common.py records it.
+        machine = ", ".join(f"{k} {v}" for k, v in machine.items())
     lines = [
         f"- command: `{record['command']}`",
-        f"- date: {record['date']}; machine: {record['machine']}",
+        f"- date: {record['date']}; machine: {machine}",
     ]
     if versions:
         lines.append(f"- versions: {versions}")
