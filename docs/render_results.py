@@ -113,8 +113,9 @@ def plot_png(table, spec):
     label_at, value_at = columns.index(spec["label"]), columns.index(spec["value"])
     points = [(str(r[label_at]), first_number(r[value_at])) for r in table["rows"]]
     points = [(label, value) for label, value in points if value is not None]
-    figure, axes = plt.subplots(figsize=(7, 0.45 * len(points) + 1.2))
-    axes.barh([label[:60] for label, _ in points], [value for _, value in points])
+    figure, axes = plt.subplots(figsize=(8, 0.45 * len(points) + 1.2))
+    labels = [label if len(label) <= 36 else label[:35] + "…" for label, _ in points]
+    axes.barh(labels, [value for _, value in points])
     if "reference" in spec:
         axes.axvline(spec["reference"], color="tab:red", linestyle="--")
     axes.invert_yaxis()
