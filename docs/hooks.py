@@ -1,7 +1,8 @@
 """MkDocs hooks (mkdocs.yml `hooks:`): what the site generates when it is built.
 
-- `on_config`: links keras_bert/, tasks/ and export/ into build/docs-src/keras_bert, the package as
-  installed (setup.cfg's package_dir), for mkdocstrings to read (reference/api.md).
+- at import (before mkdocstrings reads its paths): links keras_bert/, tasks/ and export/ into
+  build/docs-src/keras_bert, the package as installed (setup.cfg's package_dir), for mkdocstrings
+  to read (reference/api.md).
 - `on_files`: adds the pages generated from the code and the data: reference/cli.md from the absl
   flags (docs/cli_reference.py) and results/*.md with their plots from docs/results/data/*.json
   (docs/render_results.py).
@@ -35,9 +36,9 @@ def link_package_tree(target=ROOT / "build" / "docs-src" / "keras_bert"):
     os.symlink(ROOT / "export", target / "export")
 
 
-def on_config(config, **kwargs):
-    link_package_tree()
-    return config
+# At import, when mkdocs loads the hooks with the configuration: before mkdocstrings' own
+# on_config reads its `paths` (a path that does not exist yet would be dropped from the search).
+link_package_tree()
 
 
 def on_files(files, config, **kwargs):
