@@ -114,8 +114,11 @@ def plot_png(table, spec):
     points = [(str(r[label_at]), first_number(r[value_at])) for r in table["rows"]]
     points = [(label, value) for label, value in points if value is not None]
     figure, axes = plt.subplots(figsize=(8, 0.45 * len(points) + 1.2))
-    labels = [label if len(label) <= 36 else label[:35] + "…" for label, _ in points]
-    axes.barh(labels, [value for _, value in points])
+    labels = [label.replace("`", "").replace("**", "") for label, _ in points]
+    labels = [label if len(label) <= 40 else label[:39] + "…" for label in labels]
+    # Positions, not categories: rows whose shortened labels coincide stay separate bars.
+    axes.barh(range(len(points)), [value for _, value in points])
+    axes.set_yticks(range(len(points)), labels)
     if "reference" in spec:
         axes.axvline(spec["reference"], color="tab:red", linestyle="--")
     axes.invert_yaxis()
