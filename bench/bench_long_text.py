@@ -162,4 +162,4 @@ def report(args, peers, batches, lengths, config):
 
 
 if __name__ == "__main__":
-    main()
+    common.run_and_record(main, __file__)

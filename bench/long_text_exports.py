@@ -17,6 +17,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -95,4 +96,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_and_record(main, __file__))

@@ -47,7 +47,7 @@ class BertTokenizer(keras.layers.Layer):
 
     Args:
         vocabulary: list of tokens, or a vocab.txt path or model directory
-            (see `load_vocabulary`). Must hold [PAD] [UNK] [CLS] [SEP] [MASK].
+            (see `load_vocabulary`). Must hold `[PAD] [UNK] [CLS] [SEP] [MASK]`.
         lower_case: bool, True for uncased models (lower-case, NFD, strip accents).
         max_chars_per_word: int, longer words give [UNK] (google-research/bert: 200;
             its copy in tf-models-official: 400).
