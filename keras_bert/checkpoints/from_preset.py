@@ -106,7 +106,8 @@ def load_task(cls, preset, seq_length=None, **kwargs):
     Args:
         cls: a `keras_bert.models.task_models` class.
         preset: see `keras_bert.presets`.
-        seq_length: int or None, the preprocessor's (default: the fine-tuned model's, else 128).
+        seq_length: int or None, the preprocessor's (default: the fine-tuned model's, else 128
+            or the encoder's max_position_embeddings if smaller).
         **kwargs: the class's arguments (num_classes=..., dropout=...), and `labels` (list, one
             per class) and `text_pair` (bool: inputs are text pairs) for the exported answers.
 
@@ -136,9 +137,11 @@ def load_task(cls, preset, seq_length=None, **kwargs):
         model = cls(init.encoder, **kwargs)
         vocabulary, lower_case = init.vocabulary, init.lower_case
         model.task_facts = model.default_facts(**facts)
+    # The default length never exceeds what the encoder's position table holds.
+    longest = model.encoder.config.max_position_embeddings
     model.preprocessor = BertPreprocessor(
         BertTokenizer(vocabulary, lower_case=lower_case),
-        seq_length=seq_length or DEFAULT_SEQ_LENGTH,
+        seq_length=seq_length or min(DEFAULT_SEQ_LENGTH, longest),
     )
     return model
 
