@@ -1,8 +1,8 @@
 """Long-document classification sets from real text, whose label lies past the first window.
 
 `--kind=paragraph` (the default): every document is 3 to 7 real paragraphs (the contexts of the
-SQuAD v1.1 dev set, 48 Wikipedia articles): filler paragraphs from articles on places, institutions and culture, and one key
-paragraph from a science article (label "science") or a history article (label "history"). The
+SQuAD v1.1 dev set, 48 Wikipedia articles): filler paragraphs from articles on places,
+institutions and culture, and one key paragraph from a science article (label "science") or a history article (label "history"). The
 key paragraph never starts before token `seq_length - 2` (the first window): the first window
 holds filler only, drawn independently of the label, so a model that reads a document's first
 `seq_length` tokens is at chance (50% expected, provably), and only a model that reads further
