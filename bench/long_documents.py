@@ -1,14 +1,14 @@
 """Long-document classification sets from real text, whose label lies past the first window.
 
 `--kind=paragraph` (the default): every document is 3 to 7 real paragraphs (the contexts of the
-SQuAD v1.1 dev set, 48 Wikipedia articles): filler paragraphs from articles on places,
-institutions and culture, and one key paragraph from a science article (label "science") or a history article (label "history"). The
-key paragraph never starts before token `seq_length - 2` (the first window): the first window
-holds filler only, drawn independently of the label, so a model that reads a document's first
-`seq_length` tokens is at chance (50% expected, provably), and only a model that reads further
-can do better. Documents run 3-10x `seq_length` tokens (of the given vocabulary's tokenizer).
-Train and dev documents are made of disjoint paragraphs (each article's paragraphs are split
-2:1).
+SQuAD v1.1 dev set, 48 Wikipedia articles): filler paragraphs from articles on places, institutions
+and culture, and one key paragraph from a science article (label "science") or a history article
+(label "history"). The key paragraph never starts before token `seq_length - 2` (the first window):
+the first window holds filler only, drawn independently of the label, so a model that reads a
+document's first `seq_length` tokens is at chance (50% expected, provably), and only a model that
+reads further can do better. Documents run 3-10x `seq_length` tokens (of the given vocabulary's
+tokenizer). Train and dev documents are made of disjoint paragraphs (each article's paragraphs are
+split 2:1).
 
 `--kind=sentence` (harder: one sentence decides): every document is one real SST-2 sentence
 (shared/data/sst2/dev.tsv; its label "positive" / "negative") among real CoNLL-2003 news
