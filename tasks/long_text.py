@@ -39,10 +39,10 @@ class LongTextOptions:
         long_text: str. "truncate" texts to seq_length, or read them in "windows".
         doc_stride: int or None. Tokens between window starts (default half a window; SQuAD 128).
         max_windows: int. Windows read per text at most, with long_text=windows.
-        window_pooling: str. A text's logits from its windows': their "mean", "max" or
-            "first", or "attention" (learned weights; needs window_training="document").
-        window_training: str. With windows: train on whole "document"s (pooled as served),
-            or on each "window" with its text's label.
+        window_pooling: str. Text logits from windows': "mean", "max", "first", "attention".
+            "attention" is learned: it needs window_training="document".
+        window_training: str. Train on whole "document"s (pooled as served) or each "window".
+            "window" trains each window with its text's label.
     """
 
     long_text: str = "truncate"
