@@ -496,3 +496,57 @@ def test_minilm_learns_one_sentence_documents_at_document_level(tmp_path):
     ]
     accuracy = np.mean([label == r[0] for label, r in zip(labels, rows)])
     assert abs(accuracy - run["eval"]["accuracy"]) <= 0.005
+
+
+def _one_phrase_document(rng, label):
+    """Neutral words, and one phrase of three sentiment words of `label` past the first window
+    (the rest of the document, 1-2 windows, is neutral)."""
+    words = list(rng.choice(WORDS, size=int(rng.integers(22, 36))))
+    at = int(rng.integers(SEQ, len(words)))
+    words[at:at] = list(rng.choice(POSITIVE if label else NEGATIVE, size=3))
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def one_phrase_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("phrase")
+    for split, n, seed in (("train", 256, 0), ("dev", 96, 1)):
+        rng = np.random.default_rng(seed)
+        rows = [(int(y), _one_phrase_document(rng, int(y))) for y in rng.integers(2, size=n)]
+        (root / f"{split}.tsv").write_text(
+            "".join(f"{'positive' if y else 'negative'}\t{t}\n" for y, t in rows)
+        )
+    return root
+
+
+@pytest.mark.slow  # About a minute a run on 2 cores.
+@pytest.mark.parametrize("training, pooling", [("document", "max"), ("window", "mean")])
+def test_one_phrase_past_the_first_window_is_learned_at_document_level(
+    one_phrase_data, tmp_path, training, pooling
+):
+    """The label is one phrase past the first window: trained on documents (pooled as served),
+    the tiny model learns it; trained on windows with their document's label (most of them
+    showing none), it does not."""
+    run = run_finetuning(
+        task="text_classification",
+        data_dir=str(one_phrase_data),
+        init_checkpoint=write_checkpoint(str(tmp_path / "ckpt")),
+        model_dir=str(tmp_path / "run"),
+        do_train=True,
+        do_eval=True,
+        learning_rate=3e-3,
+        num_train_epochs=5,
+        batch_size=32,
+        seq_length=SEQ,
+        verbose=False,
+        plot=False,
+        task_options={
+            "long_text": "windows",
+            "max_windows": 8,
+            "doc_stride": 13,
+            "window_training": training,
+            "window_pooling": pooling,
+        },
+    )
+    accuracy = run["eval"]["accuracy"]
+    assert accuracy >= 0.9 if training == "document" else accuracy <= 0.65, run["eval_history"]
