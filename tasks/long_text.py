@@ -16,8 +16,13 @@ the document's answer pools its windows' logits (`keras_bert.tasks.features.pool
   - "document" (the default): a text's windows go through the encoder together, their logits
     are pooled inside the training step as in serving (`keras_bert.models.documents`), and the
     loss is the text's. A batch holds whole texts, at most `batch_size` windows
-    (`keras_bert.tasks.documents`). Pooling "mean", "max" (per class), "first", or
-    "attention": a learned softmax over the windows' [CLS] vectors weighs their logits.
+    (`keras_bert.tasks.documents`). Pooling "max" (per class, the default), "mean", "first",
+    or "attention": a learned softmax over the windows' [CLS] vectors weighs their logits.
+    Why max: at the start of training, mean pooling (and attention, which starts as the
+    mean) sends every window the same gradient toward the document's label, which is what
+    per-window training does; max sends it to the window that leans most, and learns where one
+    sentence decides (tests/tasks/test_long_text.py's one-phrase documents: max 1.00, mean
+    and per-window 0.50; see bench/long_document_training.py for real text).
   - "window": each window is a training example with its text's label (pooled only at
     evaluation). Cheaper per step, but where one sentence decides the label, most windows
     carry a label they do not show: measured on bench/long_document_training.py's
@@ -48,7 +53,7 @@ class LongTextOptions:
     long_text: str = "truncate"
     doc_stride: int | None = None
     max_windows: int = 16
-    window_pooling: str = "mean"
+    window_pooling: str = "max"
     window_training: str = "document"
 
     def __post_init__(self) -> None:
