@@ -2,8 +2,10 @@
 word tags), FLOP counts, and running a benchmark on several Keras backends (`bench/backends.py`).
 """
 
+import json
 import os
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -170,3 +172,37 @@ def test_pretrain_step_gpu_preset_and_flags():
     assert bench_pretrain_step.peak_tflops(fp32, "NVIDIA H100 80GB HBM3") is None
     given = bench_pretrain_step.parse_args(["--peak-tflops", "2.5"])
     assert bench_pretrain_step.peak_tflops(given, "cpu") == 2.5
+
+
+@pytest.mark.slow  # Two JAX compilations: about a minute alone on 2 cores, 5 under load.
+def test_gpu_pretrain_script_runs_on_the_cpu_at_a_tiny_size():
+    """bench/gpu_pretrain_jax.sh (the --preset gpu run) end to end on JAX's CPU: its JSON line's
+    tokens per second, model FLOPs and MFU agree with the step times it measured."""
+    script = os.path.join(os.path.dirname(__file__), "..", "bench", "gpu_pretrain_jax.sh")
+    flags = ["--size", "tiny", "--seq", "16,32", "--batch", "2", "--peers", "ours MLM+NSP"]
+    flags += ["--iters", "1", "--repeat", "1", "--peak-tflops", "0.5"]
+    done = subprocess.run(
+        ["bash", script, *flags],
+        env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["size"], result["dtype"]) == ("tiny", "mixed_bfloat16")
+    assert result["backends"]["jax"]["device"] == {"kind": "cpu", "count": 1}
+    config = keras_bert.BertConfig.preset("tiny")
+    rows = result["rows"]
+    assert [(r["backend"], r["model"], r["mode"], r["seq"]) for r in rows] == [
+        ("jax", "ours MLM+NSP", "jit", 16),
+        ("jax", "ours MLM+NSP", "jit", 32),
+    ]
+    for row, predictions in zip(rows, (4, 8)):  # 15% of the length, rounded up to 4.
+        assert (row["batch"], row["predictions"]) == (2, predictions)
+        seconds = row["step_ms"] / 1e3
+        flops = common.pretraining_step_flops(config, 2, row["seq"], predictions)
+        assert row["model_tflops_per_step"] == pytest.approx(flops / 1e12)
+        assert row["tokens_per_second"] == pytest.approx(2 * row["seq"] / seconds)
+        assert row["mfu"] == pytest.approx(flops / 1e12 / seconds / 0.5)
+        assert row["mfu_6n"] > row["mfu"]  # Counts the embedding tables for every token.
