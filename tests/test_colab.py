@@ -238,32 +238,31 @@ def write_corpus(path, num_documents, seed):
     return str(path)
 
 
-def test_01_pretraining_from_scratch(tmp_path, kernel_specs):
-    train, held_out = (
-        write_corpus(tmp_path / "train.txt", 32, seed=1),
-        write_corpus(tmp_path / "eval.txt", 8, seed=2),
-    )
-    model_dir = tmp_path / "model"
-    overrides = dict(
+def tiny_pretraining(tmp_path, **changes):
+    """Notebook 01's parameters for a tiny run from scratch on corpora written to `tmp_path`."""
+    return dict(
         WORK_DIR=str(tmp_path / "work"),
-        MODEL_DIR=str(model_dir),
+        MODEL_DIR=str(tmp_path / "model"),
         CORPUS="files",
-        CORPUS_FILES=train,
-        EVAL_CORPUS_FILES=held_out,
+        CORPUS_FILES=write_corpus(tmp_path / "train.txt", 32, seed=1),
+        EVAL_CORPUS_FILES=write_corpus(tmp_path / "eval.txt", 8, seed=2),
         MODEL="tiny",
         MODEL_OVERRIDES=TINY_BERT,
         VOCAB_SIZE=120,
         SEQ_LENGTH=32,
         MAX_PREDICTIONS_PER_SEQ=5,
         DUPE_FACTOR=1,
-        NUM_SHARDS=2,
         NUM_WORKERS=1,
         BATCH_SIZE=8,
         NUM_TRAIN_STEPS=4,
         NUM_WARMUP_STEPS=1,
-        CHECKPOINT_EVERY=4,
-        STEPS_PER_EXECUTION=2,
+        **changes,
     )
+
+
+def test_01_pretraining_from_scratch(tmp_path, kernel_specs):
+    model_dir = tmp_path / "model"
+    overrides = tiny_pretraining(tmp_path, NUM_SHARDS=2, CHECKPOINT_EVERY=4, STEPS_PER_EXECUTION=2)
     report = execute(
         "01_pretraining_tpu.ipynb",
         overrides,
@@ -300,26 +299,8 @@ def test_01_pretraining_from_scratch(tmp_path, kernel_specs):
 def test_01_pretraining_on_jax_over_two_host_devices(tmp_path, kernel_specs):
     """BACKEND "jax": Keras on JAX, keras.distribution.DataParallel over two host devices (as over
     a TPU's cores), the package's BertPretrainer and optimizer on the same tf.data records."""
-    overrides = dict(
-        WORK_DIR=str(tmp_path / "work"),
-        MODEL_DIR=str(tmp_path / "model"),
-        CORPUS="files",
-        CORPUS_FILES=write_corpus(tmp_path / "train.txt", 32, seed=1),
-        EVAL_CORPUS_FILES=write_corpus(tmp_path / "eval.txt", 8, seed=2),
-        BACKEND="jax",
-        MODEL="tiny",
-        MODEL_OVERRIDES=TINY_BERT,
-        VOCAB_SIZE=120,
-        SEQ_LENGTH=32,
-        MAX_PREDICTIONS_PER_SEQ=5,
-        DUPE_FACTOR=1,
-        NUM_SHARDS=1,
-        NUM_WORKERS=1,
-        BATCH_SIZE=8,
-        NUM_TRAIN_STEPS=4,
-        NUM_WARMUP_STEPS=1,
-        CHECKPOINT_EVERY=2,
-        STEPS_PER_EXECUTION=1,
+    overrides = tiny_pretraining(
+        tmp_path, BACKEND="jax", NUM_SHARDS=1, CHECKPOINT_EVERY=2, STEPS_PER_EXECUTION=1
     )
     report = execute(
         "01_pretraining_tpu.ipynb",
