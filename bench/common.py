@@ -159,6 +159,35 @@ def encoder_flops(config, batch, seq, pooler=True):
     return flops
 
 
+def pretraining_step_flops(config, batch, seq, predictions, next_sentence=True):
+    """Model FLOPs of one pre-training step: forward and backward, 3x the forward's matmuls
+    (multiply-add = 2 FLOPs; no recomputation counted).
+
+    The forward is `encoder_flops` (the Transformer layers' weights on every token, attention
+    scores and context, the pooler with NSP) plus the masked-LM head on the masked positions
+    only (its H x H transform and the H x V output projection tied to the word embeddings)
+    and the NSP classifier. So the step is 6 N T + 12 L H S T (PaLM's count, T = B S tokens,
+    N = L (4 H^2 + 2 H I) the weights every token meets) plus 6x the heads' weights times the
+    positions they see: embedding tables are lookups, not matmuls.
+
+    Args:
+        config: `BertConfig`.
+        batch: int B.
+        seq: int S.
+        predictions: int P, masked positions per sequence.
+        next_sentence: bool. Count the pooler and the NSP classifier.
+
+    Returns:
+        float FLOPs.
+    """
+    h, v = config.hidden_size, config.vocab_size
+    forward = encoder_flops(config, batch, seq, pooler=next_sentence)
+    forward += 2.0 * batch * predictions * (h * h + h * v)
+    if next_sentence:
+        forward += 2.0 * batch * h * 2
+    return 3.0 * forward
+
+
 def matmul_roofline(dtype="float32", n=2048, iters=8):
     """Measured GFLOP/s of a square [n, n] x [n, n] tf.matmul (graph mode) in `dtype`."""
     a = tf.cast(tf.random.stateless_normal([n, n], seed=[1, 2]), dtype)

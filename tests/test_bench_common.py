@@ -1,11 +1,21 @@
-"""The benchmarks' shared NER scoring (`bench/common.py`): exported entities back to word tags."""
+"""The benchmarks' shared helpers: NER scoring (`bench/common.py`: exported entities back to
+word tags), FLOP counts, and running a benchmark on several Keras backends (`bench/backends.py`).
+"""
 
+import json
 import os
+import re
+import subprocess
 import sys
 
 import numpy as np
+import pytest
+
+import keras_bert
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+import backends  # noqa: E402
+import bench_pretrain_step  # noqa: E402
 import common  # noqa: E402
 
 WORDS = ["EU", "rejects", "German", "call", "to", "boycott", "British", "lamb", "."]
@@ -62,3 +72,137 @@ def test_ner_answers_read_the_padded_outputs():
     answers = common.ner_answers(out)
     assert answers == [(("EU", "ORG", 0, 2), ("German", "MISC", 11, 17)), ()]
     assert common.word_tags(WORDS, answers[0])[:3] == ["B-ORG", "O", "B-MISC"]
+
+
+# === Benchmarks on several Keras backends (bench/backends.py, bench_pretrain_step's FLOPs) ===
+
+
+def test_parse_backends_names_the_problem():
+    assert backends.parse_backends("jax,tensorflow") == ["jax", "tensorflow"]
+    assert {"tensorflow", "jax"} <= set(backends.parse_backends("all"))
+    for text, problem in (("jax,mxnet", "comma-separated"), ("jax,jax", "twice"), ("", "or 'all'")):
+        with pytest.raises(ValueError, match=problem):
+            backends.parse_backends(text)
+
+
+def test_ratio_lines_compare_rows_of_the_same_round():
+    def row(backend, model, medians, cpus):
+        rounds = [{"median": m, "cpu": c} for m, c in zip(medians, cpus)]
+        return {"backend": backend, "model": model, "mode": "m", "rounds": rounds}
+
+    rows = [
+        row("tensorflow", "ours", [1.0, 2.0, 1.0], [1.0, 1.0, 1.0]),
+        row("tensorflow", "hub", [3.0, 2.0, 1.5], [2.0, 2.0, 2.0]),
+        row("jax", "ours", [0.5, 0.5, 0.25], [0.5, 0.5, 0.5]),
+    ]
+    lines = backends.ratio_lines(
+        rows,
+        lambda r: r["model"] == "ours",
+        lambda r: r["model"] == "hub",
+        ("backend",),
+        lambda f, s: f"ours/hub {f['backend']}",
+    )
+    # Per round hub/ours: 3, 1, 1.5 (median 1.5); cpu 2 each round. Nothing across backends.
+    assert lines == [
+        "speed ours/hub tensorflow: 1.50x wall (rounds 3.00 1.00 1.50), "
+        "2.00x cpu time (rounds 2.00 2.00 2.00)"
+    ]
+    versus = backends.versus_tensorflow(rows, ("model",))
+    assert versus == [
+        "speed jax m/tensorflow m ours: 4.00x wall (rounds 2.00 4.00 4.00), "
+        "2.00x cpu time (rounds 2.00 2.00 2.00)"
+    ]
+
+
+def count_weights(model, pattern):
+    return sum(int(np.prod(v.shape)) for v in model.weights if re.search(pattern, v.path))
+
+
+@pytest.mark.parametrize("next_sentence", [True, False])
+def test_pretraining_step_flops_count_the_models_own_weights(next_sentence):
+    """6 N T + 12 L H S T plus the heads on the positions they see, N etc. read from the weights
+    of a built BertPretrainer (not from the config)."""
+    config = keras_bert.BertConfig(
+        vocab_size=97,
+        hidden_size=24,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=40,
+        max_position_embeddings=64,
+    )
+    model = keras_bert.BertPretrainer(keras_bert.BertEncoder(config), next_sentence=next_sentence)
+    batch, seq, predictions = 3, 16, 5
+    tokens = batch * seq
+    layers = count_weights(model, r"^layer_\d+/.*kernel$")
+    # The pooler and NSP classifier, on each sequence; without NSP nothing uses the pooler.
+    per_sequence = count_weights(model, r"^(pooler_dense|cls_seq_relationship)/kernel$")
+    per_sequence *= next_sentence
+    # The MLM head's transform and its output projection (the word embeddings, tied).
+    per_masked = count_weights(model, r"^cls_predictions/transform_dense/kernel$|word_embeddings")
+    expected = (
+        6 * layers * tokens
+        + 12 * config.num_hidden_layers * config.hidden_size * seq * tokens
+        + 6 * per_sequence * batch
+        + 6 * per_masked * batch * predictions
+    )
+    assert layers == 3 * (4 * 24 * 24 + 2 * 24 * 40) and per_masked == 24 * 24 + 97 * 24
+    flops = common.pretraining_step_flops(config, batch, seq, predictions, next_sentence)
+    assert flops == expected
+
+
+def test_pretrain_step_gpu_preset_and_flags():
+    args = bench_pretrain_step.parse_args(["--preset", "gpu"])
+    assert (args.backend, args.size, args.dtype) == ("jax", "base", "mixed_bfloat16")
+    assert (args.seqs, args.batches, args.predictions) == ([128, 512], [256, 64], [20, 80])
+    args = bench_pretrain_step.parse_args(["--preset", "gpu", "--size", "tiny", "--batch", "2"])
+    assert (args.size, args.batches, args.backend) == ("tiny", [2, 2], "jax")
+    with pytest.raises(ValueError, match="--batch needs one value or one per --seq"):
+        bench_pretrain_step.parse_args(["--seq", "128,512", "--batch", "1,2,3"])
+    peaks = {
+        "NVIDIA H100 80GB HBM3": 989.4,
+        "NVIDIA H100 PCIe": 756.0,
+        "NVIDIA H100 NVL": 835.0,
+        "NVIDIA H200": 989.4,
+        "cpu": None,
+    }
+    bf16 = bench_pretrain_step.parse_args(["--dtype", "mixed_bfloat16"])
+    for kind, peak in peaks.items():
+        assert bench_pretrain_step.peak_tflops(bf16, kind) == peak
+    fp32 = bench_pretrain_step.parse_args([])  # A bf16 peak says nothing of float32.
+    assert bench_pretrain_step.peak_tflops(fp32, "NVIDIA H100 80GB HBM3") is None
+    given = bench_pretrain_step.parse_args(["--peak-tflops", "2.5"])
+    assert bench_pretrain_step.peak_tflops(given, "cpu") == 2.5
+
+
+@pytest.mark.slow  # Two JAX compilations: about a minute alone on 2 cores, 5 under load.
+def test_gpu_pretrain_script_runs_on_the_cpu_at_a_tiny_size():
+    """bench/gpu_pretrain_jax.sh (the --preset gpu run) end to end on JAX's CPU: its JSON line's
+    tokens per second, model FLOPs and MFU agree with the step times it measured."""
+    script = os.path.join(os.path.dirname(__file__), "..", "bench", "gpu_pretrain_jax.sh")
+    flags = ["--size", "tiny", "--seq", "16,32", "--batch", "2", "--peers", "ours MLM+NSP"]
+    flags += ["--iters", "1", "--repeat", "1", "--peak-tflops", "0.5"]
+    done = subprocess.run(
+        ["bash", script, *flags],
+        env=dict(os.environ, PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (result["size"], result["dtype"]) == ("tiny", "mixed_bfloat16")
+    assert result["backends"]["jax"]["device"] == {"kind": "cpu", "count": 1}
+    config = keras_bert.BertConfig.preset("tiny")
+    rows = result["rows"]
+    assert [(r["backend"], r["model"], r["mode"], r["seq"]) for r in rows] == [
+        ("jax", "ours MLM+NSP", "jit", 16),
+        ("jax", "ours MLM+NSP", "jit", 32),
+    ]
+    for row, predictions in zip(rows, (4, 8)):  # 15% of the length, rounded up to 4.
+        assert (row["batch"], row["predictions"]) == (2, predictions)
+        seconds = row["step_ms"] / 1e3
+        flops = common.pretraining_step_flops(config, 2, row["seq"], predictions)
+        assert row["model_tflops_per_step"] == pytest.approx(flops / 1e12)
+        assert row["tokens_per_second"] == pytest.approx(2 * row["seq"] / seconds)
+        assert row["mfu"] == pytest.approx(flops / 1e12 / seconds / 0.5)
+        assert row["mfu_6n"] > row["mfu"]  # Counts the embedding tables for every token.

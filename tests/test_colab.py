@@ -40,6 +40,7 @@ EXECUTED = {
     "04_export_serving_tflite.ipynb",
 }  # Notebooks run by the tests below.
 KERNEL = "keras-bert-test"
+JAX_KERNEL = "keras-bert-test-jax"
 REPORT = "NOTEBOOK_REPORT "
 TINY_BERT = dict(
     num_hidden_layers=1,
@@ -123,29 +124,33 @@ def test_install_cell_pins_the_release_and_the_dependency_set(name):
 
 @pytest.fixture(scope="module")
 def kernel_specs(tmp_path_factory):
-    """A kernelspec running this interpreter (the venv's), so no installed "python3" kernel is
-    needed."""
+    """Kernelspecs running this interpreter (the venv's), so no installed "python3" kernel is
+    needed: `KERNEL` on TensorFlow, `JAX_KERNEL` with JAX's CPU split into two host devices (what
+    `keras.distribution` spreads a batch over, as over a TPU's cores)."""
     root = tmp_path_factory.mktemp("kernels")
     env = {"KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2"}
     if os.environ.get("PYTEST_XDIST_WORKER"):  # Another test worker shares the 2 cores.
         env.update(TF_NUM_INTRAOP_THREADS="1", OMP_NUM_THREADS="1")
-    os.makedirs(root / KERNEL)
-    with open(root / KERNEL / "kernel.json", "w") as f:
-        json.dump(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "keras-bert tests",
-                "language": "python",
-                "env": env,
-            },
-            f,
-        )
+    jax_env = dict(env, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    for name, kernel_env in ((KERNEL, env), (JAX_KERNEL, jax_env)):
+        os.makedirs(root / name)
+        with open(root / name / "kernel.json", "w") as f:
+            json.dump(
+                {
+                    "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                    "display_name": f"keras-bert tests ({name})",
+                    "language": "python",
+                    "env": kernel_env,
+                },
+                f,
+            )
     return str(root)
 
 
-def execute(name, overrides, report, workdir, kernel_specs):
-    """Runs a notebook without its install cell, with `overrides` after its parameters; returns the
-    JSON value of the expression `report`, evaluated in the kernel at the end."""
+def execute(name, overrides, report, workdir, kernel_specs, kernel=KERNEL):
+    """Runs a notebook without its install cell, with `overrides` after its parameters, in the
+    kernelspec `kernel`; returns the JSON value of the expression `report`, evaluated in the
+    kernel at the end."""
     nb = read_notebook(name)
     unknown = set(overrides) - parameter_names(nb)
     assert not unknown, f"{name} has no parameters {sorted(unknown)}"
@@ -161,7 +166,7 @@ def execute(name, overrides, report, workdir, kernel_specs):
         )
     )
     manager = KernelManager(
-        kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernel_specs])
+        kernel_name=kernel, kernel_spec_manager=KernelSpecManager(kernel_dirs=[kernel_specs])
     )
     try:
         NotebookClient(
@@ -233,32 +238,31 @@ def write_corpus(path, num_documents, seed):
     return str(path)
 
 
-def test_01_pretraining_from_scratch(tmp_path, kernel_specs):
-    train, held_out = (
-        write_corpus(tmp_path / "train.txt", 32, seed=1),
-        write_corpus(tmp_path / "eval.txt", 8, seed=2),
-    )
-    model_dir = tmp_path / "model"
-    overrides = dict(
+def tiny_pretraining(tmp_path, **changes):
+    """Notebook 01's parameters for a tiny run from scratch on corpora written to `tmp_path`."""
+    return dict(
         WORK_DIR=str(tmp_path / "work"),
-        MODEL_DIR=str(model_dir),
+        MODEL_DIR=str(tmp_path / "model"),
         CORPUS="files",
-        CORPUS_FILES=train,
-        EVAL_CORPUS_FILES=held_out,
+        CORPUS_FILES=write_corpus(tmp_path / "train.txt", 32, seed=1),
+        EVAL_CORPUS_FILES=write_corpus(tmp_path / "eval.txt", 8, seed=2),
         MODEL="tiny",
         MODEL_OVERRIDES=TINY_BERT,
         VOCAB_SIZE=120,
         SEQ_LENGTH=32,
         MAX_PREDICTIONS_PER_SEQ=5,
         DUPE_FACTOR=1,
-        NUM_SHARDS=2,
         NUM_WORKERS=1,
         BATCH_SIZE=8,
         NUM_TRAIN_STEPS=4,
         NUM_WARMUP_STEPS=1,
-        CHECKPOINT_EVERY=4,
-        STEPS_PER_EXECUTION=2,
+        **changes,
     )
+
+
+def test_01_pretraining_from_scratch(tmp_path, kernel_specs):
+    model_dir = tmp_path / "model"
+    overrides = tiny_pretraining(tmp_path, NUM_SHARDS=2, CHECKPOINT_EVERY=4, STEPS_PER_EXECUTION=2)
     report = execute(
         "01_pretraining_tpu.ipynb",
         overrides,
@@ -290,6 +294,47 @@ def test_01_pretraining_from_scratch(tmp_path, kernel_specs):
         True,
         32,
     ]  # What notebooks 02 and 03 can start from.
+
+
+def test_01_pretraining_on_jax_over_two_host_devices(tmp_path, kernel_specs):
+    """BACKEND "jax": Keras on JAX, keras.distribution.DataParallel over two host devices (as over
+    a TPU's cores), the package's BertPretrainer and optimizer on the same tf.data records."""
+    overrides = tiny_pretraining(
+        tmp_path, BACKEND="jax", NUM_SHARDS=1, CHECKPOINT_EVERY=2, STEPS_PER_EXECUTION=1
+    )
+    report = execute(
+        "01_pretraining_tpu.ipynb",
+        overrides,
+        '{"backend": keras.config.backend(), "devices": len(devices), "distribution": '
+        "type(keras.distribution.distribution()).__name__, "
+        '"batch_axes": keras.distribution.distribution().get_data_layout((8, 32)).axes, '
+        '"precision": MIXED_PRECISION, "summary": {k: summary[k] for k in ("steps", "start_step", '
+        '"history", "eval", "plot", "checkpoint")}, "finetune_from": FINETUNE_FROM, '
+        '"init": [init.format, init.encoder.config.hidden_size, len(init.vocabulary)]}',
+        tmp_path,
+        kernel_specs,
+        kernel=JAX_KERNEL,
+    )
+    assert (report["backend"], report["devices"], report["distribution"]) == (
+        "jax",
+        2,
+        "DataParallel",
+    )
+    assert report["batch_axes"] == ["batch", None]  # Each batch split over the devices.
+    summary = report["summary"]
+    assert report["precision"] == "none" and (summary["start_step"], summary["steps"]) == (0, 4)
+    assert [h["step"] for h in summary["history"]] == [2, 4]  # Two logging loops of 2 steps.
+    for loop in summary["history"]:
+        assert np.isfinite(loop["mlm_loss"]) and np.isfinite(loop["nsp_loss"])
+    assert all(0.0 <= summary["eval"][k] <= 1.0 for k in ("mlm_accuracy", "nsp_accuracy"))
+    model_dir = tmp_path / "model"
+    assert summary["plot"] == str(model_dir / "training_curve.png")
+    assert os.path.exists(summary["plot"])
+    assert glob.glob(str(model_dir / "tensorboard" / "train" / "events.out.tfevents.*"))
+    # The trained encoder, saved in the original format with the learned vocabulary, loads back
+    # as what fine-tuning starts from.
+    assert report["finetune_from"] == summary["checkpoint"] == str(model_dir / "encoder")
+    assert report["init"][:2] == ["google", 32] and 100 <= report["init"][2] <= 120
 
 
 @pytest.mark.slow
