@@ -55,6 +55,9 @@ class BertEmbeddings(keras.layers.Layer):
         initializer_range=0.02,
         **kwargs,
     ):
+        # The tables stay in their own dtype (as Keras' Embedding): rows are cast after the
+        # lookup, not the whole [V, H] table on every call under mixed precision.
+        kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -99,10 +102,11 @@ class BertEmbeddings(keras.layers.Layer):
             seq_length <= self.max_position_embeddings,
             f"Sequence length exceeds max_position_embeddings ({self.max_position_embeddings}).",
         )
-        words = backend.gather_rows(self.word_embeddings, input_word_ids)  # (B, S, H)
-        types = backend.gather_rows(self.token_type_embeddings, input_type_ids)  # (B, S, H)
-        positions = self.position_embeddings[:seq_length]  # (S, H)
-        x = self.layer_norm(words + types + ops.expand_dims(positions, 0))
+        dtype = self.compute_dtype
+        words = ops.cast(backend.gather_rows(self.word_embeddings, input_word_ids), dtype)
+        types = ops.cast(backend.gather_rows(self.token_type_embeddings, input_type_ids), dtype)
+        positions = ops.cast(self.position_embeddings[:seq_length], dtype)  # (S, H)
+        x = self.layer_norm(words + types + ops.expand_dims(positions, 0))  # (B, S, H)
         return self.dropout_layer(x, training=training)
 
     def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
