@@ -20,7 +20,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.export import batching, ops, versions, warmup
+from keras_bert.export import batching, int8_saved_model, ops, versions, warmup
 from keras_bert.export.signatures import build_signatures
 from keras_bert.export.source import load_source
 from keras_bert.text.vocab import write_vocabulary
@@ -38,6 +38,7 @@ def export_saved_model(
     warmup_requests: bool = True,
     warmup_texts: warmup.Texts | None = None,
     tune_batching: bool = False,
+    quantize: str = "none",
 ) -> str:
     """Exports a fine-tuned task model (or a pre-trained encoder) for TF Serving.
 
@@ -54,6 +55,8 @@ def export_saved_model(
         tune_batching: bool. Measure TF Serving's batching settings on this machine and write
             `assets.extra/batching_parameters.txt` (a minute or so); the warmup requests then
             use its `allowed_batch_sizes`.
+        quantize: str, "none" (float32) or "int8" (the Dense layers' products in 8 bits, see
+            `keras_bert.export.int8_saved_model`; task.json's `quantization` says which).
 
     Returns:
         str, the new version directory.
@@ -61,9 +64,13 @@ def export_saved_model(
     Raises:
         FileExistsError: the version exists (it is never overwritten).
         keras_bert.export.ops.OpCheckError: an op TF Serving cannot run (naming op and node).
-        ValueError: warmup_texts rows with fewer texts than the signature takes.
+        ValueError: warmup_texts rows with fewer texts than the signature takes, or a
+            quantize other than "none" and "int8".
     """
+    int8_saved_model.check_quantize(quantize)
     source = load_source(model_dir, seq_length=seq_length, mlm=False)
+    if quantize == "int8":
+        source = int8_saved_model.int8_source(source)
     return write_saved_model(
         source,
         export_dir,
