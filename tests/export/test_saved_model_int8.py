@@ -40,9 +40,10 @@ def test_int8_product_equals_the_numpy_reference():
     dense.quantize("int8")  # Keras' own per-channel int8 kernel and scale.
     kernel = np.asarray(dense._kernel)
     sums = tf.constant(-kernel.astype(np.float32).sum(0) / 127.0)
-    got = int8_saved_model.int8_product(tf.constant(x), dense._kernel, dense.kernel_scale, sums)
-    assert got.shape == (3, 7, 40)
-    want = numpy_int8_product(x.reshape(21, 48), w).reshape(3, 7, 40)
+    rows = int8_saved_model.quantize_rows(tf.constant(x))
+    got = int8_saved_model.int8_product(rows, dense._kernel, dense.kernel_scale, sums)
+    assert got.shape == (21, 40)
+    want = numpy_int8_product(x.reshape(21, 48), w)
     scale = np.abs(want).max()
     np.testing.assert_allclose(got, want, atol=2e-5 * scale)
     # The rounding shows: the float product is further away than the reference's tolerance.
