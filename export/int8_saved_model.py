@@ -7,9 +7,10 @@ is an int8 x int8 -> int32 `BatchMatMulV3`, which TensorFlow's CPU kernels compu
 Eigen code: 5x slower than the float32 `MatMul` (all-MiniLM-L6-v2, 32 rows x 48 tokens, one
 thread: 81 against 17 ms per row). So the export goes below Keras' call, not its weights: each
 quantized `Dense` of the copy computes its product with `QuantizedMatMulWithBiasAndDequantize`,
-the oneDNN u8 x s8 -> s32 kernel that stock TensorFlow x86 builds (and TF Serving's) register
-for the CPU (VNNI where the CPU has it; 1.9x the float32 `MatMul` for the 1,536 x 384 x 1,536
-product above). Its scales are scalars and its activations unsigned, so (`int8_product`):
+the oneDNN u8 x s8 -> s32 kernel that TensorFlow's x86 releases register for the CPU (oneDNN is
+built into them; the kernel is there with TF_ENABLE_ONEDNN_OPTS=0 too; VNNI where the CPU has
+it): 1.9x the float32 `MatMul` for the 1,536 x 384 x 1,536 product above. Its scales are
+scalars and its activations unsigned, so (`quantize_rows`, `int8_product`):
 
 - the input x [M, K] is divided by its rows' abs-max s [M, 1] and shifted by +1 into [0, 2],
   quantized to uint8 by `QuantizeV2` ("SCALED": x' = round(127.5 (x / s + 1))), the same grid
@@ -19,11 +20,13 @@ product above). Its scales are scalars and its activations unsigned, so (`int8_p
 - the op's float output [M, N] times s and times the channels' abs-max (127 / kernel_scale)
   is x W, plus the layer's bias, then its activation.
 
-The op needs no custom kernel beyond TensorFlow's; it is absent only from TensorFlow builds
-without oneDNN (non-x86), where the SavedModel does not load. The attention's two batched
-products (scores, context), the embeddings, LayerNorm, softmax and GELU stay float, as in
-Keras' int8 and TFLite's "int8" recipe. `FLOAT_LAYERS` names the Dense layers kept in float
-(measured: see its comment).
+The attention's query, key and value quantize their common input once (`RowCache`). The ops are
+all TensorFlow's own: the SavedModel loads where TensorFlow alone is importable (the tests serve
+it so); TensorFlow builds without oneDNN (non-x86) lack the kernel. A TF Serving binary was not
+at hand to check: TF Serving's x86 builds compile TensorFlow's kernels the same way. The
+attention's two batched products (scores, context), the embeddings, LayerNorm, softmax and GELU
+stay float, as in Keras' int8 and TFLite's "int8" recipe; so do the Dense layers that
+`FLOAT_LAYERS` names (see its comment).
 """
 
 import dataclasses
@@ -37,8 +40,6 @@ import tensorflow as tf
 # all-MiniLM-L6-v2 fine-tuned on MRPC (408 dev pairs): the pooler and the task heads (one row
 # per example or a few outputs per token: no time to gain) keep their float precision.
 FLOAT_LAYERS = r"^(pooler_dense|classifier|span_logits)$"
-# The reload check's tolerance for int8 exports (`keras_bert.export.saved_model.verify_atol`).
-VERIFY_ATOL = 0.02  # MRPC above, its probes: 0.009 between the eager run and the graph.
 # format="saved_model"'s quantize values -> what they do (--help).
 QUANTIZATIONS = {
     "none": "float32",
