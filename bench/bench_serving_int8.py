@@ -132,6 +132,7 @@ def peers(paths, hf_dir, threads, seq_length, lower_case):
     """name -> function(rows of texts) -> probabilities [N, C] (numpy), in this process."""
     import onnxruntime as ort
     import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the tokenizer's ops for tf.saved_model.load)
     from transformers import BertTokenizerFast
 
     calls = {}
@@ -266,6 +267,7 @@ def main():
     parser.add_argument("--texts", type=int, default=100, help="Rows timed at batch 1.")
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--tflite", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--work", help="Reuse the exports of an earlier run's directory.")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -277,8 +279,15 @@ def main():
         return
     with open(os.path.join(args.model_dir, "task.json")) as f:
         lower_case = json.load(f)["lower_case"]
-    work = tempfile.mkdtemp(prefix="bench_serving_int8_")
-    paths, hf_dir = export_all(args.model_dir, work, args.seq_length, args.tflite)
+    if args.work:
+        work = args.work
+        with open(os.path.join(work, "paths.json")) as f:
+            paths, hf_dir = json.load(f)
+    else:
+        work = tempfile.mkdtemp(prefix="bench_serving_int8_")
+        paths, hf_dir = export_all(args.model_dir, work, args.seq_length, args.tflite)
+        with open(os.path.join(work, "paths.json"), "w") as f:
+            json.dump([paths, hf_dir], f)
     report = {"model_dir": args.model_dir, "data": args.data, "results": {}}
     for threads in map(int, args.threads.split(",")):
         spec = dict(
