@@ -36,9 +36,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-# The Dense layers (by layer name, a regex) that keep float32 weights. Measured on
-# all-MiniLM-L6-v2 fine-tuned on MRPC (408 dev pairs): the pooler and the task heads (one row
-# per example or a few outputs per token: no time to gain) keep their float precision.
+# The Dense layers (by layer name, a regex) that keep float32 weights: the pooler and the task
+# heads (one row per example, or a few outputs per token: no time to gain). On all-MiniLM-L6-v2
+# fine-tuned on MRPC (408 dev pairs) every other Dense in int8 keeps 99.26% of the float labels
+# (100% of the 378 decided), with the pooler in int8 too the same; the 8-bit products lost no
+# decided answer, so no encoder layer is kept float (SQuAD and NER were not measured).
 FLOAT_LAYERS = r"^(pooler_dense|classifier|span_logits)$"
 # format="saved_model"'s quantize values -> what they do (--help).
 QUANTIZATIONS = {
