@@ -12,10 +12,11 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.models.documents import DocumentClassifier
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.glue import data as glue
-from keras_bert.tasks.long_text import LongTextOptions, resolve_stride
+from keras_bert.tasks.long_text import LongTextOptions, document_level, resolve_stride
 from keras_bert.tasks.task import Task, sparse_xent_sums
 
 
@@ -86,16 +87,18 @@ class GlueClassification(Task):
         return feature_lib.FeatureSet(inputs, labels, example_index)
 
     def build_model(self, encoder, dropout):
-        return BertClassifier(
-            encoder, num_classes=1 if self.regression else len(self.spec.labels), dropout=dropout
-        )
+        classes = 1 if self.regression else len(self.spec.labels)
+        if document_level(self):
+            return DocumentClassifier(encoder, classes, dropout, self.options.window_pooling)
+        return BertClassifier(encoder, num_classes=classes, dropout=dropout)
 
     def loss_sums(self, labels, outputs):
-        logits = outputs["logits"]
+        logits, weights = outputs["logits"], labels.get("weight")  # Weight: padding documents 0.
         if self.regression:
             error = tf.reshape(logits, [-1]) - tf.cast(labels["label"], tf.float32)
-            return tf.reduce_sum(tf.square(error)), tf.cast(tf.size(error), tf.float32)
-        return sparse_xent_sums(labels["label"], logits)
+            weights = tf.ones_like(error) if weights is None else tf.cast(weights, tf.float32)
+            return tf.reduce_sum(tf.square(error) * weights), tf.reduce_sum(weights)
+        return sparse_xent_sums(labels["label"], logits, weights)
 
     def predictions(self, examples, features, outputs):
         """Label strings (or STS-B scores) of the examples from the model outputs (windows'
