@@ -74,7 +74,11 @@ readme-demo: $(STAMP)
 	$(PY) -m keras_bert.demo --model_dir=runs/readme-demo
 	$(PY) -c 'import json, keras_bert.demo as d; d.update_readme("README.md", json.load(open("runs/readme-demo/demo_summary.json")))'
 
+# The benchmarks' ONNX Runtime peers (setup.cfg's `onnx` extra) and torch's CPU build (the export to
+# ONNX) are installed here only: `make test` needs neither.
 bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[onnx]'
+	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q 'torch==2.13.0+cpu'
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:

@@ -93,7 +93,8 @@ def export(
 ) -> str:
     """Exports in one of `FORMATS`; returns the new version directory.
 
-    `quantize` applies to TFLite only (one of `QUANTIZATIONS`); int8 calibrates on
+    `quantize` is one of `QUANTIZATIONS` for TFLite, "none" or "int8" for format="saved_model"
+    (`keras_bert.export.int8_saved_model`); TFLite's int8 calibrates on
     `representative_texts` (see `keras_bert.export.tflite.export_tflite`). `warmup_requests`,
     `warmup_texts` and `tune_batching` are TF Serving's, for format="saved_model" (see
     `keras_bert.export.saved_model.export_saved_model`).
@@ -108,8 +109,10 @@ def export(
     if quantize not in QUANTIZATIONS:
         raise ValueError(f"quantize must be one of {tuple(QUANTIZATIONS)}, got {quantize!r}.")
     function, _, quantizes = FORMATS[format]
-    if not quantizes and quantize != "none":
-        raise ValueError(f"quantize applies to format='tflite' only, got format={format!r}.")
+    if not quantizes and quantize != "none" and format != "saved_model":
+        raise ValueError(
+            f"quantize applies to format='tflite' and 'saved_model' only, got format={format!r}."
+        )
     if format != "saved_model" and (warmup_texts is not None or tune_batching):
         raise ValueError(
             f"warmup_texts and tune_batching are for format='saved_model', got format={format!r}."
@@ -128,7 +131,10 @@ def export(
         extra = dict(quantize=quantize, representative_texts=representative_texts)
     if format == "saved_model":
         extra = dict(
-            warmup_requests=warmup_requests, warmup_texts=warmup_texts, tune_batching=tune_batching
+            warmup_requests=warmup_requests,
+            warmup_texts=warmup_texts,
+            tune_batching=tune_batching,
+            quantize=quantize,
         )
     return getattr(importlib.import_module(module), name)(
         model_dir, export_dir, version=version, seq_length=seq_length, **extra

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.export import batching, ops, versions, warmup
+from keras_bert.export import batching, int8_saved_model, ops, versions, warmup
 from keras_bert.export.signatures import build_signatures
 from keras_bert.export.source import load_source
 from keras_bert.text.vocab import write_vocabulary
@@ -39,6 +39,7 @@ def export_saved_model(
     warmup_requests: bool = True,
     warmup_texts: warmup.Texts | None = None,
     tune_batching: bool = False,
+    quantize: str = "none",
 ) -> str:
     """Exports a fine-tuned task model (or a pre-trained encoder) for TF Serving.
 
@@ -56,6 +57,8 @@ def export_saved_model(
         tune_batching: bool. Measure TF Serving's batching settings on this machine and write
             `assets.extra/batching_parameters.txt` (a minute or so); the warmup requests then
             use its `allowed_batch_sizes`.
+        quantize: str, "none" (float32) or "int8" (the Dense layers' products in 8 bits, see
+            `keras_bert.export.int8_saved_model`; task.json's `quantization` says which).
 
     Returns:
         str, the new version directory.
@@ -63,9 +66,13 @@ def export_saved_model(
     Raises:
         FileExistsError: the version exists (it is never overwritten).
         keras_bert.export.ops.OpCheckError: an op TF Serving cannot run (naming op and node).
-        ValueError: warmup_texts rows with fewer texts than the signature takes.
+        ValueError: warmup_texts rows with fewer texts than the signature takes, or a
+            quantize other than "none" and "int8".
     """
+    int8_saved_model.check_quantize(quantize)
     source = load_source(model_dir, seq_length=seq_length, mlm=False)
+    if quantize == "int8":
+        source = int8_saved_model.int8_source(source)
     return write_saved_model(
         source,
         export_dir,
@@ -87,7 +94,9 @@ def write_saved_model(
         text_ops = sorted(
             o.name for o in ops.check_ops(tmp).values() if o.library == "tensorflow-text"
         )
-        verify_reload(tmp, signatures, probe_inputs(signatures))
+        verify_reload(
+            tmp, signatures, probe_inputs(signatures), eager="quantization" not in source.info
+        )
         write_extra(tmp, source, signatures, text_ops)
         batch_sizes = warmup.BATCH_SIZES
         if tune_batching:
@@ -160,7 +169,7 @@ def probe_inputs(functions):
     return probes
 
 
-def verify_reload(path, functions, probes, atol=1e-5):
+def verify_reload(path, functions, probes, atol=1e-5, eager=True):
     """Reloads the SavedModel at `path`; each signature must answer `probes` as `functions` do.
 
     Args:
@@ -168,6 +177,9 @@ def verify_reload(path, functions, probes, atol=1e-5):
         functions: dict signature name -> tf.function it was saved from (with input_signature).
         probes: dict input name -> tensor; a signature with other inputs is not checked.
         atol: float, tolerance for floating-point outputs.
+        eager: bool. Compare with the functions run eagerly (cheap); False: their graphs (for
+            int8 exports: 8-bit rounding turns the float differences between the eager run and
+            the optimized graph into differences above atol, 0.009 in MRPC's probabilities).
 
     Raises:
         AssertionError: naming the signature and output that differ.
@@ -181,7 +193,8 @@ def verify_reload(path, functions, probes, atol=1e-5):
         if not all(s.name in probes for s in flat):
             continue
         kwargs = {s.name: probes[s.name] for s in flat}
-        with eagerly():  # The reference: the same Python code, run eagerly (no tracing).
+        # The reference: the same Python code, run eagerly (no tracing), or the traced graph.
+        with eagerly() if eager else contextlib.nullcontext():
             want = function(*tf.nest.map_structure(lambda s: probes[s.name], spec))
         got = loaded.signatures[name](**kwargs)
         for key, value in want.items():
