@@ -10,7 +10,7 @@ whose logits are pooled per example (`keras_bert.tasks.long_text`; options `long
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
@@ -93,8 +93,10 @@ class GlueClassification(Task):
     def loss_sums(self, labels, outputs):
         logits = outputs["logits"]
         if self.regression:
-            error = tf.reshape(logits, [-1]) - tf.cast(labels["label"], tf.float32)
-            return tf.reduce_sum(tf.square(error)), tf.cast(tf.size(error), tf.float32)
+            error = ops.reshape(ops.cast(logits, "float32"), [-1]) - ops.cast(
+                labels["label"], "float32"
+            )
+            return ops.sum(ops.square(error)), ops.cast(ops.size(error), "float32")
         return sparse_xent_sums(labels["label"], logits)
 
     def predictions(self, examples, features, outputs):
