@@ -101,8 +101,8 @@ class VariablesCheckpoint:
         return int(keras.ops.convert_to_numpy(self.optimizer.iterations))
 
 
-def _key(index, variable):
-    return f"{index:05d}:{variable.path}"
+def _key(index):
+    return f"{index:05d}"  # Paths are in the manifest (their numbering varies between models).
 
 
 def write_variables(path, variables):
@@ -114,7 +114,7 @@ def write_variables(path, variables):
         manifest.append({"path": v.path, "shape": list(value.shape), "dtype": str(value.dtype)})
         if value.dtype.kind not in "biuf" or value.dtype.itemsize == 2 and value.dtype.kind == "f":
             value = value.astype(np.float32)  # bfloat16 / float16: exact in float32.
-        arrays[_key(i, v)] = value
+        arrays[_key(i)] = value
     buffer = io.BytesIO()
     tf.io.gfile.makedirs(os.path.dirname(path) or ".")
     np.savez(buffer, **arrays, **{MANIFEST: np.frombuffer(json.dumps(manifest).encode(), np.uint8)})
@@ -145,7 +145,7 @@ def read_variables(path, variables, name=None):
             f"Checkpoint {name} does not match this model and optimizer (nothing was loaded): "
             f"{problem}"
         )
-    values = [arrays[_key(i, v)] for i, v in enumerate(variables)]
+    values = [arrays[_key(i)] for i, v in enumerate(variables)]
     for v, value in zip(variables, values):
         v.assign(keras.ops.cast(value, v.dtype))
 
