@@ -226,3 +226,16 @@ def test_variables_checkpoint_corrupt_foreign_or_cut_short(tmp_path):
     _assert_restore_fails_cleanly(tmp_path, "corrupt or incomplete")
     arrays.write_bytes(bytes(data[: len(data) // 3]))  # Truncated.
     _assert_restore_fails_cleanly(tmp_path, "corrupt or incomplete")
+
+
+def test_jax_out_of_memory_names_the_batch():
+    import jax
+
+    from keras_bert.training.memory import OutOfMemoryError, out_of_memory_hint
+
+    with pytest.raises(OutOfMemoryError, match="batch size 64 and sequence length 512: smaller"):
+        with out_of_memory_hint("training", 64, 512, "smaller"):
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 8GB")
+    with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL"):  # Other errors pass.
+        with out_of_memory_hint("training", 64, 512, "smaller"):
+            raise jax.errors.JaxRuntimeError("INTERNAL: something else")
