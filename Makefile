@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   -- the main job on an embedded default (no download)
-#   make test   -- lint, type check, API reference, then the test suite (what CI runs: .ci/run)
+#   make test   -- lint, type check, the documentation site, then the test suite (what CI runs: .ci/run)
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -30,7 +30,7 @@ demo: $(STAMP)
 
 test: check pytest
 
-# What CI checks before the tests: lint and format (ruff), types (mypy), the API reference (pdoc).
+# What CI checks before the tests: lint and format (ruff), types (mypy), the documentation site.
 check: lint typecheck docs
 
 lint: $(STAMP)
@@ -45,11 +45,17 @@ typecheck: $(STAMP)
 	ln -s "$(CURDIR)/tasks" build/typecheck/keras_bert/tasks
 	ln -s "$(CURDIR)/export" build/typecheck/keras_bert/export
 	cd build/typecheck && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml -p keras_bert
-	$(VENV)/bin/mypy docs/build.py
+	$(VENV)/bin/mypy docs/references.py docs/cli_reference.py docs/render_results.py docs/check_site.py
 
-# The API reference (docs/api/index.html) from the docstrings; broken `keras_bert.*` references fail it.
+# The documentation site (site/): guides, the command-line reference generated from the flags, the
+# API reference from the docstrings (mkdocstrings), the results pages rendered from
+# docs/results/data. Strict: a warning (a broken link, an API name that does not resolve) fails it,
+# as does a backticked `keras_bert.*` name in a docstring that does not resolve (docs/references.py);
+# docs/check_site.py then checks the built HTML (navigation, search index, highlighted code).
 docs: $(STAMP)
-	$(PY) docs/build.py --output docs/api
+	$(PY) docs/references.py
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --clean
+	$(PY) docs/check_site.py site
 
 pytest: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile $(ARGS)
@@ -72,4 +78,4 @@ bench: $(STAMP)
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build docs/api *.egg-info
+	rm -rf $(VENV) build site *.egg-info

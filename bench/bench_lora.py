@@ -19,6 +19,8 @@ import statistics
 import subprocess
 import sys
 
+import common  # noqa: E402  (bench/: the script's own folder)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
@@ -129,4 +131,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    common.run_and_record(main, __file__)

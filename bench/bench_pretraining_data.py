@@ -19,6 +19,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import common  # noqa: E402  (bench/: the script's own folder)
 import tensorflow as tf  # noqa: E402
 from official.nlp.data import create_pretraining_data as original  # noqa: E402
 from official.nlp.tools import tokenization  # noqa: E402
@@ -156,4 +157,4 @@ if __name__ == "__main__":
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--whole_word_masking", action="store_true")
     ARGS = parser.parse_args()
-    main()
+    common.run_and_record(main, __file__)

@@ -32,6 +32,7 @@ from keras_bert.tasks.squad.task import SquadTask  # noqa: E402
 from keras_bert.text import BertTokenizer  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (bench/: the script's own folder)
 from common import format_table  # noqa: E402
 
 DATA = os.environ.get("KERAS_BERT_REAL_DATA") or os.path.join(
@@ -170,4 +171,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    common.run_and_record(main, __file__)

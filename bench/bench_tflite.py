@@ -229,4 +229,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    common.run_and_record(main, __file__)

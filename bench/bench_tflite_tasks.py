@@ -203,4 +203,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    common.run_and_record(main, __file__)

@@ -18,6 +18,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "text"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import common  # noqa: E402  (bench/: the script's own folder)
 import tensorflow as tf  # noqa: E402
 from corpus import build_test_vocabulary, generate_corpus  # noqa: E402
 from official.nlp.tools import tokenization  # noqa: E402
@@ -162,4 +163,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    common.run_and_record(main, __file__)

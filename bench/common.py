@@ -1,11 +1,22 @@
 """Shared helpers for the benchmarks: timing, FLOP counts, matmul roofline, tables, charts.
 
 Benchmarks are plain scripts (`python bench/bench_<name>.py`) that print ratios against
-peers measured in the same run. Times are medians over a few repetitions after warm-up.
+peers measured in the same run. Times are medians over a few repetitions after warm-up. Each
+script runs its `main` through `run_and_record`, which also writes what it printed, its tables,
+the command, the date, the machine and the library versions to `bench/out/<script>.json`: the
+format docs/render_results.py renders into the results pages (docs/results/data/).
 """
 
+import contextlib
+import datetime
+import importlib.metadata
+import io
+import json
 import os
+import platform
+import shlex
 import statistics
+import sys
 import tempfile
 import time
 
@@ -173,7 +184,11 @@ def random_encoder_batch(batch, seq, vocab_size, seed=0, padded=True):
 
 
 def format_table(header, rows):
-    """A plain-text table: `header` a list of column names, `rows` lists of cells."""
+    """A plain-text table: `header` a list of column names, `rows` lists of cells. The table is
+    also kept for the script's JSON results (`run_and_record`)."""
+    TABLES.append(
+        {"columns": [str(c) for c in header], "rows": [[_cell(c) for c in r] for r in rows]}
+    )
     cells = [[str(c) for c in header]] + [[_cell(c) for c in row] for row in rows]
     widths = [max(len(r[j]) for r in cells) for j in range(len(header))]
     lines = [
@@ -266,3 +281,102 @@ def word_tags(words, entities):
         for k, i in enumerate(inside):
             tags[i] = f"{'I' if k else 'B'}-{kind}"
     return tags
+
+
+# The tables `format_table` printed in this process, for `run_and_record`'s JSON.
+TABLES: list = []
+# The packages whose versions a result depends on (those installed are recorded).
+VERSIONED = (
+    "keras3-bert",
+    "tensorflow",
+    "tensorflow-text",
+    "keras",
+    "keras-hub",
+    "tf-models-official",
+    "tokenizers",
+    "ai-edge-litert",
+    "numpy",
+)
+
+
+class _Tee(io.TextIOBase):
+    """Writes to a stream and keeps a copy."""
+
+    def __init__(self, stream):
+        self.stream, self.copy = stream, io.StringIO()
+
+    def write(self, text):
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+
+def machine():
+    """What the numbers were measured on: CPU model, logical CPUs, load, platform."""
+    model = platform.processor()
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+        model = names[0] if names else model
+    load = os.getloadavg() if hasattr(os, "getloadavg") else ()
+    return {
+        "cpu": model,
+        "logical_cpus": os.cpu_count(),
+        "load_average": [round(x, 2) for x in load],
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def versions():
+    """{distribution: version} of the installed `VERSIONED` packages."""
+    found = {}
+    for name in VERSIONED:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[name] = importlib.metadata.version(name)
+    return found
+
+
+def results_record(script, output, returned=None):
+    """The JSON results of one benchmark run (see the module)."""
+    record = {
+        "script": os.path.basename(script),
+        "command": shlex.join(["python", os.path.relpath(script)] + sys.argv[1:]),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "versions": versions(),
+        "tables": list(TABLES),
+        "output": output.splitlines(),
+    }
+    with contextlib.suppress(TypeError, ValueError):
+        record["returned"] = json.loads(json.dumps(returned))
+    return record
+
+
+def run_and_record(main, script, out_dir=None):
+    """Runs `main()`, printing as usual, then writes `results_record` to
+    `<out_dir or bench/out>/<script name>.json` (atomically) and says where.
+
+    Args:
+        main: the benchmark's entry point (no arguments).
+        script: str, the benchmark's file (`__file__`).
+        out_dir: str or None, default bench/out beside the script.
+
+    Returns:
+        What `main` returned.
+    """
+    tee = _Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        returned = main()
+    record = results_record(script, tee.copy.getvalue(), returned)
+    out_dir = out_dir or os.path.join(os.path.dirname(os.path.abspath(script)), "out")
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, os.path.splitext(os.path.basename(script))[0] + ".json")
+    fd, tmp = tempfile.mkstemp(suffix=".json", dir=out_dir)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1)
+    os.replace(tmp, path)
+    print(f"results: {path}")
+    return returned

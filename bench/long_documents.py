@@ -1,16 +1,28 @@
-"""A long-document classification set from real text, whose label lies past the first window.
+"""Long-document classification sets from real text, whose label lies past the first window.
 
-Every document is 3 to 7 real paragraphs (the contexts of the SQuAD v1.1 dev set, 48 Wikipedia
-articles): filler paragraphs from articles on places, institutions and culture, and one key
-paragraph from a science article (label "science") or a history article (label "history"). The
-key paragraph never starts before token `seq_length - 2` (the first window): the first window
-holds filler only, drawn independently of the label, so a model that reads a document's first
-`seq_length` tokens is at chance (50% expected, provably), and only a model that reads further
-can do better. Documents run 3-10x `seq_length` tokens (of the given vocabulary's tokenizer).
-Train and dev documents are made of disjoint paragraphs (each article's paragraphs are split
-2:1). The files are `label<TAB>text` (`--task=text_classification`).
+`--kind=paragraph` (the default): every document is 3 to 7 real paragraphs (the contexts of the
+SQuAD v1.1 dev set, 48 Wikipedia articles): filler paragraphs from articles on places, institutions
+and culture, and one key paragraph from a science article (label "science") or a history article
+(label "history"). The key paragraph never starts before token `seq_length - 2` (the first window):
+the first window holds filler only, drawn independently of the label, so a model that reads a
+document's first `seq_length` tokens is at chance (50% expected, provably), and only a model that
+reads further can do better. Documents run 3-10x `seq_length` tokens (of the given vocabulary's
+tokenizer). Train and dev documents are made of disjoint paragraphs (each article's paragraphs are
+split 2:1).
 
-    .venv/bin/python bench/long_documents.py --out /tmp/long_docs \\
+`--kind=sentence` (harder: one sentence decides): every document is one real SST-2 sentence
+(shared/data/sst2/dev.tsv; its label "positive" / "negative") among real CoNLL-2003 news
+sentences (shared/data/conll2003/dev.txt, consecutive sentences of one news story), about
+`--before` words before it and `--after` words after it. The sentence never starts before token
+`seq_length - 2` (the first window holds news only), so truncation is at chance; a window that
+holds the sentence holds mostly news, so a model trained on windows with their document's label
+learns from mostly noise. Train and dev documents use disjoint sentences and disjoint stories
+(2:1 splits: the 872 SST-2 sentences give 581 to train and 291 to dev, each reused in several
+documents among other news).
+
+The files are `label<TAB>text` (`--task=text_classification`).
+
+    .venv/bin/python bench/long_documents.py --out /tmp/long_docs [--kind sentence] \\
         [--squad ../shared/data/squad_v1.1/dev-v1.1.json] [--vocab <minilm>/vocab.txt] \\
         [--seq_length 128] [--train 600] [--dev 300]
 """
@@ -104,25 +116,126 @@ def make_documents(pool, n, count_tokens, seq_length, seed):
 def write_documents(squad_path, out_dir, vocab_file, seq_length=128, n_train=600, n_dev=300):
     """Writes train.tsv and dev.tsv into `out_dir`; returns {split: number of tokens of each
     document}."""
-    import tensorflow as tf
-
-    from keras_bert.text.tokenizer import BertTokenizer
-
-    tokenizer = BertTokenizer(vocab_file, lower_case=True)
-
-    def count_tokens(texts):
-        return tokenizer(tf.constant(texts)).row_lengths().numpy().tolist()
-
+    count_tokens = _token_counter(vocab_file)
     os.makedirs(out_dir, exist_ok=True)
     sizes = {}
     for (split, n), pool in zip(
         (("train", n_train), ("dev", n_dev)), split_pools(paragraphs(squad_path))
     ):
         docs = make_documents(pool, n, count_tokens, seq_length, seed=len(split))
-        with open(os.path.join(out_dir, f"{split}.tsv"), "w", encoding="utf-8") as f:
-            f.write("label\ttext\n" + "".join(f"{label}\t{text}\n" for label, text in docs))
+        _write_tsv(os.path.join(out_dir, f"{split}.tsv"), docs)
         sizes[split] = count_tokens([text for _, text in docs])
     return sizes
+
+
+def sst2_sentences(path):
+    """[(label "positive" / "negative", sentence)] of a GLUE SST-2 tsv file (with its header)."""
+    with open(path, encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]
+    return [("positive" if label == "1" else "negative", text.strip()) for text, label in rows]
+
+
+def conll_stories(path):
+    """The news stories of a CoNLL-2003 file: a list per -DOCSTART- of its sentences (str)."""
+    stories, sentence = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            fields = line.split()
+            if fields and fields[0] == "-DOCSTART-":
+                stories.append([])
+            elif fields:
+                sentence.append(fields[0])
+            elif sentence:
+                stories[-1].append(" ".join(sentence))
+                sentence = []
+    if sentence:
+        stories[-1].append(" ".join(sentence))
+    return [s for s in stories if s]
+
+
+def _news(stories, rng, words):
+    """Consecutive sentences of random stories (the next story where one ends) adding up to at
+    least `words` words."""
+    out, count = [], 0
+    story = int(rng.integers(len(stories)))
+    start = int(rng.integers(len(stories[story])))
+    while count < words:
+        sentences = stories[story][start:]
+        for sentence in sentences:
+            out.append(sentence)
+            count += len(sentence.split())
+            if count >= words:
+                break
+        story, start = int(rng.integers(len(stories))), 0
+    return out
+
+
+def make_sentence_documents(sentences, stories, n, count_tokens, seq_length, seed, words=(170, 80)):
+    """n (label, text) documents: one of `sentences` among news of `stories` (see the module
+    docstring), classes alternating, sentences cycled in a shuffled order.
+
+    Args:
+        sentences: [(label, sentence)]. stories: list of lists of news sentences.
+        n: int. count_tokens: callable list of str -> list of int (tokens of each text).
+        seq_length: int, the window whose first `seq_length - 2` tokens hold news only.
+        seed: int. words: (before, after), the words of news around the sentence (at least).
+    """
+    rng = np.random.default_rng(seed)
+    by_label = {}
+    for label, text in sentences:
+        by_label.setdefault(label, []).append(text)
+    queues = {k: list(rng.permutation(v)) for k, v in sorted(by_label.items())}
+    labels = sorted(by_label)
+    documents = []
+    while len(documents) < n:
+        label = labels[len(documents) % len(labels)]
+        if not queues[label]:
+            queues[label] = list(rng.permutation(by_label[label]))
+        sentence = str(queues[label].pop())
+        before = " ".join(_news(stories, rng, words[0] + int(rng.integers(0, 20))))
+        after = " ".join(_news(stories, rng, words[1] + int(rng.integers(0, 20))))
+        if count_tokens([before])[0] < seq_length - 2:  # Rare: short words; draw again.
+            queues[label].append(sentence)
+            continue
+        documents.append((label, f"{before} {sentence} {after}"))
+    return [documents[i] for i in rng.permutation(n)]
+
+
+def write_sentence_documents(
+    sst2_path, conll_path, out_dir, vocab_file, seq_length=128, n_train=1500, n_dev=872
+):
+    """Writes train.tsv and dev.tsv of `--kind=sentence` into `out_dir`; returns {split: number
+    of tokens of each document}."""
+    count_tokens = _token_counter(vocab_file)
+    sentences, stories = sst2_sentences(sst2_path), conll_stories(conll_path)
+    order = np.random.default_rng(0).permutation(len(sentences))
+    cut, story_cut = 2 * len(sentences) // 3, 2 * len(stories) // 3
+    pools = (
+        ([sentences[i] for i in order[:cut]], stories[:story_cut]),
+        ([sentences[i] for i in order[cut:]], stories[story_cut:]),
+    )
+    os.makedirs(out_dir, exist_ok=True)
+    sizes = {}
+    for (split, n), (pool, news) in zip((("train", n_train), ("dev", n_dev)), pools):
+        docs = make_sentence_documents(pool, news, n, count_tokens, seq_length, seed=len(split))
+        _write_tsv(os.path.join(out_dir, f"{split}.tsv"), docs)
+        sizes[split] = count_tokens([text for _, text in docs])
+    return sizes
+
+
+def _token_counter(vocab_file):
+    """A callable list of str -> list of int: the tokens of each text (uncased WordPiece)."""
+    import tensorflow as tf
+
+    from keras_bert.text.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab_file, lower_case=True)
+    return lambda texts: tokenizer(tf.constant(texts)).row_lengths().numpy().tolist()
+
+
+def _write_tsv(path, documents):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("label\ttext\n" + "".join(f"{label}\t{text}\n" for label, text in documents))
 
 
 def main():
@@ -132,13 +245,23 @@ def main():
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
+    parser.add_argument("--kind", choices=("paragraph", "sentence"), default="paragraph")
+    parser.add_argument("--sst2", default=real_file("sst2", "dev.tsv"))
+    parser.add_argument("--conll", default=real_file("conll2003", "dev.txt"))
     parser.add_argument("--squad", default=real_file("squad_v1.1", "dev-v1.1.json"))
     parser.add_argument("--vocab", default=os.path.join(minilm_dir() or "", "vocab.txt"))
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--train", type=int, default=600)
     parser.add_argument("--dev", type=int, default=300)
     args = parser.parse_args()
-    sizes = write_documents(args.squad, args.out, args.vocab, args.seq_length, args.train, args.dev)
+    if args.kind == "sentence":
+        sizes = write_sentence_documents(
+            args.sst2, args.conll, args.out, args.vocab, args.seq_length, args.train, args.dev
+        )
+    else:
+        sizes = write_documents(
+            args.squad, args.out, args.vocab, args.seq_length, args.train, args.dev
+        )
     for split, lengths in sizes.items():
         lengths = np.array(lengths)
         print(

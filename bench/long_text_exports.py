@@ -17,6 +17,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -34,7 +35,9 @@ OPTIONS = ("long_text", "doc_stride", "max_windows", "window_pooling")
 def runner_logits(model_dir, texts):
     """The runner's document logits and windows per document."""
     model, info, vocab = load_task_model(model_dir)
-    task = registry.get_task("text_classification", {k: info[k] for k in OPTIONS})
+    options = {k: info[k] for k in OPTIONS}
+    options["window_training"] = info.get("window_training", "window")  # Older models: "window".
+    task = registry.get_task("text_classification", options)
     task.labels, task.pair = info["labels"], False
     examples = [TextExample(f"dev-{i}", t, None) for i, t in enumerate(texts)]
     from keras_bert.text.tokenizer import BertTokenizer
@@ -43,7 +46,7 @@ def runner_logits(model_dir, texts):
         examples, BertTokenizer(vocab, lower_case=info["lower_case"]), info["seq_length"]
     )
     outputs = runner.predict(model, task, feats, 32)
-    pooled = feature_lib.pool_windows(
+    pooled = feature_lib.pool_windows(  # Document-level models' logits come pooled.
         outputs["logits"], feats.example_index, len(texts), info["window_pooling"]
     )
     return pooled, np.bincount(feats.example_index)
@@ -95,4 +98,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_and_record(main, __file__))

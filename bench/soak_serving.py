@@ -32,6 +32,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -315,4 +316,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main()["passed"] else 1)
+    sys.exit(0 if common.run_and_record(main, __file__)["passed"] else 1)

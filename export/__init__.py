@@ -80,7 +80,7 @@ QUANTIZATIONS: dict[str, tuple[str, str]] = {
 
 
 def export(
-    model_dir: str | os.PathLike[str],
+    model_dir: str | os.PathLike[str] | object,
     export_dir: str | os.PathLike[str],
     format: str = "saved_model",
     version: int | None = None,
@@ -114,13 +114,14 @@ def export(
         raise ValueError(
             f"warmup_texts and tune_batching are for format='saved_model', got format={format!r}."
         )
-    paths.require_path(
-        "model_dir",
-        model_dir,
-        "a fine-tuned model/ directory (model.keras, task.json, vocab.txt) "
-        "or its run directory, or a pre-trained encoder: Google checkpoint, Hugging Face directory "
-        "or run_pretraining model_dir",
-    )
+    if isinstance(model_dir, (str, os.PathLike)):
+        paths.require_path(
+            "model_dir",
+            model_dir,
+            "a fine-tuned model/ directory (model.keras, task.json, vocab.txt) "
+            "or its run directory, a fine-tuned Hugging Face directory, or a pre-trained encoder: "
+            "Google checkpoint, Hugging Face directory or run_pretraining model_dir",
+        )
     module, name = function.split(":")
     extra: dict[str, object] = {}
     if quantizes:

@@ -21,8 +21,9 @@ def define_flags():
         "model_dir",
         None,
         "A fine-tuned model/ directory (model.keras, task.json, vocab.txt) or its run directory, "
-        "or a pre-trained encoder: Google checkpoint, Hugging Face directory, pre-training run "
-        "directory.",
+        "a fine-tuned Hugging Face directory (BertForSequenceClassification, "
+        "...TokenClassification, ...QuestionAnswering, ...MultipleChoice), or a pre-trained "
+        "encoder: Google checkpoint, Hugging Face directory, pre-training run directory.",
     )
     cli.define(
         flags.DEFINE_string,

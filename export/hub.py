@@ -36,6 +36,7 @@ Dimensions: B batch, S sequence, H hidden, L layers, P predictions, V vocabulary
 
 import os
 
+import keras
 import tensorflow as tf
 
 from keras_bert.export import ops, versions
@@ -51,7 +52,7 @@ _Trackable = tf.__internal__.tracking.AutoTrackable
 
 
 def export_hub(
-    model_dir: str | os.PathLike[str],
+    model_dir: str | os.PathLike[str] | keras.Model,
     export_dir: str | os.PathLike[str],
     version: int | None = None,
     seq_length: int | None = None,
@@ -60,7 +61,8 @@ def export_hub(
     """Writes `<export_dir>/<version>/preprocessor/` and `.../encoder/` (TF Hub's BERT API).
 
     Args:
-        model_dir: str. A pre-trained encoder (Google, Hugging Face, pre-training run) or a
+        model_dir: a task model in memory with its preprocessor (`from_preset`), or str:
+            A pre-trained encoder (Google, Hugging Face, pre-training run) or a
             fine-tuned task model directory (its fine-tuned encoder is exported).
         export_dir: str. Base directory; each export is a new integer version in it.
         version: int or None (the next version).

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -31,7 +32,7 @@ PROBE_TEXTS = ("", "Hello, world!", "Ünïcödé — ça va? 東京 🙂", "a ve
 
 
 def export_saved_model(
-    model_dir: str | os.PathLike[str],
+    model_dir: str | os.PathLike[str] | keras.Model,
     export_dir: str | os.PathLike[str],
     version: int | None = None,
     seq_length: int | None = None,
@@ -42,7 +43,8 @@ def export_saved_model(
     """Exports a fine-tuned task model (or a pre-trained encoder) for TF Serving.
 
     Args:
-        model_dir: str. The `model/` directory of a fine-tuning run (or the run directory),
+        model_dir: a task model in memory with its preprocessor (`from_preset`), or str:
+            The `model/` directory of a fine-tuning run (or the run directory),
             or a pre-trained encoder checkpoint (see `keras_bert.export.source.load_source`).
         export_dir: str. The model's base directory; versions are its integer subdirectories.
         version: int or None (the next version).

@@ -26,6 +26,7 @@ from keras_bert.export.text_inputs import (
     encoder_input_specs,
     text_specs,
 )
+from keras_bert.models.documents import WINDOW_INDEX
 from keras_bert.tasks.long_text import LongTextOptions, max_first_length, resolve_stride
 from keras_bert.text import windows as window_lib
 from keras_bert.text.packer import _take
@@ -83,7 +84,10 @@ def window_signatures(source, answer):
     (`window_pooling`) into the text's answer, plus `num_windows` int32 [B] (windows read) and
     `text_cut` bool [B] (the text had more than `max_windows` windows: its end was not read).
     `preprocess` gives every window's encoder inputs [W, S] (S: the longest window of the
-    batch) and its text's `example_index` int32 [W]."""
+    batch) and its text's `example_index` int32 [W]. A model trained on whole documents
+    (task.json `window_training` "document", `keras_bert.models.documents`) pools inside
+    itself, as in training: it gets each text's `window_index` [B, K] (`window_index`), and
+    `predict_ids` and `preprocess` carry it too."""
     info, seq_length = source.info, source.seq_length
     pair = len(source.text_inputs) == 2
     settings = dict(
@@ -99,24 +103,35 @@ def window_signatures(source, answer):
         inputs, windows, _ = window_lib.pack_windows(source.tokenizer, first, second, **settings)
         return inputs, windows
 
-    @tf.function(input_signature=[encoder_input_specs()])
+    documents = info.get("window_training") == "document"
+    specs = encoder_input_specs()
+    if documents:
+        specs[WINDOW_INDEX] = tf.TensorSpec([None, None], tf.int32, name=WINDOW_INDEX)
+
+    @tf.function(input_signature=[specs])
     def predict_ids(inputs):
         return model_outputs(source, inputs)
 
     @tf.function(input_signature=texts_spec)
     def preprocess(*texts):
         inputs, windows = windows_of(texts)
+        if documents:
+            inputs[WINDOW_INDEX] = window_index(windows["count"])
         return dict(inputs, example_index=windows["example"])
 
     @tf.function(input_signature=texts_spec)
     def serving_default(*texts):
         inputs, windows = windows_of(texts)  # (W, S)
-        logits = window_lib.pool_windows(
-            predict_ids(inputs)["logits"],
-            windows["example"],
-            windows["count"],
-            info.get("window_pooling", "mean"),
-        )  # (B, C)
+        if documents:  # The model pools (B, C), as in training.
+            inputs[WINDOW_INDEX] = window_index(windows["count"])  # (B, K)
+            logits = predict_ids(inputs)["logits"]
+        else:
+            logits = window_lib.pool_windows(
+                predict_ids(inputs)["logits"],
+                windows["example"],
+                windows["count"],
+                info.get("window_pooling", "mean"),
+            )  # (B, C)
         return dict(
             answer(None, {"logits": logits}),
             **_window_counts(windows),
@@ -127,6 +142,14 @@ def window_signatures(source, answer):
         "preprocess": preprocess,
         "predict_ids": predict_ids,
     }
+
+
+def window_index(count):
+    """int32 [B, K] (K: the most windows of a text): the windows of each text in order (they
+    are consecutive), -1 past its last; `keras_bert.models.documents.WindowPooling`'s input."""
+    first = tf.expand_dims(tf.cumsum(count, exclusive=True), 1)  # (B, 1)
+    column = tf.expand_dims(tf.range(tf.reduce_max(tf.concat([count, [1]], 0))), 0)  # (1, K)
+    return tf.where(column < tf.expand_dims(count, 1), first + column, -1)
 
 
 def classification(source):

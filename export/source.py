@@ -1,9 +1,13 @@
-"""What an export starts from: a fine-tuned task model directory, or a pre-trained encoder.
+"""What an export starts from: a task model in memory, a fine-tuned task model directory, or a
+pre-trained encoder.
 
-`load_source(path)` reads either
+`load_source(path)` takes a task model with its preprocessor (`BertClassifier.from_preset(...)`,
+fitted: `model.task_info()` gives its task.json), or reads
 - the `model/` directory that `keras_bert.tasks.finetune` writes (`model.keras`, `task.json`,
   `vocab.txt`), or the run directory holding it; the task's `problem` in task.json picks the
   serving signatures (`keras_bert.export.signatures.BUILDERS`);
+- a fine-tuned Hugging Face directory (`BertForSequenceClassification`, ...:
+  `keras_bert.checkpoints.hf_tasks`), its labels and tokenizer included;
 - a pre-trained encoder with no task: a Google TF1 checkpoint, a Hugging Face directory or a
   pre-training run directory (`keras_bert.checkpoints.load_init_checkpoint`), exported as a
   feature extractor (kind "encoder"), with its masked-LM head when the checkpoint has one.
@@ -18,7 +22,7 @@ import keras
 from absl import logging
 
 from keras_bert import checkpoints
-from keras_bert.checkpoints import task_model
+from keras_bert.checkpoints import from_preset, hf_tasks, task_model
 from keras_bert.text.tokenizer import BertTokenizer
 
 DEFAULT_SEQ_LENGTH = 128  # For encoders (TF Hub's BERT preprocessors use 128 too).
@@ -62,8 +66,9 @@ def load_source(
     """Reads a task model directory or a pre-trained encoder (see the module docstring).
 
     Args:
-        path: str. A fine-tuned `model/` directory (or its run directory), a Google
-            checkpoint, a Hugging Face directory or a pre-training run directory.
+        path: a task model with its preprocessor, or str: a fine-tuned `model/` directory (or
+            its run directory), a fine-tuned Hugging Face directory, a Google checkpoint, a
+            Hugging Face directory or a pre-training run directory.
         seq_length: int or None. Longest packed sequence (default: the task's training
             length from task.json; 128 for encoders). At most max_position_embeddings.
         mlm: bool or None. Load the masked-LM head of a pre-trained checkpoint: None if the
@@ -76,7 +81,11 @@ def load_source(
         FileNotFoundError: nothing exportable at `path`.
         ValueError: a bad seq_length, an unknown task.json, or mlm=True without an MLM head.
     """
+    if isinstance(path, keras.Model):
+        return _in_memory(path, seq_length, mlm)
     path = os.fspath(path)
+    if os.path.isdir(path) and hf_tasks.architecture_of(path) is not None:
+        return _in_memory(from_preset.load_task_class(path), seq_length, mlm, path=path)
     directory = task_model.find_task_model(path)
     if directory is not None:
         source = _load_task_model(directory, seq_length)
@@ -87,6 +96,30 @@ def load_source(
             )
         return source
     return _load_encoder(path, seq_length, mlm)
+
+
+def _in_memory(model, seq_length, mlm, path=""):
+    """The `ExportSource` of a task model with its preprocessor (`BertTask.task_info`)."""
+    if not hasattr(model, "task_info"):
+        raise TypeError(
+            f"Expected a keras_bert task model or a directory, got a {type(model).__name__}."
+        )
+    if mlm:
+        raise ValueError("A task model has no masked-LM head (export the pre-trained checkpoint).")
+    info = model.task_info()
+    seq_length = _seq_length(seq_length or info["seq_length"], model.encoder)
+    if info["problem"] == "span":  # The question and the stride fit in the sequence.
+        for key in ("max_query_length", "doc_stride"):
+            info[key] = min(int(info[key]), seq_length // 2)
+    return ExportSource(
+        kind=info["problem"],
+        tokenizer=model.preprocessor.tokenizer,
+        encoder=model.encoder,
+        model=model,
+        info=info,
+        seq_length=seq_length,
+        path=path or f"<in-memory {type(model).__name__}>",
+    )
 
 
 def _load_task_model(directory, seq_length):

@@ -68,6 +68,7 @@ import itertools
 import json
 import os
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -149,7 +150,7 @@ QUANTIZERS = {name: globals()[function] for name, (function, _) in QUANTIZATIONS
 
 
 def export_tflite(
-    model_dir: str | os.PathLike[str],
+    model_dir: str | os.PathLike[str] | keras.Model,
     export_dir: str | os.PathLike[str],
     version: int | None = None,
     seq_length: int | None = None,
@@ -160,7 +161,8 @@ def export_tflite(
     tokenizer.
 
     Args:
-        model_dir: str. The `model/` directory of a fine-tuning run (or the run directory),
+        model_dir: a task model in memory with its preprocessor (`from_preset`), or str:
+            The `model/` directory of a fine-tuning run (or the run directory),
             or a pre-trained encoder (see `keras_bert.export.source.load_source`).
         export_dir: str. Base directory; versions are its integer subdirectories.
         version: int or None (the next version).

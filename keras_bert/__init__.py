@@ -23,6 +23,7 @@ _NAMES = {
     "BertTokenClassifier": "keras_bert.models.task_models:BertTokenClassifier",
     "BertMultipleChoice": "keras_bert.models.task_models:BertMultipleChoice",
     "checkpoints": "keras_bert.checkpoints",
+    "presets": "keras_bert.presets",
     "tasks": "keras_bert.tasks",
     "export": "keras_bert.export",
 }

@@ -12,6 +12,10 @@ The layers and models are written in `keras.ops` and run on TensorFlow, JAX and 
   mirrored variables would give every replica the same Keras seed). Elsewhere: None, and the
   layer uses Keras' own dropout (`keras.distribution` on JAX shards the batch over devices and
   draws per-device masks from one seed already).
+- `gather_rows`: rows of an embedding table. TensorFlow: `tf.gather` itself (`keras.ops.take`
+  adds a fix for negative ids, `where(ids < 0, ...)`, which TFLite's converter miscompiles when the
+  ids are a cast of booleans, as the SQuAD v2 preprocessing's type ids are: it folds the
+  comparison into a boolean ZEROS_LIKE that no kernel takes); elsewhere `keras.ops.take`.
 - `replica_count` / `all_reduce_sum`: the cross-replica sums of the pre-training loss under
   `tf.distribute`; 1 and the identity elsewhere (JAX's `keras.distribution` computes the loss
   on the global batch).
@@ -68,8 +72,23 @@ def checked(value: Any, ok: Any, message: str) -> Any:
 
 def ids_checked(ids: Any, size: int, what: str, limit_name: str) -> Any:
     """`ids` checked to lie in [0, size) (see `checked`); the message names `what`."""
-    ok = keras.ops.all(keras.ops.logical_and(ids >= 0, ids < size))
+    if is_tensorflow():  # TensorFlow's own ops: TFLite converts them (Keras' ops.all did not).
+        import tensorflow as tf
+
+        ids = tf.convert_to_tensor(ids)
+        ok = tf.reduce_all((ids >= 0) & (ids < size))
+    else:
+        ok = keras.ops.all(keras.ops.logical_and(ids >= 0, ids < size))
     return checked(ids, ok, f"{what} has ids outside [0, {limit_name}={size}).")
+
+
+def gather_rows(table: Any, ids: Any) -> Any:
+    """table[ids]: rows of `table` [V, H] at int `ids` [...] -> [..., H] (ids checked already)."""
+    if is_tensorflow():
+        import tensorflow as tf
+
+        return tf.gather(table, ids)
+    return keras.ops.take(table, ids, axis=0)
 
 
 def replica_dropout(inputs: Any, rate: float, seed_generator: Any) -> Any | None:

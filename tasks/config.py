@@ -61,6 +61,9 @@ class FinetuneConfig(TrainingSettings):
             default lora_rank (scale 1).
         save_adapters: bool. With lora_rank, also write model/adapters.npz and adapters.json
             (LoRA and head weights; `keras_bert.checkpoints.adapters.load_adapters`).
+        save_hf: bool. Also write run_dir/hf/: the fine-tuned model as a Hugging Face
+            `BertFor...` directory (labels, vocab.txt, casing) that transformers'
+            `AutoModelFor...` and `AutoTokenizer` load (`keras_bert.checkpoints.hf_tasks`).
         quantization_aware: bool. Fine-tune with the weights and activations fake-quantized as
             `--quantize=int8_integer_only` TFLite computes them (`keras_bert.layers.fake_quant`,
             `keras_bert.tasks.quantization_aware`); model/ holds the float model, whose integer
@@ -90,6 +93,7 @@ class FinetuneConfig(TrainingSettings):
     lora_rank: int | None = None
     lora_alpha: float | None = None
     save_adapters: bool = False
+    save_hf: bool = False
     quantization_aware: bool = False
     task_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 

@@ -356,11 +356,12 @@ def encode_windows(
 
 def pool_windows(logits, example_index, num_examples, pooling="mean"):
     """Each example's logits from its features' (`keras_bert.text.windows.pool_windows`, as
-    the exports pool them): their "mean", "max" (per class) or "first".
+    the exports pool them): their "mean", "max" (per class) or "first". Logits of a
+    document-level model (one row per example already) come back as they are.
 
     Args:
         logits: float `np.ndarray` [W, C], one row per feature, an example's features
-            consecutive (as `encode_windows` makes them).
+            consecutive (as `encode_windows` makes them); or [N, C], one per example.
         example_index: int `np.ndarray` [W], the example of each feature (every example has one).
         num_examples: int, N.
         pooling: "mean", "max" or "first".
@@ -370,11 +371,9 @@ def pool_windows(logits, example_index, num_examples, pooling="mean"):
     """
     from keras_bert.text.windows import pool_windows as pool
 
+    if len(logits) == num_examples:  # Every example has a window: one each, or pooled.
+        return np.asarray(logits)
     example_index = np.asarray(example_index)
-    if len(example_index) == num_examples and np.array_equal(
-        example_index, np.arange(num_examples)
-    ):
-        return np.asarray(logits)  # One feature per example.
     count = np.bincount(example_index, minlength=num_examples)
     return pool(
         tf.constant(logits, tf.float32),

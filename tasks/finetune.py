@@ -78,6 +78,7 @@ _FLAG_HELP = {
     "lora_rank": "LoRA fine-tuning of this rank (1..hidden size); the rest of the encoder frozen.",
     "lora_alpha": "LoRA updates are scaled by lora_alpha / lora_rank (default: lora_rank).",
     "save_adapters": "With lora_rank: also write model/adapters.npz and adapters.json.",
+    "save_hf": "Also write <model_dir>/hf/, the model as a Hugging Face BertFor... directory.",
     "quantization_aware": (
         "Fine-tune with int8 fake quantization (weights and activations), so that "
         "--quantize=int8_integer_only TFLite keeps the answers."

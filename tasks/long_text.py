@@ -10,16 +10,30 @@ the document's answer pools its windows' logits (`keras_bert.tasks.features.pool
 - `long_text="windows"`: a single text is read in windows of `seq_length - 2` tokens whose
   starts are `doc_stride` tokens apart; a pair keeps its first text whole up to
   `max_first_length(seq_length)` tokens (half of a row) and cuts its second into windows beside
-  it. Training sees each window (the first `max_windows` of each text) with its text's label;
-  evaluation and prediction pool the windows' logits per text (`window_pooling`: "mean",
-  "max" or "first") and score texts, never windows. Texts with more windows than `max_windows`
-  are read up to the cap (exports report `num_windows` and `text_cut`).
+  it. Evaluation and prediction pool the windows' logits per text (`window_pooling`) and score
+  texts, never windows. Texts with more windows than `max_windows` are read up to the cap
+  (exports report `num_windows` and `text_cut`). Training (`window_training`):
+  - "document" (the default): a text's windows go through the encoder together, their logits
+    are pooled inside the training step as in serving (`keras_bert.models.documents`), and the
+    loss is the text's. A batch holds whole texts, at most `batch_size` windows
+    (`keras_bert.tasks.documents`). Pooling "max" (per class, the default), "mean", "first",
+    or "attention": a learned softmax over the windows' [CLS] vectors weighs their logits.
+    Why max: at the start of training, mean pooling (and attention, which starts as the
+    mean) sends every window the same gradient toward the document's label, which is what
+    per-window training does; max sends it to the window that leans most, and learns where one
+    sentence decides (tests/tasks/test_long_text.py's one-phrase documents: max 1.00, mean
+    and per-window 0.50; see bench/long_document_training.py for real text).
+  - "window": each window is a training example with its text's label (pooled only at
+    evaluation). Cheaper per step, but where one sentence decides the label, most windows
+    carry a label they do not show: measured on bench/long_document_training.py's
+    one-sentence documents, it learns nothing there.
 """
 
 import dataclasses
 
 LONG_TEXT = ("truncate", "windows")
-POOLINGS = ("mean", "max", "first")
+POOLINGS = ("mean", "max", "first", "attention")
+WINDOW_TRAINING = ("document", "window")
 
 
 @dataclasses.dataclass
@@ -30,13 +44,20 @@ class LongTextOptions:
         long_text: str. "truncate" texts to seq_length, or read them in "windows".
         doc_stride: int or None. Tokens between window starts (default half a window; SQuAD 128).
         max_windows: int. Windows read per text at most, with long_text=windows.
-        window_pooling: str. A text's logits: the "mean", "max" or "first" of its windows'.
+        window_pooling: str. Text logits from windows': "mean", "max", "first", "attention".
+            "attention" is learned: it needs window_training="document".
+        window_training: str. Train on whole "document"s (pooled as served) or each "window"
+            with its text's label. The default stays "window" with "mean" pooling, as before
+            document training existed: on the paragraph benchmark (`bench/long_documents.py`)
+            document-level max pooling reached 0.927 against 0.94 per window, and on documents
+            whose label is one sentence neither has learned yet (`bench/long_document_training.py`).
     """
 
     long_text: str = "truncate"
     doc_stride: int | None = None
     max_windows: int = 16
     window_pooling: str = "mean"
+    window_training: str = "window"
 
     def __post_init__(self) -> None:
         if self.long_text not in LONG_TEXT:
@@ -45,12 +66,30 @@ class LongTextOptions:
             raise ValueError(
                 f"window_pooling must be one of {POOLINGS}, got {self.window_pooling!r}."
             )
+        if self.window_training not in WINDOW_TRAINING:
+            raise ValueError(
+                f"window_training must be one of {WINDOW_TRAINING}, got {self.window_training!r}."
+            )
+        if self.window_pooling == "attention" and self.window_training != "document":
+            raise ValueError(
+                "window_pooling=attention is learned in training: it needs "
+                "window_training=document."
+            )
         if self.max_windows is None or int(self.max_windows) < 1:
             raise ValueError(
                 f"max_windows must be >= 1 (windows read per text), got {self.max_windows}."
             )
         if self.doc_stride is not None and int(self.doc_stride) < 1:
             raise ValueError(f"doc_stride must be >= 1, got {self.doc_stride}.")
+
+
+def document_level(task) -> bool:
+    """Whether `task` trains on whole documents of windows (long_text=windows,
+    window_training=document); False for tasks without long-text options."""
+    options = getattr(task, "options", None)
+    return isinstance(options, LongTextOptions) and (
+        options.long_text == "windows" and options.window_training == "document"
+    )
 
 
 def max_first_length(seq_length: int) -> int:

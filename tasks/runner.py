@@ -21,13 +21,15 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from keras_bert.checkpoints import hf_tasks
 from keras_bert.checkpoints.task_model import find_task_model, save_task_model
 from keras_bert.checkpoints.training import read_weights, write_weights
 from keras_bert.io_utils import write_atomic
 from keras_bert.models import lora
+from keras_bert.tasks import documents, quantization_aware
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks import quantization_aware
 from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.long_text import document_level
 from keras_bert.tasks.trainer import TaskTrainer
 from keras_bert.training import callbacks, distribution, plots
 from keras_bert.training import run as training_run
@@ -128,8 +130,12 @@ def predict(model, task, features, batch_size, buckets=None, strategy=None, jit_
 
     Batches are sorted by length and padded as in training. Outputs a task lists in
     `token_outputs` ([B, S, ...]) come back as a list of one array per feature, cut to its
-    tokens; the others as one array [N, ...].
+    tokens; the others as one array [N, ...]. A document-level model
+    (`long_text.document_level`) gives `logits` per example [N_examples, C] instead, from
+    batches of whole documents of at most `batch_size` windows.
     """
+    if document_level(task):
+        return _predict_documents(model, task, features, batch_size, buckets, strategy, jit_compile)
     fixed = bool(buckets) and (
         jit_compile or is_jax() or isinstance(strategy, tf.distribute.TPUStrategy)
     )
@@ -151,6 +157,27 @@ def predict(model, task, features, batch_size, buckets=None, strategy=None, jit_
             for row, i in enumerate(index):
                 rows[i] = value[row, : lengths[i]] if name in token_outputs else value[row]
     return {k: v if k in token_outputs else np.stack(v) for k, v in collected.items()}
+
+
+def _predict_documents(model, task, features, batch_size, buckets, strategy, jit_compile):
+    """`predict` of a document-level model (`documents.predict_documents`)."""
+    tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+    inner = _predict_function(model, strategy, jit_compile)
+
+    def call(x):
+        out = inner(x)
+        if tpu:  # Every replica ran the whole batch.
+            return {k: strategy.experimental_local_results(v)[0].numpy() for k, v in out.items()}
+        return {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in out.items()}
+
+    return documents.predict_documents(
+        call,
+        features,
+        batch_size,
+        buckets=buckets,
+        fixed=bool(buckets) and (jit_compile or tpu or is_jax()),
+        max_windows=task.options.max_windows,
+    )
 
 
 _PREDICT_FUNCTIONS: weakref.WeakKeyDictionary[keras.Model, dict[Any, Any]] = (
@@ -277,7 +304,7 @@ def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> di
     run = training_run.start(FinetuneConfig, config, overrides)
     encoder, tokenizer, tuned = _encoder_and_tokenizer(run)
     train, eval_sets = load_splits(run.config, tokenizer)
-    plan = plan_steps(run.config, train)
+    plan = plan_steps(run.config, train, run.strategy.num_replicas_in_sync)
     model, trainer = _build_and_compile(run, encoder, plan[1], train, tuned)
     fields = {
         "trainable_parameters": lora.count_parameters(model.trainable_weights),
@@ -353,6 +380,15 @@ def train_and_finish(
             training_texts=serving_rows(task, train[0]) if train else None,
             training_data=config.train_file or (config.data_dir and f"{config.data_dir} (train)"),
         )
+        if config.save_hf:
+            hf_tasks.save_task(
+                model,
+                run.path("hf"),
+                tokenizer.vocabulary,
+                tokenizer.lower_case,
+                labels=task.info().get("labels"),
+                overwrite=True,
+            )
     summary = training_run.summarize(
         run,
         {
@@ -409,10 +445,15 @@ def _load(config, tokenizer, split, limit):
     return examples, feats
 
 
-def plan_steps(config, train):
-    """(steps_per_epoch, num_train_steps, steps per logging loop) of the training data."""
+def plan_steps(config, train, replicas=1):
+    """(steps_per_epoch, num_train_steps, steps per logging loop) of the training data (its
+    documents' batches for a document-level task, `replicas` packs each)."""
     steps_per_epoch = 1
-    if train:
+    if train and document_level(config.task_object):
+        budget = _window_budget(config, replicas)
+        counts = documents.window_counts(train[1])
+        steps_per_epoch = len(documents.document_plan(counts, budget, num_replicas=replicas))
+    elif train:
         n = train[1].num_features
         steps_per_epoch = (
             n // config.batch_size if config.fixed_shapes else math.ceil(n / config.batch_size)
@@ -518,10 +559,53 @@ def _train_epochs(run, model, trainer, train, eval_sets, eval_history, steps_per
         run.log.close()
 
 
+def _window_budget(config, replicas):
+    """Windows per replica's batch of document-level training: batch_size over the replicas."""
+    budget = config.batch_size // replicas
+    documents.check_budget([config.task_object.options.max_windows], budget, "batch_size")
+    return budget
+
+
+def _document_data(run, train, epoch, done, steps_per_epoch, label_keys):
+    """The training dataset of `epoch`'s document batches (`documents.document_plan`) from the
+    `done`-th on, split over the strategy's replicas (one pack each)."""
+    config, strategy = run.config, run.strategy
+    replicas = strategy.num_replicas_in_sync
+    budget = _window_budget(config, replicas)
+    batches = documents.document_plan(
+        documents.window_counts(train),
+        budget,
+        shuffle=True,
+        seed=config.seed,
+        epoch=epoch,
+        num_replicas=replicas,
+    )[done:steps_per_epoch]
+    settings = dict(
+        fixed=(budget, config.task_object.options.max_windows) if config.fixed_shapes else None,
+        buckets=config.bucket_lengths(),
+        label_keys=label_keys,
+    )
+    if replicas == 1 and not isinstance(strategy, tf.distribute.TPUStrategy):
+        return documents.make_document_dataset(train, batches, **settings)
+
+    def dataset_fn(context):
+        per_pipeline = replicas // context.num_input_pipelines
+        first = context.input_pipeline_id * per_pipeline
+        return documents.make_document_dataset(
+            train, batches, replica_range=(first, first + per_pipeline), **settings
+        )
+
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
 def _train_epoch(run, trainer, train, epoch, steps_per_epoch, loop):
     """`fit` over the rest of `epoch`'s batch plan (all of it unless resumed inside it)."""
     config = run.config
     done = run.step - epoch * steps_per_epoch
+    if document_level(config.task_object):
+        data = _document_data(run, train, epoch, done, steps_per_epoch, trainer.label_keys)
+        _fit(run, trainer, data, epoch, steps_per_epoch, loop, done)
+        return
     batches, padded = feature_lib.batch_plan(
         train.lengths,
         config.batch_size,
@@ -533,6 +617,12 @@ def _train_epoch(run, trainer, train, epoch, steps_per_epoch, loop):
     )
     batches, padded = batches[done:steps_per_epoch], padded[done:steps_per_epoch]
     data = _distribute(run.strategy, train, batches, padded, trainer.label_keys)
+    _fit(run, trainer, data, epoch, steps_per_epoch, loop, done)
+
+
+def _fit(run, trainer, data, epoch, steps_per_epoch, loop, done):
+    """`trainer.fit` on `data`, the rest of `epoch` after its `done` steps."""
+    config = run.config
     first_loop = epoch * steps_per_epoch // loop
     with out_of_memory_hint(
         "training",

@@ -32,6 +32,7 @@ OPTIONAL = {
     "torch": (
         "never required: only checkpoints.huggingface with allow_pickle=True (pytorch_model.bin)"
     ),
+    "huggingface_hub": "never required: only presets' hf://<org>/<name> not yet in the cache",
 }
 # The modules of the extras (`bench`, `tfds`) and of the test-only model: never imported by the
 # package.

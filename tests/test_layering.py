@@ -8,7 +8,7 @@ is parsed, function-local imports included. The layers, lowest first:
    inputs (the encoder's input names), cli (flag helpers)
 1. text (tokenizer, vocabularies, packing: only base below it)
 2. layers
-3. config, models
+3. config, presets (the table of released checkpoints), models
 4. training (optimizers, distribution, callbacks: no model or checkpoint code)
 5. checkpoints (every format: Google, Hugging Face, pre-training runs, training checkpoints,
    fine-tuned task models, best-epoch weights)
@@ -17,7 +17,8 @@ is parsed, function-local imports included. The layers, lowest first:
 7. tasks
 8. export
 9. demo
-A module may import its own layer (without a cycle) and any lower one.
+A module may import its own layer (without a cycle) and any lower one; the one way up is
+`UPWARD_CALLS`, function-local imports only.
 """
 
 import ast
@@ -42,7 +43,7 @@ LAYERS = (
     ),
     ("keras_bert.text",),
     ("keras_bert.layers",),
-    ("keras_bert.config", "keras_bert.models"),
+    ("keras_bert.config", "keras_bert.presets", "keras_bert.models"),
     ("keras_bert.training",),
     ("keras_bert.checkpoints",),
     ("keras_bert.training.run",),
@@ -52,6 +53,18 @@ LAYERS = (
     ("keras_bert.demo",),
 )
 CHECKPOINTS = "keras_bert.checkpoints"
+# The sanctioned way up, inside functions only: `from_preset` (STYLE 14: every model, tokenizer
+# and preprocessor builds from weights through checkpoints/), and the task models' raw-text
+# fit/predict/compile (tf.data and the paper's optimizer live in training/).
+_FROM_PRESET = "keras_bert.checkpoints.from_preset"
+UPWARD_CALLS = {
+    ("keras_bert.models.encoder", _FROM_PRESET),
+    ("keras_bert.models.pretrainer", _FROM_PRESET),
+    ("keras_bert.models.task", _FROM_PRESET),
+    ("keras_bert.models.task", "keras_bert.training.task_data"),
+    ("keras_bert.text.tokenizer", _FROM_PRESET),
+    ("keras_bert.text.preprocessor", _FROM_PRESET),
+}
 # Attribute chains (their last parts) that read or write a checkpoint format.
 CHECKPOINT_CALLS = (
     "train.Checkpoint",
@@ -125,7 +138,21 @@ def _imports(module):
     return found
 
 
-GRAPH = {module: _imports(module) for module in MODULES}
+def _module_level_imports(module):
+    """The package's modules imported at the top level of `module` (outside functions)."""
+    _, tree = MODULES[module]
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("keras_bert"):
+            found.update(_resolve(f"{node.module}.{a.name}") for a in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(_resolve(a.name) for a in node.names)
+    return found
+
+
+GRAPH = {
+    module: _imports(module) - {t for s, t in UPWARD_CALLS if s == module} for module in MODULES
+}
 
 
 def _layer(module):
@@ -234,6 +261,12 @@ def test_checkpoint_formats_are_read_and_written_only_in_checkpoints():
     }
     outside = {os.path.relpath(path, ROOT): uses for path, uses in outside.items() if uses}
     assert outside == {}, "checkpoint formats handled outside keras_bert/checkpoints/"
+
+
+@pytest.mark.parametrize("source, target", sorted(UPWARD_CALLS))
+def test_upward_calls_are_function_local(source, target):
+    assert target in _imports(source), f"{source} no longer imports {target}: drop the exemption"
+    assert target not in _module_level_imports(source)
 
 
 def test_the_layering_check_sees_imports():

@@ -99,7 +99,7 @@ def test_the_walk_finds_the_public_api():
         for qualified, _ in functions_to_check(name, value)
     }
     assert "keras_bert.BertConfig.from_json_file (BertConfig)" in methods
-    assert "keras_bert.BertClassifier.get_config (_TaskModel)" in methods
+    assert "keras_bert.BertClassifier.get_config (BertTask)" in methods
     assert "keras_bert.BertTokenizer.vocab_size (BertTokenizer)" in methods
     assert not any(m.endswith(("(Model)", "(Layer)")) for m in methods), "Keras' are skipped"
 

@@ -153,10 +153,12 @@ def save(
     vocab: str | os.PathLike[str] | Sequence[str] | None = None,
     overwrite: bool = False,
 ) -> None:
-    """Writes a `BertEncoder` or `BertPretrainer` in the original or Hugging Face format.
+    """Writes a `BertEncoder` or `BertPretrainer` in the original or Hugging Face format, or a
+    fine-tuned task model as a Hugging Face `BertFor...` directory (labels and tokenizer files
+    included; see `keras_bert.checkpoints.hf_tasks`).
 
     Args:
-        model: `BertEncoder` or `BertPretrainer`.
+        model: `BertEncoder`, `BertPretrainer`, or (format="huggingface") a task model.
         path: output directory. A new directory appears whole (one rename); in an
             existing one each file is replaced atomically and other files are kept.
         format: "google" (bert_config.json + bert_model.ckpt.*) or "huggingface"
@@ -165,7 +167,30 @@ def save(
         overwrite: bool. Replace existing files of the same names; otherwise
             `FileExistsError`.
     """
+    if hasattr(model, "task_info"):  # A task model: only Hugging Face has task heads.
+        if format != "huggingface":
+            raise ValueError(f"A {type(model).__name__} is written with format='huggingface'.")
+        _save_task(model, path, vocab, overwrite)
+        return
     format_module(format).save(model, path, vocab=vocab, overwrite=overwrite)
+
+
+def _save_task(model, path, vocab, overwrite):
+    """A fine-tuned task model as a Hugging Face directory (`hf_tasks.save_task`): its
+    preprocessor's vocabulary and casing, its labels."""
+    from keras_bert.checkpoints import hf_tasks
+
+    info = model.task_info() if model.preprocessor is not None else None
+    if vocab is None and info is None:
+        raise ValueError(f"The {type(model).__name__} has no preprocessor: pass vocab=.")
+    hf_tasks.save_task(
+        model,
+        path,
+        vocab if vocab is not None else model.preprocessor.tokenizer.vocabulary,
+        info["lower_case"] if info else True,
+        labels=(info or {}).get("labels"),
+        overwrite=overwrite,
+    )
 
 
 def vocab_path(path: str | os.PathLike[str], format: str | None = None) -> str | None:

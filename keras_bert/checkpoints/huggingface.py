@@ -23,7 +23,7 @@ from keras_bert.checkpoints import files, weights
 from keras_bert.config import BertConfig
 from keras_bert.errors import CheckpointError
 from keras_bert.io_utils import atomic_files
-from keras_bert.text.vocab import write_vocabulary
+from keras_bert.text.vocab import load_vocabulary, write_vocabulary
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -32,6 +32,7 @@ PICKLE_NAME = "pytorch_model.bin"
 PICKLE_INDEX_NAME = "pytorch_model.bin.index.json"
 VOCAB_NAME = files.VOCAB_NAME
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
+TOKENIZER_JSON = "tokenizer.json"  # transformers v5 writes it without vocab.txt.
 PREFIX = "bert."
 
 _DENSE = (("kernel", "weight", True), ("bias", "bias", False))
@@ -213,13 +214,46 @@ def directory_of(path):
 
 
 def casing(path):
-    """(lower_case or None, the rule): "do_lower_case" in the directory's tokenizer_config.json."""
+    """(lower_case or None, the rule): "do_lower_case" in the directory's tokenizer_config.json,
+    else the `lowercase` of tokenizer.json's BertNormalizer."""
     config_path = os.path.join(directory_of(path), TOKENIZER_CONFIG_NAME)
     if os.path.isfile(config_path):
         value = files.read_json_object(config_path).get("do_lower_case")
         if isinstance(value, bool):
             return value, f"{config_path} do_lower_case"
+    return tokenizer_json_casing(directory_of(path))
+
+
+def tokenizer_json_vocabulary(directory):
+    """The WordPiece tokens of `directory`/tokenizer.json (id order), or None without one."""
+    data = _tokenizer_json(directory)
+    if data is None:
+        return None
+    model = data.get("model") or {}
+    vocab = model.get("vocab")
+    if model.get("type") != "WordPiece" or not isinstance(vocab, dict):
+        raise ValueError(
+            f"{os.path.join(directory, TOKENIZER_JSON)} is a {model.get('type')!r} tokenizer, "
+            "not WordPiece: not a BERT vocabulary."
+        )
+    tokens = [None] * len(vocab)
+    for token, index in vocab.items():
+        tokens[index] = token
+    return load_vocabulary(tokens)
+
+
+def tokenizer_json_casing(directory):
+    """(lower_case or None, the rule) from tokenizer.json's BertNormalizer `lowercase`."""
+    data = _tokenizer_json(directory)
+    normalizer = (data or {}).get("normalizer") or {}
+    if normalizer.get("type") == "BertNormalizer" and isinstance(normalizer.get("lowercase"), bool):
+        return normalizer["lowercase"], f"{os.path.join(directory, TOKENIZER_JSON)} lowercase"
     return None, None
+
+
+def _tokenizer_json(directory):
+    path = os.path.join(os.fspath(directory), TOKENIZER_JSON)
+    return files.read_json_object(path) if os.path.isfile(path) else None
 
 
 def _check_tied(tensors, key):

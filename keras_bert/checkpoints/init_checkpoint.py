@@ -90,12 +90,17 @@ def load_init_checkpoint(
     encoder = module.load(path, dtype=dtype)
     vocab_dir = module.directory_of(path)
     vocab_source = vocab_file or files.vocab_in(vocab_dir)
+    if vocab_source is None and format == "huggingface":  # transformers v5: tokenizer.json only.
+        vocab_source = module.tokenizer_json_vocabulary(vocab_dir)
     if vocab_source is None:
         raise FileNotFoundError(
             f"No vocabulary for {path}: looked for {os.path.join(vocab_dir, files.VOCAB_NAME)}. "
-            f"Pass vocab_file (--vocab_file) to give one."
+            f"Pass vocab_file (--vocab_file) to give one (a Hugging Face directory's "
+            f"tokenizer.json is read too)."
         )
     vocabulary = load_vocabulary(vocab_source)
+    if not isinstance(vocab_source, (str, os.PathLike)):
+        vocab_source = os.path.join(vocab_dir, "tokenizer.json")
     rows = encoder.config.vocab_size
     if len(vocabulary) != rows:
         raise ValueError(

@@ -99,8 +99,8 @@ class BertEmbeddings(keras.layers.Layer):
             seq_length <= self.max_position_embeddings,
             f"Sequence length exceeds max_position_embeddings ({self.max_position_embeddings}).",
         )
-        words = ops.take(self.word_embeddings, input_word_ids, axis=0)  # (B, S, H)
-        types = ops.take(self.token_type_embeddings, input_type_ids, axis=0)  # (B, S, H)
+        words = backend.gather_rows(self.word_embeddings, input_word_ids)  # (B, S, H)
+        types = backend.gather_rows(self.token_type_embeddings, input_type_ids)  # (B, S, H)
         positions = self.position_embeddings[:seq_length]  # (S, H)
         x = self.layer_norm(words + types + ops.expand_dims(positions, 0))
         return self.dropout_layer(x, training=training)

@@ -114,6 +114,14 @@ class BertEncoder(keras.Model):
         self.transformer_layers = blocks
         self.pooler = pooler
 
+    @classmethod
+    def from_preset(cls, preset: Any, **kwargs: Any) -> BertEncoder:
+        """The encoder of a preset (`keras_bert.presets`: a name, hf://, a directory or a .keras
+        file); kwargs go to `checkpoints.load_encoder` (dtype=...)."""
+        from keras_bert.checkpoints.from_preset import load_backbone
+
+        return load_backbone(preset, **kwargs)
+
     def get_config(self) -> dict[str, Any]:
         return {
             "config": self.config.to_dict(),

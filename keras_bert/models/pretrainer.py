@@ -189,6 +189,14 @@ class BertPretrainer(keras.Model):
             )
         return self.get_metrics_result()
 
+    @classmethod
+    def from_preset(cls, preset: Any, **kwargs: Any) -> BertPretrainer:
+        """The pre-trainer (encoder and pre-training heads) of a preset (`keras_bert.presets`);
+        kwargs go to `checkpoints.load_pretrainer` (next_sentence=..., dtype=...)."""
+        from keras_bert.checkpoints.from_preset import load_backbone
+
+        return load_backbone(preset, heads=True, **kwargs)
+
     def get_config(self) -> dict[str, Any]:
         return {
             "encoder": keras.saving.serialize_keras_object(self.encoder),

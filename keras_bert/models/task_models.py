@@ -12,7 +12,7 @@ returns float32 logits, also under mixed precision.
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any
 
 import keras
 from keras import ops
@@ -21,10 +21,11 @@ from keras_bert.inputs import INPUT_NAMES
 from keras_bert.layers import utils
 from keras_bert.layers.dropout import ReplicaDropout
 from keras_bert.models.encoder import BertEncoder, encoder_inputs
+from keras_bert.models.task import BertTask
 
 
-class _TaskModel(keras.Model):
-    """Shared config handling: the encoder is serialized with the model."""
+class _TaskModel(BertTask):
+    """Shared config handling (in `BertTask`): the encoder is serialized with the model."""
 
     def _finish(
         self,
@@ -35,23 +36,6 @@ class _TaskModel(keras.Model):
     ) -> None:
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
         self.encoder = encoder
-
-    def _head_args(self) -> dict[str, Any]:
-        return {}
-
-    def get_config(self) -> dict[str, Any]:
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "name": self.name,
-            "trainable": self.trainable,
-            **self._head_args(),
-        }
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Self:
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
 
 
 class _Classification(_TaskModel):

@@ -96,6 +96,16 @@ class BertPreprocessor(keras.layers.Layer):
         shape = tuple(segment.shape) + (self.seq_length,)
         return {k: keras.KerasTensor(shape, dtype="int32") for k in INPUT_NAMES}
 
+    @classmethod
+    def from_preset(
+        cls, preset: Any, seq_length: int | None = None, **kwargs: Any
+    ) -> BertPreprocessor:
+        """The preprocessor of a preset (`keras_bert.presets`): its tokenizer, and `seq_length`
+        (default: a fine-tuned model's training length, else 128)."""
+        from keras_bert.checkpoints.from_preset import load_preprocessor
+
+        return load_preprocessor(preset, seq_length=seq_length, **kwargs)
+
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(

@@ -47,7 +47,7 @@ class BertTokenizer(keras.layers.Layer):
 
     Args:
         vocabulary: list of tokens, or a vocab.txt path or model directory
-            (see `load_vocabulary`). Must hold [PAD] [UNK] [CLS] [SEP] [MASK].
+            (see `load_vocabulary`). Must hold `[PAD] [UNK] [CLS] [SEP] [MASK]`.
         lower_case: bool, True for uncased models (lower-case, NFD, strip accents).
         max_chars_per_word: int, longer words give [UNK] (google-research/bert: 200;
             its copy in tf-models-official: 400).
@@ -205,6 +205,14 @@ class BertTokenizer(keras.layers.Layer):
     def compute_output_spec(self, texts: keras.KerasTensor) -> keras.KerasTensor:
         shape = tuple(texts.shape) + (None,)
         return keras.KerasTensor(shape, dtype="int32", ragged=True)
+
+    @classmethod
+    def from_preset(cls, preset: Any, **kwargs: Any) -> BertTokenizer:
+        """The tokenizer of a preset (`keras_bert.presets`): its vocabulary and casing; kwargs
+        override (lower_case=..., max_chars_per_word=...)."""
+        from keras_bert.checkpoints.from_preset import load_tokenizer
+
+        return load_tokenizer(preset, **kwargs)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

@@ -12,10 +12,11 @@ import dataclasses
 import numpy as np
 from keras import ops
 
+from keras_bert.models.documents import DocumentClassifier
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.glue import data as glue
-from keras_bert.tasks.long_text import LongTextOptions, resolve_stride
+from keras_bert.tasks.long_text import LongTextOptions, document_level, resolve_stride
 from keras_bert.tasks.task import Task, sparse_xent_sums
 
 
@@ -86,18 +87,20 @@ class GlueClassification(Task):
         return feature_lib.FeatureSet(inputs, labels, example_index)
 
     def build_model(self, encoder, dropout):
-        return BertClassifier(
-            encoder, num_classes=1 if self.regression else len(self.spec.labels), dropout=dropout
-        )
+        classes = 1 if self.regression else len(self.spec.labels)
+        if document_level(self):
+            return DocumentClassifier(encoder, classes, dropout, self.options.window_pooling)
+        return BertClassifier(encoder, num_classes=classes, dropout=dropout)
 
     def loss_sums(self, labels, outputs):
-        logits = outputs["logits"]
+        logits, weights = outputs["logits"], labels.get("weight")  # Weight: padding documents 0.
         if self.regression:
             error = ops.reshape(ops.cast(logits, "float32"), [-1]) - ops.cast(
                 labels["label"], "float32"
             )
-            return ops.sum(ops.square(error)), ops.cast(ops.size(error), "float32")
-        return sparse_xent_sums(labels["label"], logits)
+            weights = ops.ones_like(error) if weights is None else ops.cast(weights, "float32")
+            return ops.sum(ops.square(error) * weights), ops.sum(weights)
+        return sparse_xent_sums(labels["label"], logits, weights)
 
     def predictions(self, examples, features, outputs):
         """Label strings (or STS-B scores) of the examples from the model outputs (windows'

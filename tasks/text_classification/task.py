@@ -29,9 +29,10 @@ import tensorflow as tf
 from sklearn import metrics as sk_metrics
 
 from keras_bert.io_utils import write_atomic
+from keras_bert.models.documents import DocumentClassifier
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.long_text import LongTextOptions, resolve_stride
+from keras_bert.tasks.long_text import LongTextOptions, document_level, resolve_stride
 from keras_bert.tasks.task import Task, sparse_xent_sums
 
 HEADER = ("label", "text")
@@ -200,10 +201,14 @@ class TextClassification(Task):
                 f"Task {self.name} takes its labels from the training file: read the train split "
                 f"first (data_dir with train.tsv, or train_file)."
             )
+        if document_level(self):
+            return DocumentClassifier(
+                encoder, len(self.labels), dropout, self.options.window_pooling
+            )
         return BertClassifier(encoder, num_classes=len(self.labels), dropout=dropout)
 
-    def loss_sums(self, labels, outputs):
-        return sparse_xent_sums(labels["label"], outputs["logits"])
+    def loss_sums(self, labels, outputs):  # Weight: 0 for padding documents (fixed shapes).
+        return sparse_xent_sums(labels["label"], outputs["logits"], labels.get("weight"))
 
     def predictions(self, examples, features, outputs):
         """Label strings of the examples from the model outputs (windows' logits pooled per

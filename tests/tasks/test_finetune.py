@@ -343,6 +343,7 @@ def test_task_options_belong_to_their_task(tmp_path):
         "long_text",
         "max_windows",
         "window_pooling",
+        "window_training",
     }
     finetune.define_flags()
     try:

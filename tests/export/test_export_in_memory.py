@@ -1,0 +1,150 @@
+"""Export takes a task model in memory as well as a directory, and reads fine-tuned Hugging Face
+directories: SavedModels whose `predict_ids` logits equal transformers' (the fixtures of
+tests/checkpoints/hf_tasks, written by transformers) and whose `preprocess` ids equal its
+tokenizer's."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_bert import export
+from keras_bert.checkpoints import task_model
+from keras_bert.models.task_models import BertClassifier
+
+FIXTURES = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "checkpoints", "hf_tasks"
+)
+SEQ_LENGTH = 24
+
+
+def _expected(name):
+    with open(os.path.join(FIXTURES, name, "expected.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _ids(expected):
+    ids = np.asarray(expected["input_ids"], np.int32)
+    return {
+        "input_word_ids": tf.constant(ids),
+        "input_mask": tf.constant((ids != 0).astype(np.int32)),
+        "input_type_ids": tf.constant(np.asarray(expected["token_type_ids"], np.int32)),
+    }
+
+
+def _assert_same_ids(ours, theirs):
+    """Equal ids, ours possibly padded to another width."""
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    width = max(ours.shape[-1], theirs.shape[-1])
+    pad = lambda a: np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, width - a.shape[-1])])  # noqa: E731
+    np.testing.assert_array_equal(pad(ours), pad(theirs))
+
+
+def _check(version, expected, texts, outputs=("logits",)):
+    loaded = tf.saved_model.load(version)
+    got = loaded.signatures["predict_ids"](**_ids(expected))
+    for key in outputs:
+        np.testing.assert_allclose(got[key].numpy(), expected[key], atol=1e-4)
+    packed = loaded.signatures["preprocess"](**{k: tf.constant(v) for k, v in texts.items()})
+    _assert_same_ids(packed["input_word_ids"], expected["input_ids"])
+    _assert_same_ids(packed["input_type_ids"], expected["token_type_ids"])
+    return loaded
+
+
+@pytest.mark.slow
+def test_hf_token_classifier_directory(tmp_path):
+    expected = _expected("tokens")
+    version = export.export_saved_model(
+        os.path.join(FIXTURES, "tokens"), str(tmp_path), seq_length=SEQ_LENGTH
+    )
+    _check(version, expected, {"text": expected["texts"]})
+
+
+@pytest.mark.slow
+def test_hf_question_answering_directory(tmp_path):
+    expected = _expected("qa")
+    version = export.export_saved_model(
+        os.path.join(FIXTURES, "qa"), str(tmp_path), seq_length=SEQ_LENGTH
+    )
+    texts = {"question": expected["texts"], "context": expected["pairs"]}
+    _check(version, expected, texts, outputs=("start_logits", "end_logits"))
+
+
+def test_in_memory_pairs_classifier_same_as_its_directory(tmp_path):
+    """export_saved_model(model) and export_saved_model(<its saved model/ dir>) write the same
+    signatures with the same answers; labels from id2label."""
+    expected = _expected("pairs")
+    model = BertClassifier.from_preset(
+        os.path.join(FIXTURES, "pairs"), seq_length=SEQ_LENGTH, text_pair=True
+    )
+    texts = {"text": expected["texts"], "text_b": expected["pairs"]}
+    loaded = _check(export.export_saved_model(model, str(tmp_path / "a")), expected, texts)
+    answer = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in texts.items()})
+    labels = np.array(model.task_facts["labels"])
+    want = labels[np.asarray(expected["logits"]).argmax(-1)]
+    assert [x.decode() for x in answer["label"].numpy()] == list(want)
+
+    info = model.task_info()
+    directory = str(tmp_path / "model")
+    task_model.save_task_model(
+        model,
+        directory,
+        _Task(info),
+        info["seq_length"],
+        model.preprocessor.tokenizer.vocabulary,
+        info["lower_case"],
+    )
+    again = BertClassifier.from_preset(directory)
+    assert again.task_facts["labels"] == list(labels)
+    loaded_dir = _check(export.export_saved_model(directory, str(tmp_path / "b")), expected, texts)
+    assert set(loaded_dir.signatures) == set(loaded.signatures)
+
+
+class _Task:
+    """The two things save_task_model asks of a task."""
+
+    def __init__(self, info):
+        self.name, self._info = "pairs", info
+
+    def info(self):
+        return {k: v for k, v in self._info.items() if k not in ("seq_length", "lower_case")}
+
+
+def test_in_memory_without_preprocessor_is_refused(tmp_path):
+    model = BertClassifier.from_preset(os.path.join(FIXTURES, "pairs"))
+    model.preprocessor = None
+    with pytest.raises(ValueError, match="has no preprocessor"):
+        export.export_saved_model(model, str(tmp_path))
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.slow
+def test_tflite_and_hub_take_the_model_in_memory(tmp_path):
+    """export_tflite(model, ...) answers as the model; export_hub(model, ...) writes the encoder
+    and preprocessor pair of the same weights and vocabulary."""
+    from keras_bert.export import hub, tflite
+
+    expected = _expected("tokens")
+    model = _token_classifier()
+    version = tflite.export_tflite(model, str(tmp_path / "tflite"), quantize="dynamic_range")
+    runner = tflite.load_interpreter(os.path.join(version, tflite.MODEL_FILE))
+    assert "serving_default" in runner.get_signature_list()
+    version = hub.export_hub(model, str(tmp_path / "hub"))
+    encoder = tf.saved_model.load(os.path.join(version, "encoder"))
+    preprocessor = tf.saved_model.load(os.path.join(version, "preprocessor"))
+    packed = preprocessor(tf.constant(expected["texts"]))
+    _assert_same_ids(packed["input_word_ids"], expected["input_ids"])
+    ids = _ids(expected)
+    np.testing.assert_allclose(
+        encoder(ids)["sequence_output"].numpy(),
+        model.encoder(ids)["sequence_output"].numpy(),
+        atol=1e-5,
+    )
+
+
+def _token_classifier():
+    from keras_bert.models.task_models import BertTokenClassifier
+
+    return BertTokenClassifier.from_preset(os.path.join(FIXTURES, "tokens"), seq_length=SEQ_LENGTH)
