@@ -3,6 +3,8 @@
 TensorFlow loads; the runner is `keras_bert.tasks.runner`)."""
 
 import dataclasses
+import os
+import sys
 from typing import Any
 
 from keras_bert import paths
@@ -141,8 +143,8 @@ class FinetuneConfig(TrainingSettings):
 
     @property
     def fixed_shapes(self) -> bool:
-        """True where every new input shape compiles anew (XLA, TPU)."""
-        return self.jit_compile or self.strategy == "tpu"
+        """True where every new input shape compiles anew (XLA, TPU, the JAX backend)."""
+        return self.jit_compile or self.strategy == "tpu" or backend_name() == "jax"
 
     def bucket_lengths(self) -> list[int] | None:
         """The fixed padded lengths, or None to pad each batch to its longest example."""
@@ -157,6 +159,15 @@ class FinetuneConfig(TrainingSettings):
 
             return [b for b in DEFAULT_BUCKETS if b < self.seq_length] + [self.seq_length]
         return None
+
+
+def backend_name() -> str:
+    """The Keras backend: Keras' own answer once Keras is imported, else KERAS_BACKEND's (the
+    command lines check settings before Keras loads; TensorFlow is their default)."""
+    keras = sys.modules.get("keras")
+    if keras is not None and hasattr(keras, "config"):
+        return keras.config.backend()
+    return os.environ.get("KERAS_BACKEND", "tensorflow")
 
 
 def check_input_paths(

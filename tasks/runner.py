@@ -31,7 +31,7 @@ from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.config import FinetuneConfig
 from keras_bert.tasks.long_text import document_level
 from keras_bert.tasks.trainer import TaskTrainer
-from keras_bert.training import callbacks, plots
+from keras_bert.training import callbacks, distribution, plots
 from keras_bert.training import run as training_run
 from keras_bert.training.memory import out_of_memory_hint
 
@@ -136,7 +136,9 @@ def predict(model, task, features, batch_size, buckets=None, strategy=None, jit_
     """
     if document_level(task):
         return _predict_documents(model, task, features, batch_size, buckets, strategy, jit_compile)
-    fixed = bool(buckets) and (jit_compile or isinstance(strategy, tf.distribute.TPUStrategy))
+    fixed = bool(buckets) and (
+        jit_compile or is_jax() or isinstance(strategy, tf.distribute.TPUStrategy)
+    )
     batches, padded = feature_lib.batch_plan(features.lengths, batch_size, buckets=buckets)
     data = feature_lib.make_dataset(
         features, batches, padded, pad_batch_to=batch_size if fixed else None, label_keys=()
@@ -150,7 +152,7 @@ def predict(model, task, features, batch_size, buckets=None, strategy=None, jit_
         if isinstance(strategy, tf.distribute.TPUStrategy):  # Every replica ran the whole batch.
             out = {k: strategy.experimental_local_results(v)[0] for k, v in out.items()}
         for name, value in out.items():
-            value = value.numpy()[: len(index)]
+            value = np.asarray(keras.ops.convert_to_numpy(value))[: len(index)]
             rows = collected.setdefault(name, [None] * features.num_features)
             for row, i in enumerate(index):
                 rows[i] = value[row, : lengths[i]] if name in token_outputs else value[row]
@@ -166,14 +168,14 @@ def _predict_documents(model, task, features, batch_size, buckets, strategy, jit
         out = inner(x)
         if tpu:  # Every replica ran the whole batch.
             return {k: strategy.experimental_local_results(v)[0].numpy() for k, v in out.items()}
-        return {k: v.numpy() for k, v in out.items()}
+        return {k: np.asarray(keras.ops.convert_to_numpy(v)) for k, v in out.items()}
 
     return documents.predict_documents(
         call,
         features,
         batch_size,
         buckets=buckets,
-        fixed=bool(buckets) and (jit_compile or tpu),
+        fixed=bool(buckets) and (jit_compile or tpu or is_jax()),
         max_windows=task.options.max_windows,
     )
 
@@ -185,9 +187,12 @@ _PREDICT_FUNCTIONS: weakref.WeakKeyDictionary[keras.Model, dict[Any, Any]] = (
 
 def _predict_function(model, strategy, jit_compile):
     """The model's inference `tf.function`, made once per model (XLA compiles a bucket's shape once
-    over all epochs' evaluations). On TPU it runs through `strategy.run`."""
+    over all epochs' evaluations). On TPU it runs through `strategy.run`; on JAX it is a
+    `jax.jit` program (`_jax_predict_function`)."""
     cache = _PREDICT_FUNCTIONS.setdefault(model, {})
     key = (id(strategy), jit_compile)
+    if key not in cache and is_jax():
+        cache[key] = _jax_predict_function(model)
     if key not in cache:
 
         def infer(x):
@@ -202,6 +207,32 @@ def _predict_function(model, strategy, jit_compile):
             call = tf.function(replicated)
         cache[key] = call
     return cache[key]
+
+
+def is_jax():
+    """True on the JAX backend."""
+    return keras.config.backend() == "jax"
+
+
+def _jax_predict_function(model):
+    """The model's inference as one `jax.jit` program per input shape (its variables passed in,
+    so later training is seen), run on the current keras.distribution's devices."""
+    import jax
+
+    def infer(trainable, non_trainable, x):
+        outputs, _ = model.stateless_call(trainable, non_trainable, x, training=False)
+        return outputs
+
+    jitted = jax.jit(infer)
+
+    def call(x):
+        return jitted(
+            [v.value for v in model.trainable_variables],
+            [v.value for v in model.non_trainable_variables],
+            {k: np.asarray(v) for k, v in x.items()},
+        )
+
+    return call
 
 
 def _save_best(model, model_dir, step, epoch, metrics):
@@ -708,6 +739,9 @@ def _distribute(strategy, feats, batches, padded, label_keys):
     """The training dataset of a batch plan, split over the strategy's replicas (row r::R
     of each global batch to replica r, every replica padded to the global batch's length)."""
     replicas = strategy.num_replicas_in_sync
+    if distribution.is_keras_distribution(strategy):  # JAX: Keras splits each global batch.
+        distribution.check_batch(len(batches[0]) if batches else replicas, strategy)
+        return feature_lib.make_dataset(feats, batches, padded, label_keys=label_keys)
     if replicas == 1 and not isinstance(strategy, tf.distribute.TPUStrategy):
         return feature_lib.make_dataset(feats, batches, padded, label_keys=label_keys)
 

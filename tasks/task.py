@@ -9,7 +9,7 @@ Dimensions: B batch, N features.
 
 import os
 
-import tensorflow as tf
+from keras import ops
 
 
 class Task:
@@ -85,11 +85,11 @@ class Task:
 def sparse_xent_sums(labels, logits, weights=None):
     """(sum of cross-entropies, count) for int labels [...] and logits [..., C]; positions with
     weight 0 (or label < 0 when no weights are given) are left out."""
-    labels = tf.cast(labels, tf.int32)
+    labels = ops.cast(labels, "int32")
     if weights is None:
-        weights = tf.cast(labels >= 0, tf.float32)
-    weights = tf.cast(weights, tf.float32)
-    xent = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.maximum(labels, 0), logits=tf.cast(logits, tf.float32)
+        weights = ops.cast(labels >= 0, "float32")
+    weights = ops.cast(weights, "float32")
+    xent = ops.sparse_categorical_crossentropy(
+        ops.maximum(labels, 0), ops.cast(logits, "float32"), from_logits=True
     )
-    return tf.reduce_sum(xent * weights), tf.reduce_sum(weights)
+    return ops.sum(xent * weights), ops.sum(weights)

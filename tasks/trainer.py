@@ -3,7 +3,9 @@ averaged over the examples of all replicas); `keras_bert.tasks.runner` uses it,
 `keras_bert.tasks.quantization_aware` and the distillation trainer extend it."""
 
 import keras
-import tensorflow as tf
+from keras import ops
+
+from keras_bert import backend
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -31,12 +33,10 @@ class TaskTrainer(keras.Model):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         total, count = self.task.loss_sums(y, y_pred)
-        context = tf.distribute.get_replica_context()
-        if context is not None and context.num_replicas_in_sync > 1:
-            count = context.all_reduce("sum", count)
-        # The global mean's share of this replica: Keras sums the replicas' gradients.
-        loss = total / tf.maximum(count, 1.0)
-        extra = self.model.losses
-        if extra:
-            loss = loss + tf.add_n([tf.cast(v, loss.dtype) for v in extra])
+        # tf.distribute: the global mean's share of this replica (Keras sums the replicas'
+        # gradients). JAX's keras.distribution computes this on the global batch already.
+        count = backend.all_reduce_sum(count)
+        loss = total / ops.maximum(count, 1.0)
+        for extra in self.model.losses:
+            loss = loss + ops.cast(extra, loss.dtype)
         return loss

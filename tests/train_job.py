@@ -5,8 +5,10 @@ run_pretraining keyword arguments with `bert_config` as a dict, or, with `"runne
 run_finetuning keyword arguments, or with `"runner": "distill"` run_distillation's), `out` (a
 JSON file for the list of their results),
 optional `logical_cpus` (split the CPU into that many logical devices before TensorFlow
-starts) and optional `kill_after_checkpoint` (SIGKILL this process right after the
-checkpoint of that step is written, as a preemption would).
+starts), optional `kill_after_checkpoint` (SIGKILL this process right after the
+checkpoint of that step is written, as a preemption would) and optional `weights` (add each
+run's trained weights: [path, values] in order). The backend is KERAS_BACKEND's (TensorFlow
+if unset); on JAX, `XLA_FLAGS=--xla_force_host_platform_device_count=N` gives N CPU devices.
 """
 
 import json
@@ -29,6 +31,29 @@ RESUME_BERT = dict(
     intermediate_size=64,
     max_position_embeddings=32,
 )
+
+
+def resume_state(vocab_size=48):
+    """(model, built optimizer): a `BertPretrainer` of RESUME_BERT and its optimizer, for the
+    checkpoint tests."""
+    import keras_bert
+    from keras_bert.training import optimizers
+
+    config = keras_bert.BertConfig(**dict(RESUME_BERT, vocab_size=vocab_size))
+    model = keras_bert.BertPretrainer(keras_bert.BertEncoder(config))
+    optimizer = optimizers.create_optimizer(1e-3, 10, 1, variables=model.trainable_variables)
+    optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def weights_of(model, optimizer):
+    """Copies of the values of every model and optimizer variable."""
+    import keras
+
+    return [
+        keras.ops.convert_to_numpy(v).copy()
+        for v in list(model.variables) + list(optimizer.variables)
+    ]
 
 
 def pretraining_job(tmp_path, name):
@@ -80,6 +105,9 @@ def run_config(config):
 
 
 def main(spec):
+    import keras
+    import numpy as np
+
     if spec.get("logical_cpus"):
         split_cpu(spec["logical_cpus"])
     from keras_bert.training import callbacks
@@ -108,6 +136,11 @@ def main(spec):
                 or summary["model"].distribute_strategy.num_replicas_in_sync,
             }
         )
+        if spec.get("weights"):  # The trained weights, for comparisons across runs.
+            results[-1]["weights"] = [
+                [v.path, np.asarray(keras.ops.convert_to_numpy(v), float).tolist()]
+                for v in summary["model"].weights
+            ]
     with open(spec["out"], "w") as f:
         json.dump(results, f)
 

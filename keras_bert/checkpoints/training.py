@@ -1,6 +1,11 @@
 """Training checkpoints: model, optimizer (with its step and learning rate) and dropout seeds;
 and a model's weights alone (`write_weights` / `read_weights`: a fine-tuning run's best epoch).
 
+`training_checkpoint` picks the format of the backend: on TensorFlow a `TrainingCheckpoint`
+(`tf.train.Checkpoint`: the Keras variables are `tf.Variable`s); on JAX and PyTorch, whose
+variables are not, a `VariablesCheckpoint` (`keras_bert.checkpoints.variables_checkpoint`: the
+values of the same variables in a NumPy archive, with the same guarantees).
+
 `tf.train.CheckpointManager` writes `ckpt-<step>` files and only then rewrites the small
 `checkpoint` state file (atomically), so a run killed while saving resumes from the previous
 complete checkpoint. Restoring first reads every tensor of the checkpoint (catching truncated
@@ -10,10 +15,26 @@ reported with `CheckpointError`, never half-loaded. Paths may be local or `gs://
 
 import os
 
+import keras
 import tensorflow as tf
 
+from keras_bert.checkpoints import variables_checkpoint
 from keras_bert.errors import CheckpointError
 from keras_bert.training import distribute
+
+
+def training_checkpoint(directory, model, optimizer, max_to_keep=5, strategy=None):
+    """The backend's training checkpoint of `model` and `optimizer` in `directory`:
+    `TrainingCheckpoint` on TensorFlow, `variables_checkpoint.VariablesCheckpoint` elsewhere
+    (both: `latest`, `save(step)`, `restore_latest()`, `restore(path)`). Args as
+    `TrainingCheckpoint`'s; `strategy` a tf.distribute strategy, or on JAX the run's
+    `KerasDistribution` (only its chief writes)."""
+    if keras.config.backend() == "tensorflow":
+        return TrainingCheckpoint(directory, model, optimizer, max_to_keep, strategy)
+    chief = getattr(strategy, "is_chief", True)
+    return variables_checkpoint.VariablesCheckpoint(
+        directory, model, optimizer, max_to_keep=max_to_keep, chief=chief
+    )
 
 
 class TrainingCheckpoint:
@@ -118,11 +139,15 @@ def verify_checkpoint(path):
 
 
 def write_weights(model, path):
-    """Writes the weights of `model` (no optimizer) as the checkpoint prefix `path` (local or gs://).
+    """Writes the weights of `model` (no optimizer) as the checkpoint prefix `path` (local or
+    gs://): a `tf.train.Checkpoint` on TensorFlow, `<path>.npz` on the other backends.
 
     Returns:
         str, the path written.
     """
+    if keras.config.backend() != "tensorflow":
+        variables_checkpoint.write_variables(f"{path}.npz", model.weights)
+        return path
     return tf.train.Checkpoint(model=model).write(path)
 
 
@@ -132,6 +157,9 @@ def read_weights(model, path):
     Raises:
         CheckpointError: the checkpoint is unreadable or does not hold this model's weights.
     """
+    if keras.config.backend() != "tensorflow":
+        variables_checkpoint.read_variables(f"{path}.npz", model.weights)
+        return
     try:
         tf.train.Checkpoint(model=model).read(path).assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:

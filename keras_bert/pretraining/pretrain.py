@@ -9,6 +9,12 @@ gs:// paths runs on a TPU VM):
         --model_dir runs/tiny
 
 Running the same command again resumes from the newest checkpoint in --model_dir.
+
+On JAX (a TPU VM or Colab's TPU runtime, several GPUs): the same command with
+`KERAS_BACKEND=jax` and `--distribution=data_parallel` (or `auto`; `model_parallel` splits the
+encoder's kernels over `--model_parallel_devices`) instead of `--strategy`; the same data,
+outputs and checkpoints (written in a backend-neutral format, `checkpoint.json` and
+`ckpt-<step>/`).
 """
 
 import json

@@ -1,7 +1,9 @@
 """The pre-training runner: `run_pretraining(config)` from TFRecords to a trained, evaluated model.
 
-One code path for a laptop CPU, several GPUs, many workers or a TPU: the strategy comes from
-`config.strategy`; the input pipeline is built per worker with `distribute_datasets_from_function`;
+One code path for a laptop CPU, several GPUs, many workers or a TPU: on TensorFlow the strategy
+comes from `config.strategy` and the input pipeline is built per worker with
+`distribute_datasets_from_function`; on JAX the keras.distribution of `config.distribution`
+splits each global batch of the one pipeline over the devices;
 `fit` runs one Keras epoch per logging loop of `steps_per_loop` update steps. The run directory
 (`model_dir`, local or gs://) holds checkpoints (`ckpt-<step>`), TensorBoard logs (`tensorboard/`),
 `history.json`, `training_curve.png`, `summary.json`, and what the run's encoder needs to be used
@@ -24,7 +26,7 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining import records
 from keras_bert.pretraining.config import PretrainingConfig
-from keras_bert.training import callbacks, plots
+from keras_bert.training import callbacks, distribution, plots
 from keras_bert.training import run as training_run
 from keras_bert.training.memory import out_of_memory_hint
 
@@ -78,6 +80,9 @@ def _train_dataset(config, strategy, start_step):
             skip_batches=done * per_pipeline if config.deterministic else 0,
         )
 
+    if distribution.is_keras_distribution(strategy):  # JAX: Keras splits each global batch.
+        distribution.check_batch(micro_batch, strategy, "The micro-batch")
+        return dataset_fn()
     if config.strategy == "default":
         return dataset_fn()
     if micro_batch % strategy.num_replicas_in_sync:
@@ -94,7 +99,9 @@ def _eval_dataset(config, strategy):
     batch = config.eval_batch_size or config.batch_size // config.grad_accumulation_steps
     static = isinstance(
         strategy, (tf.distribute.TPUStrategy, tf.distribute.MultiWorkerMirroredStrategy)
-    )
+    ) or (distribution.is_keras_distribution(strategy) and strategy.num_replicas_in_sync > 1)
+    if static and distribution.is_keras_distribution(strategy):
+        distribution.check_batch(batch, strategy, "eval_batch_size")
     count = records.count_records(config.eval_files)
     steps = count // batch if static else -(-count // batch)
     if config.max_eval_steps:
@@ -113,7 +120,7 @@ def _eval_dataset(config, strategy):
             drop_remainder=static,
         )
 
-    if config.strategy == "default":
+    if config.strategy == "default":  # And JAX (Keras splits each global batch).
         return dataset_fn(), steps
     return strategy.distribute_datasets_from_function(dataset_fn), steps
 
@@ -185,6 +192,7 @@ def run_pretraining(config: PretrainingConfig | None = None, **overrides: Any) -
         plot=plots.plot_history,
     )
     summary["model"] = model
+    summary["replicas"] = run.strategy.num_replicas_in_sync
     return summary
 
 

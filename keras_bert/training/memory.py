@@ -6,13 +6,25 @@ import tensorflow as tf
 
 
 class OutOfMemoryError(MemoryError):
-    """A batch did not fit in the device's memory (`tf.errors.ResourceExhaustedError`, kept as
-    `__cause__`); the message names the batch size, the sequence length and what to change."""
+    """A batch did not fit in the device's memory (`tf.errors.ResourceExhaustedError`, or JAX's
+    RESOURCE_EXHAUSTED runtime error, kept as `__cause__`); the message names the batch size,
+    the sequence length and what to change."""
+
+
+def is_out_of_memory(error):
+    """True for TensorFlow's `ResourceExhaustedError` and XLA's RESOURCE_EXHAUSTED errors (JAX
+    raises them as `XlaRuntimeError` / `JaxRuntimeError`)."""
+    if isinstance(error, tf.errors.ResourceExhaustedError):
+        return True
+    return type(error).__name__ in ("XlaRuntimeError", "JaxRuntimeError") and str(error).startswith(
+        "RESOURCE_EXHAUSTED"
+    )
 
 
 @contextlib.contextmanager
 def out_of_memory_hint(stage, batch_size, seq_length, hint):
-    """Turns a `tf.errors.ResourceExhaustedError` raised inside into an `OutOfMemoryError`.
+    """Turns an out-of-memory error raised inside (`is_out_of_memory`) into an
+    `OutOfMemoryError`.
 
     Args:
         stage: str, what was running ("training", "evaluation").
@@ -22,7 +34,9 @@ def out_of_memory_hint(stage, batch_size, seq_length, hint):
     """
     try:
         yield
-    except tf.errors.ResourceExhaustedError as error:
+    except Exception as error:
+        if not is_out_of_memory(error):
+            raise
         raise OutOfMemoryError(
             f"Out of device memory in {stage} with batch size {batch_size} and sequence "
             f"length {seq_length}: {hint}."

@@ -15,6 +15,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_bert import backend
 from keras_bert.training.choices import OPTIMIZERS
 
 # Variables whose path matches this get no weight decay (the original's exclusion list).
@@ -76,7 +77,11 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def sum_over_replicas(grads):
-    """In a replica context with several replicas: the gradients summed over all replicas."""
+    """In a `tf.distribute` replica context with several replicas: the gradients summed over
+    all replicas. Elsewhere (one replica; JAX, whose keras.distribution has one program over the
+    global batch) the gradients as they are."""
+    if not backend.is_tensorflow():
+        return grads
     context = tf.distribute.get_replica_context()
     if context is None or context.num_replicas_in_sync == 1:
         return grads
@@ -91,7 +96,10 @@ def sum_over_replicas(grads):
 def dense_gradients(grads):
     """`tf.IndexedSlices` gradients (of `tf.gather`, e.g. embeddings) as dense tensors, rows
     gathered several times summed. Keras' global norm and Adam second moment would otherwise
-    take the repeated rows' parts one by one (sum of squares, not square of the sum)."""
+    take the repeated rows' parts one by one (sum of squares, not square of the sum). Other
+    backends' gradients are dense already."""
+    if not backend.is_tensorflow():
+        return grads
     return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
 

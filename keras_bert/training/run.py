@@ -18,9 +18,9 @@ import os
 import keras
 import tensorflow as tf
 
-from keras_bert.checkpoints.training import TrainingCheckpoint
+from keras_bert.checkpoints.training import training_checkpoint
 from keras_bert.io_utils import write_atomic
-from keras_bert.training import callbacks, distribute, optimizers
+from keras_bert.training import callbacks, distribute, distribution, optimizers
 
 
 class Run:
@@ -28,7 +28,8 @@ class Run:
 
     Attributes:
         config: the run's `TrainingSettings` (overrides applied, "auto" settings resolved).
-        strategy: the `tf.distribute.Strategy`. chief: bool, True on the worker that writes.
+        strategy: the `tf.distribute.Strategy` (TensorFlow), or the
+            `distribution.KerasDistribution` (JAX). chief: bool, True on the worker that writes.
         dtype: the Keras dtype policy of the encoder ("float32" without mixed precision).
         log_dir: the TensorBoard directory (`<model_dir>/tensorboard`).
         optimizer, checkpoint (`TrainingCheckpoint`), start_step (where this call began; the
@@ -62,8 +63,8 @@ class Run:
 
 def start(config_class, config=None, overrides=None):
     """Sets a run up: the config with `overrides`, its local input paths checked, "auto"
-    strategy and precision resolved; global seeds (Python, NumPy, TensorFlow: weights,
-    dropout), the strategy, and model_dir made.
+    strategy and precision resolved; global seeds (Python, NumPy, the backend: weights,
+    dropout), the strategy (TensorFlow) or keras.distribution (JAX), and model_dir made.
 
     Args:
         config_class: the `TrainingSettings` dataclass to build when `config` is None.
@@ -75,7 +76,8 @@ def start(config_class, config=None, overrides=None):
 
     Raises:
         FileNotFoundError, NotADirectoryError: for a missing input path (see `check_paths`).
-        ValueError: for a bad setting (the config's own checks).
+        ValueError: for a bad setting (the config's own checks), or the other backend's
+            strategy / distribution flag.
     """
     overrides = overrides or {}
     config = (
@@ -84,12 +86,20 @@ def start(config_class, config=None, overrides=None):
         else config_class(**overrides)
     )
     config.check_paths()
-    config = dataclasses.replace(
-        config, **distribute.resolve_auto(config.strategy, config.tpu, config.mixed_precision)
-    )
+    distribution.check_backend(config.strategy, config.distribution)
     keras.utils.set_random_seed(config.seed)
-    strategy = distribute.get_strategy(config.strategy, config.tpu)
-    chief = distribute.is_chief(strategy)
+    if keras.config.backend() == "jax":
+        config = dataclasses.replace(
+            config, mixed_precision=distribution.resolve_precision(config.mixed_precision)
+        )
+        strategy = distribution.get_distribution(config.distribution, config.model_parallel_devices)
+        chief = strategy.is_chief
+    else:
+        config = dataclasses.replace(
+            config, **distribute.resolve_auto(config.strategy, config.tpu, config.mixed_precision)
+        )
+        strategy = distribute.get_strategy(config.strategy, config.tpu)
+        chief = distribute.is_chief(strategy)
     tf.io.gfile.makedirs(config.model_dir)
     return Run(config, strategy, chief)
 
@@ -135,11 +145,13 @@ def compile_and_restore(
         optimizer.build(model.trainable_variables)
         keras_model.compile(
             optimizer=optimizer,
-            jit_compile=config.jit_compile,
+            # JAX: always jit (an un-jitted JAX step runs op by op).
+            jit_compile=config.jit_compile or keras.config.backend() == "jax",
             steps_per_execution=steps_per_execution,
         )
-        distribute.adapt_keras_model(keras_model, run.strategy)
-        checkpoint = TrainingCheckpoint(
+        if not distribution.is_keras_distribution(run.strategy):
+            distribute.adapt_keras_model(keras_model, run.strategy)
+        checkpoint = training_checkpoint(
             checkpoint_dir,
             keras_model,
             optimizer,

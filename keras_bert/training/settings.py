@@ -13,11 +13,18 @@ from typing import Any
 from absl import flags
 
 from keras_bert import cli, paths
-from keras_bert.training.choices import OPTIMIZERS, PRECISIONS, STRATEGIES, check_settings
+from keras_bert.training.choices import (
+    DISTRIBUTIONS,
+    OPTIMIZERS,
+    PRECISIONS,
+    STRATEGIES,
+    check_settings,
+)
 
 # Flag choices (enum flags) by field name.
 CHOICES: dict[str, tuple[str, ...]] = {
     "strategy": STRATEGIES,
+    "distribution": DISTRIBUTIONS,
     "mixed_precision": PRECISIONS,
     "optimizer": OPTIMIZERS,
 }
@@ -39,7 +46,12 @@ FLAG_HELP: dict[str, str] = {
     "optimizer": "Optimizer.",
     "weight_decay": "Decoupled weight decay (not on LayerNorm and bias).",
     "clip_norm": "Global gradient norm clipping (0 for none).",
-    "strategy": "tf.distribute strategy.",
+    "strategy": "tf.distribute strategy (TensorFlow backend).",
+    "distribution": (
+        "keras.distribution over the devices (JAX backend, KERAS_BACKEND=jax): data_parallel, "
+        "model_parallel (encoder kernels split over model_parallel_devices), auto."
+    ),
+    "model_parallel_devices": "Devices a kernel is split over (--distribution model_parallel).",
     "tpu": "TPU name or address for --strategy tpu ('local' on a TPU VM).",
     "mixed_precision": "Precision policy.",
     "jit_compile": "Compile the train step with XLA.",
@@ -78,6 +90,9 @@ class TrainingSettings:
         clip_norm: float. Global gradient norm clipping (0 for none).
         strategy: "default", "mirrored", "multi_worker_mirrored", "tpu" or "auto".
         tpu: str or None. TPU name or address for strategy "tpu".
+        distribution: the JAX backend's `keras.distribution`: "none", "data_parallel",
+            "model_parallel" or "auto" (`keras_bert.training.distribution`).
+        model_parallel_devices: int. Devices on the model axis of "model_parallel".
         mixed_precision: "none", "mixed_float16" (with dynamic loss scaling), "mixed_bfloat16"
             or "auto".
         jit_compile: bool. Compile the train step with XLA.
@@ -103,6 +118,8 @@ class TrainingSettings:
     clip_norm: float = 1.0
     strategy: str = "default"
     tpu: str | None = None
+    distribution: str = "none"
+    model_parallel_devices: int = 2
     mixed_precision: str = "none"
     jit_compile: bool = False
     steps_per_loop: int | None = None

@@ -21,7 +21,7 @@ per head, before the mask and softmax) at the same layers, over real tokens only
 Dimensions: B batch, S sequence, C classes, K choices, H hidden, N heads, L layers.
 """
 
-import tensorflow as tf
+from keras import ops
 
 # The task's outputs that carry its answer distribution, by problem.
 SOFT_OUTPUTS = {
@@ -51,34 +51,34 @@ def soft_target_sums(problem, teacher, student, input_mask, temperature):
             f"No soft-target loss for problem {problem!r}; problems: {list(SOFT_OUTPUTS)}."
         )
     names = SOFT_OUTPUTS[problem]
-    t = {k: tf.cast(teacher[k], tf.float32) for k in names}
-    s = {k: tf.cast(student[k], tf.float32) for k in names}
+    t = {k: ops.cast(teacher[k], "float32") for k in names}
+    s = {k: ops.cast(student[k], "float32") for k in names}
     if problem == "regression":
-        error = tf.reshape(s["logits"] - t["logits"], [-1])  # (B,)
-        return tf.reduce_sum(tf.square(error)), tf.cast(tf.size(error), tf.float32)
-    mask = tf.cast(input_mask, tf.float32)
+        error = ops.reshape(s["logits"] - t["logits"], [-1])  # (B,)
+        return ops.sum(ops.square(error)), ops.cast(ops.size(error), "float32")
+    mask = ops.cast(input_mask, "float32")
     if problem == "token_classification":
         kl = _kl(t["logits"], s["logits"], temperature)  # (B, S)
-        return tf.reduce_sum(kl * mask), tf.reduce_sum(mask)
+        return ops.sum(kl * mask), ops.sum(mask)
     if problem == "span":
         total = 0.0
         for name in names:  # Padded positions take no probability.
             kl = _kl(_masked(t[name], mask), _masked(s[name], mask), temperature)  # (B,)
-            total += tf.reduce_sum(kl) / len(names)
-        return total, tf.cast(tf.shape(mask)[0], tf.float32)
+            total += ops.sum(kl) / len(names)
+        return total, ops.cast(ops.shape(mask)[0], "float32")
     kl = _kl(t["logits"], s["logits"], temperature)  # (B,)
-    return tf.reduce_sum(kl), tf.cast(tf.size(kl), tf.float32)
+    return ops.sum(kl), ops.cast(ops.size(kl), "float32")
 
 
 def _masked(logits, mask):
-    return tf.where(mask > 0, logits, _NEG)
+    return ops.where(mask > 0, logits, _NEG)
 
 
 def _kl(teacher_logits, student_logits, temperature):
     """T^2 KL(softmax(t/T) || softmax(s/T)) over the last axis: [...]."""
-    log_t = tf.nn.log_softmax(teacher_logits / temperature, axis=-1)
-    log_s = tf.nn.log_softmax(student_logits / temperature, axis=-1)
-    kl = tf.reduce_sum(tf.exp(log_t) * (log_t - log_s), axis=-1)
+    log_t = ops.log_softmax(teacher_logits / temperature, axis=-1)
+    log_s = ops.log_softmax(student_logits / temperature, axis=-1)
+    kl = ops.sum(ops.exp(log_t) * (log_t - log_s), axis=-1)
     return kl * (temperature**2)
 
 
@@ -91,26 +91,26 @@ def hidden_sums(teacher_states, student_states, input_mask, projection=None):
         input_mask: int [B, S], 1 on real tokens.
         projection: callable [.., H_s] -> [.., H_t], or None when the widths are equal.
     """
-    mask = tf.cast(input_mask, tf.float32)[..., None]  # (B, S, 1)
+    mask = ops.cast(input_mask, "float32")[..., None]  # (B, S, 1)
     total = 0.0
     for t, s in zip(teacher_states, student_states):
-        s = tf.cast(s, tf.float32)
+        s = ops.cast(s, "float32")
         if projection is not None:
-            s = tf.cast(projection(s), tf.float32)
-        error = tf.reduce_mean(tf.square(s - tf.cast(t, tf.float32)), axis=-1, keepdims=True)
-        total += tf.reduce_sum(error * mask)  # (B, S, 1) summed
-    return total, tf.reduce_sum(mask) * len(teacher_states)
+            s = ops.cast(projection(s), "float32")
+        error = ops.mean(ops.square(s - ops.cast(t, "float32")), axis=-1, keepdims=True)
+        total += ops.sum(error * mask)  # (B, S, 1) summed
+    return total, ops.sum(mask) * len(teacher_states)
 
 
 def attention_sums(teacher_scores, student_scores, input_mask):
     """(sum of squared errors / N, number of real query-key pairs x layers) of mapped attention
     scores [B, N, S, S] (query rows and key columns of padding left out)."""
-    mask = tf.cast(input_mask, tf.float32)
+    mask = ops.cast(input_mask, "float32")
     pairs = mask[:, :, None] * mask[:, None, :]  # (B, S, S)
     total = 0.0
     for t, s in zip(teacher_scores, student_scores):
-        error = tf.reduce_mean(
-            tf.square(tf.cast(s, tf.float32) - tf.cast(t, tf.float32)), axis=1
+        error = ops.mean(
+            ops.square(ops.cast(s, "float32") - ops.cast(t, "float32")), axis=1
         )  # (B, S, S)
-        total += tf.reduce_sum(error * pairs)
-    return total, tf.reduce_sum(pairs) * len(teacher_scores)
+        total += ops.sum(error * pairs)
+    return total, ops.sum(pairs) * len(teacher_scores)

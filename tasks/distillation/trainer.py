@@ -17,8 +17,9 @@ every training checkpoint. Its convention for the loss weights (student_loss_wei
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
+from keras_bert import backend
 from keras_bert.tasks.distillation import losses
 from keras_bert.tasks.runner import TaskTrainer
 
@@ -98,24 +99,21 @@ class DistillTrainer(TaskTrainer):
             self.problem, teacher, y_pred, mask, self.temperature
         )
         if self.features:
-            mask = tf.reshape(mask, [-1, tf.shape(mask)[-1]])  # (B, S); SWAG: (B*K, S)
+            mask = ops.reshape(mask, [-1, ops.shape(mask)[-1]])  # (B, S); SWAG: (B*K, S)
             terms.update(self._feature_sums(teacher[STATES], y_pred[STATES], mask))
-        context = tf.distribute.get_replica_context()
         mean = {}
         for name, (total, count) in terms.items():
-            if context is not None and context.num_replicas_in_sync > 1:
-                count = context.all_reduce("sum", count)
-            # The global mean's share of this replica: Keras sums the replicas' gradients.
-            mean[name] = total / tf.maximum(count, 1.0)
+            # tf.distribute: the global mean's share of this replica (Keras sums the replicas'
+            # gradients); JAX's keras.distribution has the global batch already.
+            mean[name] = total / ops.maximum(backend.all_reduce_sum(count), 1.0)
         teacher_terms = mean["soft"]
         if self.hidden_weight:
             teacher_terms += self.hidden_weight * mean["hidden"]
         if self.attention_weight:
             teacher_terms += self.attention_weight * mean["attention"]
         loss = self.alpha * mean["gold"] + (1.0 - self.alpha) * teacher_terms
-        extra = self.model.losses
-        if extra:
-            loss = loss + tf.add_n([tf.cast(v, loss.dtype) for v in extra])
+        for extra in self.model.losses:
+            loss = loss + ops.cast(extra, loss.dtype)
         return loss
 
     def _feature_sums(self, teacher_states, student_states, mask):
@@ -146,11 +144,11 @@ def gold_sums(task, problem, labels, outputs):
     """(sum, count) of the task's own loss over the rows with gold labels (`GOLD` 1); other
     rows hold ignored labels (negative ids) except regression scores, masked here."""
     if problem == "regression":
-        gold = tf.cast(labels[GOLD], tf.float32)
-        error = tf.reshape(tf.cast(outputs["logits"], tf.float32), [-1]) - tf.cast(
-            labels["label"], tf.float32
+        gold = ops.cast(labels[GOLD], "float32")
+        error = ops.reshape(ops.cast(outputs["logits"], "float32"), [-1]) - ops.cast(
+            labels["label"], "float32"
         )
-        return tf.reduce_sum(tf.square(error) * gold), tf.reduce_sum(gold)
+        return ops.sum(ops.square(error) * gold), ops.sum(gold)
     return task.loss_sums({k: v for k, v in labels.items() if k != GOLD}, outputs)
 
 

@@ -10,7 +10,7 @@ whose logits are pooled per example (`keras_bert.tasks.long_text`; options `long
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from keras_bert.models.documents import DocumentClassifier
 from keras_bert.models.task_models import BertClassifier
@@ -95,9 +95,11 @@ class GlueClassification(Task):
     def loss_sums(self, labels, outputs):
         logits, weights = outputs["logits"], labels.get("weight")  # Weight: padding documents 0.
         if self.regression:
-            error = tf.reshape(logits, [-1]) - tf.cast(labels["label"], tf.float32)
-            weights = tf.ones_like(error) if weights is None else tf.cast(weights, tf.float32)
-            return tf.reduce_sum(tf.square(error) * weights), tf.reduce_sum(weights)
+            error = ops.reshape(ops.cast(logits, "float32"), [-1]) - ops.cast(
+                labels["label"], "float32"
+            )
+            weights = ops.ones_like(error) if weights is None else ops.cast(weights, "float32")
+            return ops.sum(ops.square(error) * weights), ops.sum(weights)
         return sparse_xent_sums(labels["label"], logits, weights)
 
     def predictions(self, examples, features, outputs):

@@ -10,12 +10,10 @@ import sys
 
 import numpy as np
 import pytest
-from train_job import JOB, RESUME_BERT, pretraining_job, run_config
+from train_job import JOB, pretraining_job, resume_state, run_config, weights_of
 
-import keras_bert
 from keras_bert.checkpoints.training import TrainingCheckpoint
 from keras_bert.errors import CheckpointError
-from keras_bert.training import optimizers
 
 
 def test_killed_run_resumes_exactly(tmp_path):
@@ -72,29 +70,17 @@ def test_killed_run_resumes_exactly(tmp_path):
     assert again["start_step"] == 6 and again["steps"] == 6
 
 
-def _state(vocab_size=48):
-    config = keras_bert.BertConfig(**dict(RESUME_BERT, vocab_size=vocab_size))
-    model = keras_bert.BertPretrainer(keras_bert.BertEncoder(config))
-    optimizer = optimizers.create_optimizer(1e-3, 10, 1, variables=model.trainable_variables)
-    optimizer.build(model.trainable_variables)
-    return model, optimizer
-
-
-def _weights(model, optimizer):
-    return [v.numpy().copy() for v in list(model.variables) + list(optimizer.variables)]
-
-
 def test_restore_round_trip_and_corrupt_checkpoint(tmp_path):
-    model, optimizer = _state()
+    model, optimizer = resume_state()
     optimizer.iterations.assign(3)
-    saved = _weights(model, optimizer)
+    saved = weights_of(model, optimizer)
     path = TrainingCheckpoint(str(tmp_path), model, optimizer).save(3)
 
-    other_model, other_opt = _state()
+    other_model, other_opt = resume_state()
     ckpt = TrainingCheckpoint(str(tmp_path), other_model, other_opt)
     assert ckpt.latest == path
     assert ckpt.restore_latest() == 3
-    for a, b in zip(_weights(other_model, other_opt), saved):
+    for a, b in zip(weights_of(other_model, other_opt), saved):
         np.testing.assert_array_equal(a, b)
 
     # Corrupt the data file: the restore fails with a clear error and loads nothing.
@@ -102,43 +88,43 @@ def test_restore_round_trip_and_corrupt_checkpoint(tmp_path):
     with open(tmp_path / data, "r+b") as f:
         f.seek(200)
         f.write(b"\xff" * 64)
-    _assert_restore_fails_cleanly(tmp_path, *_state(), match="corrupt or incomplete")
+    _assert_restore_fails_cleanly(tmp_path, *resume_state(), match="corrupt or incomplete")
 
 
 def _assert_restore_fails_cleanly(directory, model, optimizer, match):
     """Restoring the latest checkpoint in `directory` raises and leaves every variable as it was."""
-    before = _weights(model, optimizer)
+    before = weights_of(model, optimizer)
     with pytest.raises(CheckpointError, match=match):
         TrainingCheckpoint(str(directory), model, optimizer).restore_latest()
-    for a, b in zip(_weights(model, optimizer), before):
+    for a, b in zip(weights_of(model, optimizer), before):
         np.testing.assert_array_equal(a, b)
 
 
 def test_checkpoint_of_another_model_is_rolled_back(tmp_path):
-    model, optimizer = _state(vocab_size=48)
+    model, optimizer = resume_state(vocab_size=48)
     TrainingCheckpoint(str(tmp_path), model, optimizer).save(1)
     _assert_restore_fails_cleanly(
-        tmp_path, *_state(vocab_size=52), match="does not match this model"
+        tmp_path, *resume_state(vocab_size=52), match="does not match this model"
     )
 
 
 def test_missing_checkpoint_file_is_reported(tmp_path):
-    model, optimizer = _state()
+    model, optimizer = resume_state()
     with pytest.raises(CheckpointError, match="corrupt or incomplete"):
         TrainingCheckpoint(str(tmp_path), model, optimizer).restore(str(tmp_path / "ckpt-9"))
 
 
 def test_a_save_cut_short_leaves_the_previous_checkpoint_in_use(tmp_path):
-    model, optimizer = _state()
+    model, optimizer = resume_state()
     ckpt = TrainingCheckpoint(str(tmp_path), model, optimizer)
     path = ckpt.save(2)
     # A kill while writing ckpt-4: its files exist partly, the 'checkpoint' state file was not
     # updated.
     (tmp_path / "ckpt-4.index").write_bytes(b"\x00" * 10)
     (tmp_path / "ckpt-4.data-00000-of-00001").write_bytes(b"\x00" * 100)
-    other_model, other_opt = _state()
+    other_model, other_opt = resume_state()
     resumed = TrainingCheckpoint(str(tmp_path), other_model, other_opt)
     assert resumed.latest == path
     resumed.restore_latest()
-    for a, b in zip(_weights(other_model, other_opt), _weights(model, optimizer)):
+    for a, b in zip(weights_of(other_model, other_opt), weights_of(model, optimizer)):
         np.testing.assert_array_equal(a, b)

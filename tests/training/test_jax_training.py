@@ -1,0 +1,241 @@
+"""Training on the JAX backend: the runners under `keras.distribution` (two XLA host devices
+give the losses and weights of one device), the backend-neutral training checkpoint (a killed
+JAX run resumes with identical next losses; broken checkpoints are reported, never half-loaded)
+and the flag of the other backend as one clear error. The JAX runs go to a subprocess
+(`train_job.py`): this process runs on TensorFlow."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from finetune_cases import write_checkpoint, write_sst2
+from train_job import JOB, pretraining_job, resume_state, weights_of
+
+from keras_bert.checkpoints import variables_checkpoint
+from keras_bert.checkpoints.variables_checkpoint import VariablesCheckpoint
+from keras_bert.errors import CheckpointError
+from keras_bert.training import distribution
+
+JAX_ENV = {
+    "KERAS_BACKEND": "jax",
+    "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+    "JAX_PLATFORMS": "cpu",
+}
+NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def run_jax(tmp_path, name, configs, timeout=900, **extra):
+    """Runs `configs` through `train_job.py` on JAX with two CPU devices; returns (return code,
+    results or None, output)."""
+    out = tmp_path / f"{name}.json"
+    spec = dict(configs=configs, out=str(out), **extra)
+    proc = subprocess.run(
+        [sys.executable, JOB, json.dumps(spec)],
+        env={**os.environ, **JAX_ENV},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    results = json.loads(out.read_text()) if out.exists() else None
+    return proc.returncode, results, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def _ok(tmp_path, name, configs, **extra):
+    code, results, output = run_jax(tmp_path, name, configs, **extra)
+    assert code == 0, output
+    return results
+
+
+def _losses(result, key="loss"):
+    return np.array([h[key] for h in result["history"]])
+
+
+def _assert_same_weights(a, b, atol=2e-6):
+    assert len(a["weights"]) == len(b["weights"])
+    for (path, x), (_, y) in zip(a["weights"], b["weights"]):
+        np.testing.assert_allclose(np.array(x), np.array(y), rtol=2e-5, atol=atol, err_msg=path)
+
+
+def _finetune(tmp_path, name, **extra):
+    data = write_sst2(str(tmp_path / "SST-2"), n_train=48, n_dev=24, n_test=4)
+    ckpt = write_checkpoint(str(tmp_path / "ckpt"), **extra.pop("bert", {}))
+    return dict(
+        runner="finetune",
+        task="sst2",
+        data_dir=data,
+        init_checkpoint=ckpt,
+        do_train=True,
+        do_eval=True,
+        batch_size=16,
+        seq_length=48,
+        num_train_epochs=2,
+        learning_rate=2e-3,
+        steps_per_loop=1,
+        checkpoint_every=2,
+        model_dir=str(tmp_path / name),
+        verbose=False,
+        plot=False,
+        **extra,
+    )
+
+
+@pytest.mark.slow
+def test_two_jax_devices_match_one_device(tmp_path):
+    """Pre-training and fine-tuning, dropout off: data_parallel and model_parallel over two
+    host devices follow the one-device run step for step, to the same weights."""
+    from test_distributed import BERT, _config
+
+    pretrain = dict(_config(tmp_path, "one"), bert_config=BERT)
+    finetune = _finetune(tmp_path, "ft_one", bert=NO_DROPOUT, dropout=0.0)
+    one, two, sharded, ft_one, ft_two = _ok(
+        tmp_path,
+        "devices",
+        [
+            pretrain,
+            dict(pretrain, distribution="data_parallel", model_dir=str(tmp_path / "two")),
+            dict(pretrain, distribution="model_parallel", model_dir=str(tmp_path / "mp")),
+            finetune,
+            dict(finetune, distribution="data_parallel", model_dir=str(tmp_path / "ft_two")),
+        ],
+        weights=True,
+    )
+    assert [r["replicas"] for r in (one, two, sharded, ft_one, ft_two)] == [1, 2, 1, 1, 2]
+    assert np.ptp(_losses(one)) > 1e-3 and np.ptp(_losses(ft_one)) > 1e-3  # Not constants.
+    for other in (two, sharded):
+        for key in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"):
+            np.testing.assert_allclose(
+                _losses(other, key), _losses(one, key), rtol=2e-5, atol=2e-6, err_msg=key
+            )
+        _assert_same_weights(other, one)
+    np.testing.assert_allclose(_losses(ft_two), _losses(ft_one), rtol=2e-5, atol=2e-6)
+    _assert_same_weights(ft_two, ft_one)
+    assert ft_two["eval"] == ft_one["eval"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runner", ["pretrain", "finetune"])
+def test_killed_jax_run_resumes_exactly(tmp_path, runner):
+    """Killed (SIGKILL) right after the checkpoint of step 4, a JAX run resumes with the next
+    losses and the final weights of an uninterrupted run; dropout on."""
+    config = (
+        pretraining_job(tmp_path, "full") if runner == "pretrain" else _finetune(tmp_path, "full")
+    )
+    killed = dict(config, model_dir=str(tmp_path / "killed"))
+    code, _, output = run_jax(tmp_path, "dies", [killed], kill_after_checkpoint=4)
+    assert code == -signal.SIGKILL, output
+    state = json.loads((tmp_path / "killed" / _checkpoints(runner) / "checkpoint.json").read_text())
+    assert state["latest"] == "ckpt-4"
+    full, resumed = _ok(tmp_path, "runs", [config, killed], weights=True)
+    assert resumed["start_step"] == 4 and resumed["steps"] == full["steps"] == 6
+    by_step = {h["step"]: h for h in full["history"]}
+    assert [h["step"] for h in resumed["history"]] == [1, 2, 3, 4, 5, 6]
+    for record in resumed["history"][4:]:
+        for key in ("loss", "learning_rate"):
+            np.testing.assert_allclose(
+                record[key], by_step[record["step"]][key], rtol=1e-6, err_msg=key
+            )
+    assert abs(by_step[5]["loss"] - by_step[6]["loss"]) > 1e-4
+    _assert_same_weights(resumed, full, atol=1e-7)
+
+
+def _checkpoints(runner):
+    return "." if runner == "pretrain" else "checkpoints"
+
+
+def test_the_other_backends_flag_is_one_clear_error(monkeypatch):
+    with pytest.raises(ValueError, match="KERAS_BACKEND=jax.*--strategy=mirrored"):
+        distribution.check_backend("default", "data_parallel")  # This process: TensorFlow.
+    monkeypatch.setattr(keras.config, "backend", lambda: "jax")
+    with pytest.raises(ValueError, match="tf.distribute.*--distribution=data_parallel"):
+        distribution.check_backend("mirrored", "none")
+    with pytest.raises(ValueError, match="distribution must be one of"):
+        distribution.check_backend("default", "pipeline")
+    distribution.check_backend("default", "model_parallel")  # The right flag passes.
+
+
+def test_run_refuses_a_distribution_on_tensorflow(tmp_path):
+    from keras_bert.tasks.runner import run_finetuning
+
+    with pytest.raises(ValueError, match="for the JAX backend"):
+        config = _finetune(tmp_path, "tf", distribution="data_parallel")
+        del config["runner"]
+        run_finetuning(**config)
+
+
+def test_layout_map_splits_the_encoder_kernels():
+    import keras_bert
+
+    encoder = keras_bert.BertEncoder(keras_bert.BertConfig.preset("tiny"))
+    split = {}
+    for v in encoder.weights:
+        matched = [a for p, a in distribution.ENCODER_LAYOUT.items() if re.search(p, v.path)]
+        assert len(matched) <= 1, v.path
+        if matched:
+            split[v.path] = matched[0]
+    assert split["layer_0/query/kernel"] == (None, "model")
+    assert split["layer_0/attention_output_dense/kernel"] == ("model", None)
+    assert split["layer_1/output_dense/kernel"] == ("model", None)
+    assert split["embeddings/word_embeddings"] == (None, "model")
+    assert "layer_0/output_LayerNorm/gamma" not in split and "pooler_dense/kernel" not in split
+
+
+def test_variables_checkpoint_round_trip(tmp_path):
+    model, optimizer = resume_state()
+    optimizer.iterations.assign(3)
+    saved = weights_of(model, optimizer)
+    ckpt = VariablesCheckpoint(str(tmp_path), model, optimizer, max_to_keep=2)
+    for step in (1, 2, 3):
+        path = ckpt.save(step)
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint.json", "ckpt-2", "ckpt-3"]
+    other_model, other_opt = resume_state()
+    resumed = VariablesCheckpoint(str(tmp_path), other_model, other_opt)
+    assert resumed.latest == path and resumed.restore_latest() == 3
+    for a, b in zip(weights_of(other_model, other_opt), saved):
+        np.testing.assert_array_equal(a, b)
+
+
+def _assert_restore_fails_cleanly(directory, match, vocab_size=48):
+    model, optimizer = resume_state(vocab_size)
+    before = weights_of(model, optimizer)
+    with pytest.raises(CheckpointError, match=match):
+        VariablesCheckpoint(str(directory), model, optimizer).restore_latest()
+    for a, b in zip(weights_of(model, optimizer), before):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_variables_checkpoint_corrupt_foreign_or_cut_short(tmp_path):
+    model, optimizer = resume_state()
+    ckpt = VariablesCheckpoint(str(tmp_path), model, optimizer)
+    ckpt.save(2)
+    _assert_restore_fails_cleanly(tmp_path, "does not match this model", vocab_size=52)
+    # A kill while writing ckpt-4: its temporary directory exists, the state file still names 2.
+    (tmp_path / ".ckpt-4.tmp-dead").mkdir()
+    (tmp_path / ".ckpt-4.tmp-dead" / variables_checkpoint.ARRAYS).write_bytes(b"\x00" * 10)
+    assert VariablesCheckpoint(str(tmp_path), *resume_state()).latest == str(tmp_path / "ckpt-2")
+    # Corrupt the archive: a clear error, nothing loaded.
+    arrays = tmp_path / "ckpt-2" / variables_checkpoint.ARRAYS
+    data = bytearray(arrays.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = b"\xff" * 64
+    arrays.write_bytes(bytes(data))
+    _assert_restore_fails_cleanly(tmp_path, "corrupt or incomplete")
+    arrays.write_bytes(bytes(data[: len(data) // 3]))  # Truncated.
+    _assert_restore_fails_cleanly(tmp_path, "corrupt or incomplete")
+
+
+def test_jax_out_of_memory_names_the_batch():
+    import jax
+
+    from keras_bert.training.memory import OutOfMemoryError, out_of_memory_hint
+
+    with pytest.raises(OutOfMemoryError, match="batch size 64 and sequence length 512: smaller"):
+        with out_of_memory_hint("training", 64, 512, "smaller"):
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 8GB")
+    with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL"):  # Other errors pass.
+        with out_of_memory_hint("training", 64, 512, "smaller"):
+            raise jax.errors.JaxRuntimeError("INTERNAL: something else")
