@@ -44,10 +44,10 @@ the quantizer crashes the process on it.
   held-out training answers rounded to nearest and 33 by GPTQ; NER's entity lists did not gain.
 - "int8_integer_only": every op after the tokenizer's string ops in integers (int8 activations
   and weights, int32 biases and indices), traced with the layers' integer-friendly forms
-  (`keras_bert.layers.integer`); only the signature outputs are dequantized to float
+  (`keras_bert.export.integer`); only the signature outputs are dequantized to float
   (DEQUANTIZE as the last op of a float output). `check_integer_only` asserts it from the
   flatbuffer. The residual stream and LayerNorm run in channel groups
-  (`keras_bert.layers.channel_groups`); a padded key's score is set to the bottom of the scores'
+  (`keras_bert.export.channel_groups`); a padded key's score is set to the bottom of the scores'
   grid and its value zeroed (`saturating_minimums` gives the small lookup tables their range).
   Refused for SQuAD (`UNSUPPORTED_KINDS`).
 - "int16x8_integer_only": the same with int16 activations (TFLite's 16x8 mode: int8 weights
@@ -85,7 +85,7 @@ UNSUPPORTED_KINDS = {
     }
     for name in ("int8_integer_only", "int16x8_integer_only")
 }
-# The integer-only quantizations -> their activations' type (`keras_bert.layers.integer`).
+# The integer-only quantizations -> their activations' type (`keras_bert.export.integer`).
 INTEGER_ONLY = {"int8_integer_only": "int8", "int16x8_integer_only": "int16"}
 # int8: ops kept in float (by TFLite builtin name; ops not in the model are ignored).
 INT8_FLOAT_OPS = (
@@ -703,7 +703,7 @@ def integer_argmax(flatbuffer):
 def saturating_minimums(calibrated):
     """The calibrated flatbuffer of `int8_integer_only` with every MINIMUM by a constant bound
     calibrated to end at the bound, input and output: TFLite's quantizer puts them on one int8
-    grid, which then saturates exactly at the bound (`keras_bert.layers.channel_groups`'
+    grid, which then saturates exactly at the bound (`keras_bert.export.channel_groups`'
     saturating sums; comparing them with their bound tells whether they saturated). Measured
     ranges would end wherever the calibration texts' values did, below or above it. Small
     lookup tables get their whole range (`_table_ranges`, as `symmetric_ranges` for int16): the
