@@ -33,6 +33,7 @@ OPTIONAL = {
         "never required: only checkpoints.huggingface with allow_pickle=True (pytorch_model.bin)"
     ),
     "huggingface_hub": "never required: only presets' hf://<org>/<name> not yet in the cache",
+    "jax": "the JAX backend's own package (KERAS_BACKEND=jax): keras_bert.backend, training on JAX",
 }
 # The modules of the extras (`bench`, `tfds`) and of the test-only model: never imported by the
 # package.

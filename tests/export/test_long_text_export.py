@@ -56,7 +56,12 @@ def test_pair_windows_give_the_runner_answers(tmp_path, task_name, training, poo
 
 
 def test_tflite_pools_with_the_learned_attention_as_the_runner(tmp_path):
-    options = {"long_text": "windows", "max_windows": 4, "window_pooling": "attention"}
+    options = {
+        "long_text": "windows",
+        "max_windows": 4,
+        "window_pooling": "attention",
+        "window_training": "document",
+    }
     model_dir = write_task_model(tmp_path, "sst2", seed=5, **options)
     source = load_source(model_dir)
     task = registry.get_task("sst2", options)
