@@ -37,6 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_bert.export import integer
+from keras_bert.layers.transformer import MASK_VALUE
 from keras_bert.tasks import rewrite
 
 RATIO = 4.0  # A group holds channels whose ranges (relative to the median) are within this ratio.
@@ -326,7 +327,7 @@ class GroupedEncoder(integer.IntegerEncoder):
             # -10000 (seen on MiniLM). On that grid the set score is the grid's bottom, where it
             # keeps a little probability: the padded key's value is zeroed too.
             real = tf.not_equal(key_mask, 0)  # (B, 1, 1, S)
-            scores = tf.where(real, scores, tf.constant(rewrite.MASK_VALUE, scores.dtype))
+            scores = tf.where(real, scores, tf.constant(MASK_VALUE, scores.dtype))
             keep = integer.mask_lookup(key_mask, (0.0, 1.0), v.dtype)  # (B, 1, 1, S)
             v = v * tf.transpose(keep, [0, 1, 3, 2])  # (B, N, S, D) * (B, 1, S, 1)
         context = tf.matmul(tf.nn.softmax(scores, axis=-1), v)  # (B, N, S, D)

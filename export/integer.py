@@ -16,6 +16,7 @@ are untouched.
 import keras
 import tensorflow as tf
 
+from keras_bert.layers.transformer import MASK_VALUE
 from keras_bert.tasks import rewrite
 
 ACTIVATION_TYPES = ("int8", "int16")
@@ -42,7 +43,7 @@ class IntegerEncoder(rewrite.EncoderRewrite):
         return layer_norm(layer, x, self.activations)
 
     def attention_bias(self, input_mask, dtype):
-        return mask_bias(input_mask, rewrite.MASK_VALUE, dtype)
+        return mask_bias(input_mask, MASK_VALUE, dtype)
 
     def constant(self, value, like):
         return constant(value, like) if self.activations == "int16" else value

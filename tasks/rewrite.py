@@ -24,7 +24,6 @@ Dimensions: B batch, S sequence, H hidden, N heads, D head size, I intermediate.
 import keras
 import tensorflow as tf
 
-from keras_bert.layers.transformer import MASK_VALUE  # noqa: F401 (the rewrites read it here)
 from keras_bert.layers.transformer import attention_bias as float_attention_bias
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.tasks import fake_quant

@@ -84,6 +84,34 @@ def pretraining_job(tmp_path, name):
     )
 
 
+def finetune_job(tmp_path, name, bert=None, **extra):
+    """run_finetuning settings of the resume and device tests: two epochs of 3 steps on a tiny
+    SST-2 written into `tmp_path`, from a checkpoint of `bert` (write_checkpoint's overrides), a
+    checkpoint every 2 steps, into `tmp_path / name`; `extra` adds or overrides settings."""
+    from finetune_cases import write_checkpoint, write_sst2
+
+    data = write_sst2(str(tmp_path / "SST-2"), n_train=48, n_dev=24, n_test=4)
+    ckpt = write_checkpoint(str(tmp_path / "ckpt"), **(bert or {}))
+    return dict(
+        runner="finetune",
+        task="sst2",
+        data_dir=data,
+        init_checkpoint=ckpt,
+        do_train=True,
+        do_eval=True,
+        batch_size=16,
+        seq_length=48,
+        num_train_epochs=2,
+        learning_rate=2e-3,
+        steps_per_loop=1,
+        checkpoint_every=2,
+        model_dir=str(tmp_path / name),
+        verbose=False,
+        plot=False,
+        **extra,
+    )
+
+
 def run_config(config):
     """One run of a spec's `configs`, in this process; returns the runner's summary."""
     config = dict(config)

@@ -14,8 +14,7 @@ import sys
 import keras
 import numpy as np
 import pytest
-from finetune_cases import write_checkpoint, write_sst2
-from train_job import JOB, pretraining_job, resume_state, weights_of
+from train_job import JOB, finetune_job, pretraining_job, resume_state, weights_of
 
 from keras_bert.checkpoints import variables_checkpoint
 from keras_bert.checkpoints.variables_checkpoint import VariablesCheckpoint
@@ -62,29 +61,6 @@ def _assert_same_weights(a, b, atol=2e-6):
         np.testing.assert_allclose(np.array(x), np.array(y), rtol=2e-5, atol=atol, err_msg=path)
 
 
-def _finetune(tmp_path, name, **extra):
-    data = write_sst2(str(tmp_path / "SST-2"), n_train=48, n_dev=24, n_test=4)
-    ckpt = write_checkpoint(str(tmp_path / "ckpt"), **extra.pop("bert", {}))
-    return dict(
-        runner="finetune",
-        task="sst2",
-        data_dir=data,
-        init_checkpoint=ckpt,
-        do_train=True,
-        do_eval=True,
-        batch_size=16,
-        seq_length=48,
-        num_train_epochs=2,
-        learning_rate=2e-3,
-        steps_per_loop=1,
-        checkpoint_every=2,
-        model_dir=str(tmp_path / name),
-        verbose=False,
-        plot=False,
-        **extra,
-    )
-
-
 @pytest.mark.slow
 def test_two_jax_devices_match_one_device(tmp_path):
     """Pre-training and fine-tuning, dropout off: data_parallel and model_parallel over two
@@ -92,7 +68,7 @@ def test_two_jax_devices_match_one_device(tmp_path):
     from test_distributed import BERT, _config
 
     pretrain = dict(_config(tmp_path, "one"), bert_config=BERT)
-    finetune = _finetune(tmp_path, "ft_one", bert=NO_DROPOUT, dropout=0.0)
+    finetune = finetune_job(tmp_path, "ft_one", bert=NO_DROPOUT, dropout=0.0)
     one, two, sharded, ft_one, ft_two = _ok(
         tmp_path,
         "devices",
@@ -124,7 +100,9 @@ def test_killed_jax_run_resumes_exactly(tmp_path, runner):
     """Killed (SIGKILL) right after the checkpoint of step 4, a JAX run resumes with the next
     losses and the final weights of an uninterrupted run; dropout on."""
     config = (
-        pretraining_job(tmp_path, "full") if runner == "pretrain" else _finetune(tmp_path, "full")
+        pretraining_job(tmp_path, "full")
+        if runner == "pretrain"
+        else finetune_job(tmp_path, "full")
     )
     killed = dict(config, model_dir=str(tmp_path / "killed"))
     code, _, output = run_jax(tmp_path, "dies", [killed], kill_after_checkpoint=4)
@@ -163,7 +141,7 @@ def test_run_refuses_a_distribution_on_tensorflow(tmp_path):
     from keras_bert.tasks.runner import run_finetuning
 
     with pytest.raises(ValueError, match="for the JAX backend"):
-        config = _finetune(tmp_path, "tf", distribution="data_parallel")
+        config = finetune_job(tmp_path, "tf", distribution="data_parallel")
         del config["runner"]
         run_finetuning(**config)
 

@@ -12,8 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from finetune_cases import write_checkpoint, write_sst2
-from train_job import JOB, pretraining_job
+from train_job import JOB, finetune_job, pretraining_job
 
 KILL_AT = 4  # Steps 1..4 done and checkpointed, then the process dies; 5 and 6 follow on resume.
 
@@ -21,26 +20,7 @@ KILL_AT = 4  # Steps 1..4 done and checkpointed, then the process dies; 5 and 6 
 def _finetune(tmp_path, name):
     """Two epochs of 3 steps: the kill falls inside the second epoch, after the first's
     evaluation."""
-    data = write_sst2(str(tmp_path / "SST-2"), n_train=48, n_dev=24, n_test=4)
-    ckpt = write_checkpoint(str(tmp_path / "ckpt"))
-    return dict(
-        runner="finetune",
-        task="sst2",
-        data_dir=data,
-        init_checkpoint=ckpt,
-        do_train=True,
-        do_eval=True,
-        batch_size=16,
-        seq_length=48,
-        num_train_epochs=2,
-        learning_rate=2e-3,
-        steps_per_loop=1,
-        checkpoint_every=2,
-        model_dir=str(tmp_path / name),
-        verbose=False,
-        plot=False,
-        seed=5,
-    )
+    return finetune_job(tmp_path, name, seed=5)
 
 
 def _spawn(tmp_path, tag, config, kill_after=None, logical_cpus=None, env=None):
