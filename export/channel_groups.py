@@ -310,13 +310,9 @@ class GroupedEncoder(integer.IntegerEncoder):
         batch, seq = tf.shape(parts[0])[0], tf.shape(parts[0])[1]
         hidden = block.hidden_size
 
-        def split_heads(t):  # (B*S, H) -> (B, N, S, D)
-            t = tf.reshape(t, [batch, seq, block.num_attention_heads, block.head_size])
-            return tf.transpose(t, [0, 2, 1, 3])
-
         tokens = [tf.reshape(p, [-1, n]) for p, n in zip(parts, groups.sizes)]  # (B*S, n_g)
         q, k, v = (
-            split_heads(dense(layer, tokens, groups.groups)[0])
+            self.split_heads(block, dense(layer, tokens, groups.groups)[0], batch, seq)
             for layer in (block.query, block.key, block.value)
         )  # (B, N, S, D)
         q = q * tf.cast(block.head_size**-0.5, q.dtype)

@@ -142,14 +142,19 @@ class EncoderRewrite(keras.layers.Layer):
         y = tf.nn.bias_add(y, tf.cast(layer.bias, x.dtype))
         return activation(y) if activation is not None else y
 
+    @staticmethod
+    def split_heads(block, t, batch, seq):
+        """Tokens [B*S, H] -> heads [B, N, S, D] of `block` (a `TransformerBlock`)."""
+        t = tf.reshape(t, [batch, seq, block.num_attention_heads, block.head_size])  # (B, S, N, D)
+        return tf.transpose(t, [0, 2, 1, 3])  # (B, N, S, D)
+
     def block(self, block, x, attention_bias, training=None):
         """A `TransformerBlock` on x [B, S, H] -> [B, S, H]."""
         batch, seq = tf.shape(x)[0], tf.shape(x)[1]
-        hidden, heads = block.hidden_size, block.num_attention_heads
+        hidden = block.hidden_size
 
-        def split_heads(t):  # (B*S, H) -> (B, N, S, D)
-            t = tf.reshape(t, [batch, seq, heads, block.head_size])  # (B, S, N, D)
-            return tf.transpose(t, [0, 2, 1, 3])
+        def split_heads(t):
+            return self.split_heads(block, t, batch, seq)
 
         def site(t, name):
             return self.quantized(t, block, name, batch)
