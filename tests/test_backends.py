@@ -77,9 +77,11 @@ def _build(work):
 
 def _transformers_reference(work):
     """all-MiniLM-L6-v2 through transformers (PyTorch): its token ids and outputs; None where the
-    model or transformers is missing."""
+    model, transformers or torch is missing (transformers v5 runs on PyTorch only)."""
     directory = minilm_dir()
-    if directory is None or importlib.util.find_spec("transformers") is None:
+    if directory is None or any(
+        importlib.util.find_spec(name) is None for name in ("transformers", "torch")
+    ):
         return None
     import torch
     import transformers
