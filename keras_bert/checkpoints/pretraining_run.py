@@ -4,9 +4,12 @@ checkpoint.
 The runner writes into `model_dir`, at the start of a run (`write_run_files`):
 `bert_config.json` (the architecture, in the original format), `vocab.txt` (a copy of the
 run's `vocab_file`, if given) and `text_config.json` (`{"lower_case": bool}`, if given).
-Its checkpoints `ckpt-<step>` are `tf.train.Checkpoint`s of model (a `BertPretrainer`),
-optimizer and seeds (`keras_bert.checkpoints.training.TrainingCheckpoint`); `load` reads the
-encoder, or the pretrainer, of the newest one (or of the `ckpt-<step>` prefix given).
+Its checkpoints `ckpt-<step>` are, on TensorFlow, `tf.train.Checkpoint`s of model (a
+`BertPretrainer`), optimizer and seeds (`keras_bert.checkpoints.training.TrainingCheckpoint`),
+and on JAX and PyTorch `ckpt-<step>/` directories of the same state as a NumPy archive
+(`keras_bert.checkpoints.variables_checkpoint`). `load` reads the encoder, or the pretrainer, of
+the newest one (or of the `ckpt-<step>` prefix or directory given), whichever backend wrote it
+and whichever reads it.
 """
 
 import json
@@ -15,7 +18,7 @@ import re
 
 import tensorflow as tf
 
-from keras_bert.checkpoints import files, weights
+from keras_bert.checkpoints import files, variables_checkpoint, weights
 from keras_bert.checkpoints.training import verify_checkpoint
 from keras_bert.config import BertConfig
 from keras_bert.errors import CheckpointError
@@ -65,14 +68,22 @@ def detect(path):
 
 
 def find_checkpoint(path):
-    """The `ckpt-<step>` prefix for `path`, or None if `path` is not a run's checkpoint.
+    """The `ckpt-<step>` prefix (TensorFlow) or directory (JAX, PyTorch) for `path`, or None if
+    `path` is not a run's checkpoint.
 
     Args:
         path: a run directory (its newest checkpoint is taken) or one `ckpt-<step>` prefix
-            in it (".index" and ".data-*" suffixes accepted).
+            (".index" and ".data-*" suffixes accepted) or `ckpt-<step>/` directory in it.
     """
     path = os.fspath(path).rstrip("/")
+    if _is_variables_checkpoint(path):
+        return path
     if tf.io.gfile.isdir(path):
+        state = os.path.join(path, variables_checkpoint.STATE_FILE)
+        if tf.io.gfile.exists(state):  # Written on JAX or PyTorch.
+            latest = os.path.join(path, files.read_json_object(state).get("latest") or "")
+            if _is_variables_checkpoint(latest):
+                return latest
         latest = tf.train.latest_checkpoint(path)
         if latest and _CHECKPOINT_RE.match(os.path.basename(latest)):
             return latest
@@ -131,8 +142,10 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
         config = BertConfig.from_dict(files.read_json_object(config_path))
     except (ValueError, TypeError) as e:
         raise ValueError(f"{config_path}: {e}") from e
-    verify_checkpoint(prefix)
     encoder = weights.build_model(config, dtype=dtype)
+    if _is_variables_checkpoint(prefix):
+        return _load_variables(prefix, encoder, heads, next_sentence, config_path)
+    verify_checkpoint(prefix)
     # The runner saves tf.train.Checkpoint(model=pretrainer, ...): the encoder is model/encoder.
     model, root = encoder, tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder))
     if heads:
@@ -140,14 +153,7 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
             name.startswith("model/next_sentence_head/")
             for name, _ in tf.train.list_variables(prefix)
         )
-        if next_sentence and not trained_nsp:
-            raise CheckpointError(
-                f"Checkpoint {prefix} has no next-sentence head (an MLM-only run); "
-                f"pass next_sentence=False or None."
-            )
-        model = BertPretrainer(
-            encoder, next_sentence=trained_nsp if next_sentence is None else next_sentence
-        )
+        model = _pretrainer(encoder, prefix, next_sentence, trained_nsp)
         root = tf.train.Checkpoint(model=model)
     try:
         status = root.read(prefix)
@@ -155,13 +161,60 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
         status.expect_partial()
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:
-        what = "a pretrainer (encoder and heads)" if heads else "an encoder"
         detail = str(e).split(": [<")[0][
             :300
         ]  # TF lists the unmatched variables with all their values.
         raise CheckpointError(
-            f"Checkpoint {prefix} does not hold {what} as described by {config_path}: {detail}"
+            f"Checkpoint {prefix} does not hold {_what(heads)} as described by {config_path}: "
+            f"{detail}"
         ) from e
+    return model
+
+
+def _what(heads):
+    return "a pretrainer (encoder and heads)" if heads else "an encoder"
+
+
+def _pretrainer(encoder, prefix, next_sentence, trained_nsp):
+    """The `BertPretrainer` to read a checkpoint into: with an NSP head if the run trained one
+    (or as `next_sentence` asks, if it can be read)."""
+    if next_sentence and not trained_nsp:
+        raise CheckpointError(
+            f"Checkpoint {prefix} has no next-sentence head (an MLM-only run); "
+            f"pass next_sentence=False or None."
+        )
+    return BertPretrainer(
+        encoder, next_sentence=trained_nsp if next_sentence is None else next_sentence
+    )
+
+
+def _is_variables_checkpoint(path):
+    return tf.io.gfile.exists(os.path.join(path, variables_checkpoint.ARRAYS))
+
+
+def _load_variables(directory, encoder, heads, next_sentence, config_path):
+    """The encoder (or pretrainer) of a `ckpt-<step>/` directory written on JAX or PyTorch: its
+    weights by path (the optimizer's state and the dropout seeds are not read)."""
+    saved = variables_checkpoint.read_arrays(os.path.join(directory, variables_checkpoint.ARRAYS))
+    model = encoder
+    if heads:
+        trained_nsp = any(path.startswith("cls_seq_relationship/") for path in saved)
+        model = _pretrainer(encoder, directory, next_sentence, trained_nsp)
+    wanted = [w for w in model.weights if "seed_generator" not in w.path]
+    missing = [w.path for w in wanted if w.path not in saved]
+    wrong = [
+        f"{w.path}: saved {list(saved[w.path].shape)}, here {list(w.shape)}"
+        for w in wanted
+        if w.path in saved and tuple(saved[w.path].shape) != tuple(w.shape)
+    ]
+    if missing or wrong:
+        raise CheckpointError(
+            f"Checkpoint {directory} does not hold {_what(heads)} as described by "
+            f"{config_path}: "
+            + "; ".join((["missing " + ", ".join(missing[:5])] if missing else []) + wrong[:5])
+        )
+    for w in wanted:
+        w.assign(saved[w.path].astype(w.dtype))
     return model
 
 

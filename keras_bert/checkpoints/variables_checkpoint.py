@@ -129,16 +129,7 @@ def read_variables(path, variables, name=None):
             variables (another count, path or shape).
     """
     name = name or path
-    try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            archive = np.load(io.BytesIO(f.read()), allow_pickle=False)
-            arrays = {key: archive[key] for key in archive.files}  # Checks every CRC.
-        manifest = json.loads(arrays.pop(MANIFEST).tobytes())
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, tf.errors.OpError) as e:
-        raise CheckpointError(
-            f"Checkpoint {name} is corrupt or incomplete: {e}. Delete it (and its entry in "
-            f"{STATE_FILE}) to resume from an earlier one."
-        ) from e
+    manifest, arrays = _read(path, name)
     problem = _mismatch(manifest, variables)
     if problem:
         raise CheckpointError(
@@ -148,6 +139,34 @@ def read_variables(path, variables, name=None):
     values = [arrays[_key(i)] for i, v in enumerate(variables)]
     for v, value in zip(variables, values):
         v.assign(keras.ops.cast(value, v.dtype))
+
+
+def read_arrays(path):
+    """{variable path: array} of what `write_variables` wrote (the first of equal paths), for
+    reading some of the variables into another model, such as the encoder of a pre-trainer.
+
+    Raises:
+        CheckpointError: the file is missing, truncated or corrupt.
+    """
+    manifest, arrays = _read(path, path)
+    by_path = {}
+    for i, entry in enumerate(manifest):
+        by_path.setdefault(entry["path"], arrays[_key(i)])
+    return by_path
+
+
+def _read(path, name):
+    """(manifest, {key: array}) of an archive, every CRC checked."""
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            archive = np.load(io.BytesIO(f.read()), allow_pickle=False)
+            arrays = {key: archive[key] for key in archive.files}  # Checks every CRC.
+        return json.loads(arrays.pop(MANIFEST).tobytes()), arrays
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, tf.errors.OpError) as e:
+        raise CheckpointError(
+            f"Checkpoint {name} is corrupt or incomplete: {e}. Delete it (and its entry in "
+            f"{STATE_FILE}) to resume from an earlier one."
+        ) from e
 
 
 def _mismatch(manifest, variables):

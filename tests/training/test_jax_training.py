@@ -14,7 +14,14 @@ import sys
 import keras
 import numpy as np
 import pytest
-from train_job import JOB, finetune_job, pretraining_job, resume_state, weights_of
+from train_job import (
+    JOB,
+    RESUME_BERT,
+    finetune_job,
+    pretraining_job,
+    resume_state,
+    weights_of,
+)
 
 from keras_bert.checkpoints import variables_checkpoint
 from keras_bert.checkpoints.variables_checkpoint import VariablesCheckpoint
@@ -217,3 +224,54 @@ def test_jax_out_of_memory_names_the_batch():
     with pytest.raises(jax.errors.JaxRuntimeError, match="INTERNAL"):  # Other errors pass.
         with out_of_memory_hint("training", 64, 512, "smaller"):
             raise jax.errors.JaxRuntimeError("INTERNAL: something else")
+
+
+def _assert_weights_equal(model, saved, prefix=""):
+    checked = 0
+    for w in model.weights:
+        if "seed_generator" not in w.path and w.path.startswith(prefix):
+            np.testing.assert_array_equal(keras.ops.convert_to_numpy(w), saved[w.path], w.path)
+            checked += 1
+    assert checked
+
+
+def test_a_variables_checkpoint_run_loads_as_an_encoder_or_pretrainer(tmp_path):
+    """A pre-training run directory whose checkpoints are `ckpt-<step>/` archives (as runs on
+    JAX or PyTorch write them) reads as an init checkpoint: encoder or pretrainer, newest or by
+    directory; a checkpoint of another architecture is one clear error."""
+    import keras_bert
+    from keras_bert import checkpoints
+    from keras_bert.checkpoints import pretraining_run
+
+    model, optimizer = resume_state()  # A BertPretrainer with its NSP head, and its optimizer.
+    ckpt = VariablesCheckpoint(str(tmp_path), model, optimizer)
+    ckpt.save(1)
+    first = {w.path: keras.ops.convert_to_numpy(w) for w in model.weights}
+    for w in model.trainable_weights:
+        w.assign(w + 0.5)
+    ckpt.save(2)
+    newest = {w.path: keras.ops.convert_to_numpy(w) for w in model.weights}
+    pretraining_run.write_run_files(str(tmp_path), model.encoder.config)
+    assert checkpoints.detect_format(tmp_path) == "pretraining_run"
+    _assert_weights_equal(checkpoints.load_encoder(tmp_path), newest)
+    pretrainer = checkpoints.load_pretrainer(tmp_path / "ckpt-1")
+    assert pretrainer.next_sentence
+    _assert_weights_equal(pretrainer, first, prefix="cls_")
+    _assert_weights_equal(pretrainer.encoder, first)
+    # Another architecture's run: named, nothing half-read.
+    keras_bert.BertConfig(**dict(RESUME_BERT, intermediate_size=48)).to_json_file(
+        str(tmp_path / pretraining_run.CONFIG_NAME)
+    )
+    with pytest.raises(CheckpointError, match=r"intermediate_dense/kernel: saved \[32, 64\]"):
+        checkpoints.load_encoder(tmp_path)
+
+
+@pytest.mark.slow
+def test_a_jax_pretraining_run_initializes_tensorflow(tmp_path):
+    """The model_dir of `keras-bert-pretrain` on JAX is an init checkpoint on TensorFlow: the
+    encoder and heads it reads are the JAX run's final weights."""
+    from keras_bert import checkpoints
+
+    result = _ok(tmp_path, "pretrain", [pretraining_job(tmp_path, "run")], weights=True)[0]
+    saved = {path: np.array(value, np.float32) for path, value in result["weights"]}
+    _assert_weights_equal(checkpoints.load_pretrainer(tmp_path / "run"), saved)
