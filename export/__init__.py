@@ -90,6 +90,7 @@ def export(
     warmup_requests: bool = True,
     warmup_texts: RepresentativeTexts | None = None,
     tune_batching: bool = False,
+    text_pair: bool | None = None,
 ) -> str:
     """Exports in one of `FORMATS`; returns the new version directory.
 
@@ -97,11 +98,14 @@ def export(
     (`keras_bert.export.int8_saved_model`); TFLite's int8 calibrates on
     `representative_texts` (see `keras_bert.export.tflite.export_tflite`). `warmup_requests`,
     `warmup_texts` and `tune_batching` are TF Serving's, for format="saved_model" (see
-    `keras_bert.export.saved_model.export_saved_model`).
+    `keras_bert.export.saved_model.export_saved_model`). `text_pair` (saved_model and tflite):
+    a classifier's signatures take sentence pairs, for the Hugging Face directories that do not
+    say (see `keras_bert.export.source.load_source`).
 
     Raises:
         ValueError: an unknown format or quantize, or quantize for a format without it, or
-            warmup_texts or tune_batching for another format than saved_model.
+            warmup_texts or tune_batching for another format than saved_model, or text_pair
+            for hub (its preprocessor packs one or two segments).
         FileNotFoundError: model_dir does not exist.
     """
     if format not in FORMATS:
@@ -116,6 +120,11 @@ def export(
     if format != "saved_model" and (warmup_texts is not None or tune_batching):
         raise ValueError(
             f"warmup_texts and tune_batching are for format='saved_model', got format={format!r}."
+        )
+    if format == "hub" and text_pair is not None:
+        raise ValueError(
+            "text_pair is for format='saved_model' and 'tflite'; the hub preprocessor packs one "
+            "or two segments as given."
         )
     if isinstance(model_dir, (str, os.PathLike)):
         paths.require_path(
@@ -136,6 +145,8 @@ def export(
             tune_batching=tune_batching,
             quantize=quantize,
         )
+    if format != "hub":
+        extra["text_pair"] = text_pair
     return getattr(importlib.import_module(module), name)(
         model_dir, export_dir, version=version, seq_length=seq_length, **extra
     )

@@ -3,7 +3,7 @@ TFLite.
 
     python -m keras_bert.export --model_dir=runs/mrpc/model --export_dir=serving/mrpc \\
         [--version=N] [--format=saved_model|hub|tflite] [--quantize=...] [--seq_length=...]
-        [--nowarmup_requests] [--warmup_texts=FILE] [--tune_batching]
+        [--nowarmup_requests] [--warmup_texts=FILE] [--tune_batching] [--text_pair]
 
 Each export is a new integer version directory in --export_dir (never overwritten).
 """
@@ -72,6 +72,15 @@ def define_flags():
         "line (a row's texts tab-separated, in the order of the model's text inputs). Default: "
         "the sample of training texts the fine-tuning run recorded in model/.",
     )
+    cli.define(
+        flags.DEFINE_boolean,
+        "text_pair",
+        None,
+        "A sequence classifier's signatures take sentence pairs (text, text_b). For Hugging Face "
+        "directories fine-tuned on pairs: nothing in them says so unless config.json's "
+        "finetuning_task is a GLUE pair task. Default: as the model says, else single texts "
+        "(with a notice for a Hugging Face classifier). --notext_pair: single texts.",
+    )
 
     cli.define(
         flags.DEFINE_boolean,
@@ -112,6 +121,7 @@ def main(argv):
         warmup_requests=FLAGS.warmup_requests,
         warmup_texts=FLAGS.warmup_texts,
         tune_batching=FLAGS.tune_batching,
+        text_pair=FLAGS.text_pair,
     )
     print(path)
     if FLAGS.format == "tflite" and FLAGS.quantize.startswith("int8"):

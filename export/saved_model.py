@@ -40,6 +40,7 @@ def export_saved_model(
     warmup_texts: warmup.Texts | None = None,
     tune_batching: bool = False,
     quantize: str = "none",
+    text_pair: bool | None = None,
 ) -> str:
     """Exports a fine-tuned task model (or a pre-trained encoder) for TF Serving.
 
@@ -59,6 +60,10 @@ def export_saved_model(
             use its `allowed_batch_sizes`.
         quantize: str, "none" (float32) or "int8" (the Dense layers' products in 8 bits, see
             `keras_bert.export.int8_saved_model`; task.json's `quantization` says which).
+        text_pair: bool or None. A classifier's signatures take `text` and `text_b`: for a
+            Hugging Face directory fine-tuned on pairs (nothing in it says so, unless its
+            config.json's `finetuning_task` does); None: as the model says
+            (`keras_bert.export.source.load_source`).
 
     Returns:
         str, the new version directory.
@@ -70,7 +75,7 @@ def export_saved_model(
             quantize other than "none" and "int8".
     """
     int8_saved_model.check_quantize(quantize)
-    source = load_source(model_dir, seq_length=seq_length, mlm=False)
+    source = load_source(model_dir, seq_length=seq_length, mlm=False, text_pair=text_pair)
     if quantize == "int8":
         source = int8_saved_model.int8_source(source)
     return write_saved_model(

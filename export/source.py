@@ -61,7 +61,10 @@ class ExportSource:
 
 
 def load_source(
-    path: str | os.PathLike[str], seq_length: int | None = None, mlm: bool | None = None
+    path: str | os.PathLike[str],
+    seq_length: int | None = None,
+    mlm: bool | None = None,
+    text_pair: bool | None = None,
 ) -> ExportSource:
     """Reads a task model directory or a pre-trained encoder (see the module docstring).
 
@@ -73,19 +76,26 @@ def load_source(
             length from task.json; 128 for encoders). At most max_position_embeddings.
         mlm: bool or None. Load the masked-LM head of a pre-trained checkpoint: None if the
             checkpoint has one, True requires it, False skips it.
+        text_pair: bool or None. A classifier (or regression) reads sentence pairs: its
+            signatures take `text` and `text_b`. None: as the model says (a fine-tuned
+            `model/`'s task.json, a model `fit` on pairs, a Hugging Face config.json's
+            `finetuning_task`), else one text. A fine-tuned `model/` or a Hugging Face directory
+            that says otherwise is an error; for a model in memory it replaces what it says.
 
     Returns:
         `ExportSource`.
 
     Raises:
         FileNotFoundError: nothing exportable at `path`.
-        ValueError: a bad seq_length, an unknown task.json, or mlm=True without an MLM head.
+        ValueError: a bad seq_length, an unknown task.json, mlm=True without an MLM head, or
+            a text_pair the model disagrees with or that does not apply to its task.
     """
     if isinstance(path, keras.Model):
-        return _in_memory(path, seq_length, mlm)
+        return _with_text_pair(_in_memory(path, seq_length, mlm), text_pair)
     path = os.fspath(path)
     if os.path.isdir(path) and hf_tasks.architecture_of(path) is not None:
-        return _in_memory(from_preset.load_task_class(path), seq_length, mlm, path=path)
+        pair = {} if text_pair is None else {"text_pair": text_pair}
+        return _in_memory(from_preset.load_task_class(path, **pair), seq_length, mlm, path=path)
     directory = task_model.find_task_model(path)
     if directory is not None:
         source = _load_task_model(directory, seq_length)
@@ -94,8 +104,35 @@ def load_source(
                 f"{directory} is a fine-tuned {source.info.get('task')} model: it has no masked-LM "
                 f"head (export the pre-trained checkpoint for mlm)."
             )
-        return source
+        return _check_text_pair(source, text_pair)
+    if text_pair:
+        raise ValueError(
+            f"text_pair applies to sentence-pair classifiers; {path} is a pre-trained encoder."
+        )
     return _load_encoder(path, seq_length, mlm)
+
+
+def _with_text_pair(source, text_pair):
+    """An in-memory classifier's source with text_pair's inputs (other tasks: checked)."""
+    if text_pair is None or source.kind not in ("classification", "regression"):
+        return _check_text_pair(source, text_pair)
+    source.info["text_inputs"] = ["text", "text_b"] if text_pair else ["text"]
+    source.info["text_pair"] = bool(text_pair)
+    return source
+
+
+def _check_text_pair(source, text_pair):
+    """`source` unchanged, where text_pair is None or agrees with its text inputs.
+
+    Raises:
+        ValueError: it disagrees (naming what the model reads).
+    """
+    if text_pair is None or bool(text_pair) == (len(source.text_inputs) >= 2):
+        return source
+    raise ValueError(
+        f"text_pair={text_pair} does not apply to {source.path}: a {source.kind} model that "
+        f"reads {list(source.text_inputs)}."
+    )
 
 
 def _in_memory(model, seq_length, mlm, path=""):

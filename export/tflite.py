@@ -156,6 +156,7 @@ def export_tflite(
     seq_length: int | None = None,
     quantize: str = "none",
     representative_texts: RepresentativeTexts | None = None,
+    text_pair: bool | None = None,
 ) -> str:
     """Exports a fine-tuned task model (or a pre-trained encoder) as a TFLite model with its
     tokenizer.
@@ -174,6 +175,8 @@ def export_tflite(
             for SWAG), or a file with one row per line (texts tab-separated), e.g. the
             training texts. The first `REPRESENTATIVE_LIMIT` calibrate the activations.
             Default: the training texts recorded in `model/` by the fine-tuning run.
+        text_pair: bool or None. A classifier reads sentence pairs (see
+            `keras_bert.export.source.load_source`).
 
     Returns:
         str, the new version directory.
@@ -186,7 +189,7 @@ def export_tflite(
         FileExistsError: the version exists (it is never overwritten).
         TFLiteOpError: an op without a builtin or tensorflow-text kernel (naming it).
     """
-    source = load_source(model_dir, seq_length=seq_length, mlm=False)
+    source = load_source(model_dir, seq_length=seq_length, mlm=False, text_pair=text_pair)
     return write_tflite(
         source,
         export_dir,

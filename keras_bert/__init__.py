@@ -2,13 +2,14 @@
 
 The names below load on first use (`import keras_bert` imports neither Keras nor TensorFlow, and
 sets no backend: Keras reads `KERAS_BACKEND`, "tensorflow", "jax" or "torch"; the command lines
-default to TensorFlow):
+default to TensorFlow). `keras.saving.load_model` reads our models after `import keras_bert`
+(`keras_bert._saving`):
 
 >>> import keras_bert
 >>> encoder = keras_bert.BertEncoder(keras_bert.BertConfig.preset("tiny"))  # doctest: +SKIP
 """
 
-from keras_bert import _lazy
+from keras_bert import _lazy, _saving
 
 __version__ = "0.1.0"
 
@@ -29,3 +30,4 @@ _NAMES = {
 }
 __all__ = list(_NAMES)
 __getattr__, __dir__ = _lazy.attach(__name__, _NAMES)
+_saving.register_when_keras_loads()

@@ -6,7 +6,8 @@
   (`$KERAS_HOME/keras_bert/presets/<name>/`, default ~/.keras) and unpacked; an archive whose
   sha256 differs from the table's is refused and nothing is kept. Google published no sha256 for
   these archives: the entries hold None (the archive's sha256 is then logged, not checked) until
-  one is pinned (`sha256=` of `resolve`, or an entry's value);
+  one is pinned (`sha256=` of `resolve`, or an entry's value). For seven of them (`FILE_SHA256`)
+  the sha256 of the unpacked files is on record: files that differ are refused the same way;
 - `hf://<org>/<name>`: the snapshot in the Hugging Face cache (`$HF_HUB_CACHE`, else
   `$HF_HOME/hub`, else ~/.cache/huggingface/hub), downloaded with huggingface_hub when it is
   missing and `HF_HUB_OFFLINE` is not set;
@@ -51,6 +52,8 @@ class Preset:
         lower_case: bool, uncased tokenization.
         vocab_size: int.
         description: str, what it is (languages, masking).
+        files_sha256: dict or None, file name -> sha256 of files in the unpacked archive, where
+            on record (`FILE_SHA256`).
     """
 
     url: str
@@ -61,6 +64,7 @@ class Preset:
     lower_case: bool
     vocab_size: int
     description: str
+    files_sha256: dict[str, str] | None = dataclasses.field(default=None, hash=False)
 
     @property
     def parameters(self) -> int:
@@ -69,6 +73,74 @@ class Preset:
         embeddings = (v + 512 + 2) * h + 2 * h
         layer = 4 * (h * h + h) + 2 * h + (h * 4 * h + 4 * h) + (4 * h * h + h) + 2 * h
         return embeddings + self.layers * layer + h * h + h
+
+
+# The sha256 of the unpacked files of seven Google archives (none of the archives themselves was
+# published), as NVIDIA/DeepLearningExamples checks them after download:
+# PyTorch/LanguageModeling/BERT/data/GooglePretrainedWeightDownloader.py (its
+# "bert_large_multilingual_uncased" is multilingual_L-12_H-768_A-12, our bert_base_multi_uncased).
+# The uncased vocab.txt's equals shared/data's bert_uncased/vocab.txt (07eced37...).
+_FILES = (
+    "bert_config.json",
+    "bert_model.ckpt.data-00000-of-00001",
+    "bert_model.ckpt.index",
+    "bert_model.ckpt.meta",
+    "vocab.txt",
+)
+FILE_SHA256 = {
+    name: dict(zip(_FILES, sums))
+    for name, sums in {
+        "bert_base_uncased": (
+            "7b4e5f53efbd058c67cda0aacfafb340113ea1b5797d9ce6ee411704ba21fcbc",
+            "58580dc5e0bf0ae0d2efd51d0e8272b2f808857f0a43a88aaf7549da6d7a8a84",
+            "04c1323086e2f1c5b7c0759d8d3e484afbb0ab45f51793daab9f647113a0117b",
+            "dd5682170a10c3ea0280c2e9b9a45fee894eb62da649bbdea37b38b0ded5f60e",
+            "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+        ),
+        "bert_large_uncased": (
+            "bfa42236d269e2aeb3a6d30412a33d15dbe8ea597e2b01dc9518c63cc6efafcb",
+            "bc6b3363e3be458c99ecf64b7f472d2b7c67534fd8f564c0556a678f90f4eea1",
+            "68b52f2205ffc64dc627d1120cf399c1ef1cbc35ea5021d1afc889ffe2ce2093",
+            "6fcce8ff7628f229a885a593625e3d5ff9687542d5ef128d9beb1b0c05edc4a1",
+            "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+        ),
+        "bert_base_cased": (
+            "f11dfb757bea16339a33e1bf327b0aade6e57fd9c29dc6b84f7ddb20682f48bc",
+            "734d5a1b68bf98d4e9cb6b6692725d00842a1937af73902e51776905d8f760ea",
+            "517d6ef5c41fc2ca1f595276d6fccf5521810d57f5a74e32616151557790f7b1",
+            "5f8a9771ff25dadd61582abb4e3a748215a10a6b55947cbb66d0f0ba1694be98",
+            "eeaa9875b23b04b4c54ef759d03db9d1ba1554838f8fb26c5d96fa551df93d02",
+        ),
+        "bert_large_cased": (
+            "7adb2125c8225da495656c982fd1c5f64ba8f20ad020838571a3f8a954c2df57",
+            "6ff33640f40d472f7a16af0c17b1179ca9dcc0373155fb05335b6a4dd1657ef0",
+            "ef42a53f577fbe07381f4161b13c7cab4f4fc3b167cec6a9ae382c53d18049cf",
+            "d2ddff3ed33b80091eac95171e94149736ea74eb645e575d942ec4a5e01a40a1",
+            "eeaa9875b23b04b4c54ef759d03db9d1ba1554838f8fb26c5d96fa551df93d02",
+        ),
+        "bert_base_multi_cased": (
+            "e76c3964bc14a8bb37a5530cdc802699d2f4a6fddfab0611e153aa2528f234f0",
+            "55b8a2df41f69c60c5180e50a7c31b7cdf6238909390c4ddf05fbc0d37aa1ac5",
+            "7d8509c2a62b4e300feb55f8e5f1eef41638f4998dd4d887736f42d4f6a34b37",
+            "95e5f1997e8831f1c31e5cf530f1a2e99f121e9cd20887f2dce6fe9e3343e3fa",
+            "fe0fda7c425b48c516fc8f160d594c8022a0808447475c1a7c6d6479763f310c",
+        ),
+        "bert_base_multi_uncased": (
+            "49063bb061390211d2fdd108cada1ed86faa5f90b80c8f6fdddf406afa4c4624",
+            "3cd83912ebeb0efe2abf35c9f1d5a515d8e80295e61c49b75c8853f756658429",
+            "87c372c1a3b1dc7effaaa9103c80a81b3cbab04c7933ced224eec3b8ad2cc8e7",
+            "27f504f34f02acaa6b0f60d65195ec3e3f9505ac14601c6a32b421d0c8413a29",
+            "87b44292b452f6c05afa49b2e488e7eedf79ea4f4c39db6f2f4b37764228ef3f",
+        ),
+        "bert_base_chinese": (
+            "7aaad0335058e2640bcb2c2e9a932b1cd9da200c46ea7b8957d54431f201c015",
+            "756699356b78ad0ef1ca9ba6528297bcb3dd1aef5feadd31f4775d7c7fc989ba",
+            "46315546e05ce62327b3e2cd1bed22836adcb2ff29735ec87721396edb21b82e",
+            "c0f8d51e1ab986604bc2b25d6ec0af7fd21ff94cf67081996ec3f3bf5d823047",
+            "45bbac6b341c319adc98a532532882e91a9cefc0329aa57bac9ae761c27b291c",
+        ),
+    }.items()
+}
 
 
 def _google(date, name, lower_case, vocab_size, description):
@@ -108,6 +180,8 @@ def _table():
             name = f"uncased_L-{layers}_H-{hidden}_A-{hidden // 64}"
             key = f"bert_L-{layers}_H-{hidden}_uncased"
             presets[key] = _google("2020_02_20", name, True, 30522, english + ", compact")
+    for key, sums in FILE_SHA256.items():
+        presets[key] = dataclasses.replace(presets[key], files_sha256=sums)
     for size, (layers, hidden) in _COMPACT_NAMES.items():
         presets[f"bert_{size}_uncased"] = presets[f"bert_L-{layers}_H-{hidden}_uncased"]
     return presets
@@ -182,17 +256,38 @@ def download_preset(name, sha256=None):
             with urllib.request.urlopen(entry.url) as response, open(archive, "wb") as f:
                 shutil.copyfileobj(response, f)
             digest = _sha256(archive)
-            if expected is None:
+            if expected is None and not entry.files_sha256:
                 logging.warning("%s: no published sha256 to check; this one is %s.", name, digest)
-            elif digest != expected.lower():
+            elif expected is not None and digest != expected.lower():
                 raise ValueError(
                     f"The archive of preset {name!r} ({entry.url}) has sha256 {digest}, expected "
                     f"{expected}: refused (a changed or damaged download); nothing was kept."
                 )
             with zipfile.ZipFile(archive) as z:
                 z.extractall(os.path.join(tmp, "unpacked"))
+            _check_files(name, entry, os.path.join(tmp, "unpacked"))
             os.replace(os.path.join(tmp, "unpacked"), target)
     return _config_directory(target, entry.url)
+
+
+def _check_files(name, entry, unpacked):
+    """Checks the unpacked files against `entry.files_sha256` (where on record).
+
+    Raises:
+        ValueError: a file that is missing or differs (the caller keeps nothing).
+    """
+    if not entry.files_sha256:
+        return
+    directory = _config_directory(unpacked, entry.url)
+    for file, expected in entry.files_sha256.items():
+        path = os.path.join(directory, file)
+        digest = _sha256(path) if os.path.isfile(path) else "missing"
+        if digest != expected:
+            raise ValueError(
+                f"{file} in the archive of preset {name!r} ({entry.url}) has sha256 {digest}, "
+                f"expected {expected}: refused (a changed or damaged download); nothing was kept."
+            )
+    logging.info("%s: its %d files match their recorded sha256.", name, len(entry.files_sha256))
 
 
 def _sha256(path):

@@ -388,6 +388,7 @@ def train_and_finish(
                 tokenizer.lower_case,
                 labels=task.info().get("labels"),
                 overwrite=True,
+                text_pair=len(task.info().get("text_inputs") or ()) == 2,
             )
     summary = training_run.summarize(
         run,

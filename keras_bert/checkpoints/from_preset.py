@@ -15,6 +15,7 @@ import os
 import warnings
 
 import keras
+from absl import logging
 
 from keras_bert import presets
 from keras_bert.checkpoints import formats, hf_tasks, huggingface, task_model
@@ -24,6 +25,7 @@ from keras_bert.text.tokenizer import BertTokenizer
 
 DEFAULT_SEQ_LENGTH = 128
 _UNUSED = "variables not used by the model"  # `weights.warn_unused`'s words.
+_CLASSIFIERS = ("classification", "regression")
 
 
 def kind_of(path):
@@ -120,11 +122,13 @@ def load_task(cls, preset, seq_length=None, **kwargs):
     if kind == "keras":
         model = keras.saving.load_model(path)
         _check_fine_tuned(cls, model, kwargs, path)
+        _check_text_pair(model.task_facts, facts, path)
         return model
     if kind == "task":
         model, info, vocab_file = task_model.load_task_model(task_model.find_task_model(path))
         _check_fine_tuned(cls, model, kwargs, path)
         model.task_facts = _facts_of_info(info)
+        _check_text_pair(model.task_facts, facts, path)
         model.preprocessor = BertPreprocessor(
             BertTokenizer(vocab_file, lower_case=info["lower_case"]),
             seq_length=seq_length or info["seq_length"],
@@ -175,10 +179,46 @@ def _load_hf_task(cls, path, kwargs, facts):
         model = cls(huggingface.load(path), **kwargs)
     hf_tasks.set_head(model, hf.architecture, kernel, bias)
     facts.setdefault("labels", hf.labels)
+    if hf.architecture == "BertForSequenceClassification":
+        facts["text_pair"] = _hf_text_pair(path, hf, facts.get("text_pair"))
     model.task_facts = model.default_facts(**facts)
     if hf.problem == "regression":
         model.task_facts = {**model.task_facts, "problem": "regression", "labels": None}
     return model, hf.vocabulary, hf.lower_case
+
+
+def _hf_text_pair(path, hf, asked):
+    """Whether a Hugging Face sequence classifier reads pairs: `asked` (text_pair=...), else what
+    its config.json says (`hf_tasks.text_pair_of`), else None with a notice (one text).
+
+    Raises:
+        ValueError: `asked` disagrees with config.json.
+    """
+    if asked is not None and hf.text_pair is not None and bool(asked) != hf.text_pair:
+        raise ValueError(
+            f"text_pair={asked} disagrees with {path}/config.json, whose {hf.text_pair_why} says "
+            f"it reads {'sentence pairs' if hf.text_pair else 'single texts'}."
+        )
+    if asked is None and hf.text_pair is None:
+        logging.warning(
+            "%s: nothing in this Hugging Face directory says whether it was fine-tuned on single "
+            "texts or sentence pairs; taking single texts (exports: one input, text). For pairs "
+            "pass text_pair=True (keras-bert-export --text_pair), or fit it on pairs.",
+            path,
+        )
+    return hf.text_pair if asked is None else bool(asked)
+
+
+def _check_text_pair(model_facts, facts, path):
+    """text_pair=... for a model fine-tuned by us must agree with its recorded text inputs."""
+    asked = facts.get("text_pair")
+    inputs = (model_facts or {}).get("text_inputs")
+    if asked is None or inputs is None or (model_facts or {}).get("problem") not in _CLASSIFIERS:
+        return
+    if bool(asked) != (len(inputs) == 2):
+        raise ValueError(
+            f"text_pair={asked} disagrees with {path}, fine-tuned on {inputs}: drop text_pair."
+        )
 
 
 def _check_fine_tuned(cls, model, kwargs, path):

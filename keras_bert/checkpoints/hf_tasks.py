@@ -26,6 +26,15 @@ from keras_bert.io_utils import atomic_files
 from keras_bert.text.vocab import load_vocabulary, write_vocabulary
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# Whether a sequence classifier reads sentence pairs: nothing standard in a Hugging Face directory
+# says so. Ours write TEXT_PAIR_KEY in config.json (transformers keeps unknown keys); transformers'
+# run_glue writes `finetuning_task`, whose GLUE names say it.
+TEXT_PAIR_KEY = "keras_bert_text_pair"
+GLUE_TEXT_PAIR = {
+    **dict.fromkeys(("cola", "sst2", "sst-2"), False),
+    **dict.fromkeys(("mnli", "mnli-mm", "mrpc", "qnli", "qqp", "rte", "stsb", "sts-b"), True),
+    "wnli": True,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +77,9 @@ class TaskFacts:
         labels: list[str] or None, id -> label (`id2label`).
         vocabulary: list[str].
         lower_case: bool.
+        text_pair: bool or None, whether a sequence classifier reads sentence pairs, where
+            config.json says so (`text_pair_of`); None: it does not say.
+        text_pair_why: str, the config.json entry that says so ("" where none does).
     """
 
     architecture: str
@@ -75,6 +87,8 @@ class TaskFacts:
     labels: list | None
     vocabulary: list
     lower_case: bool
+    text_pair: bool | None = None
+    text_pair_why: str = ""
 
 
 def architecture_of(directory):
@@ -118,7 +132,20 @@ def read_facts(directory):
     config = files.read_json_object(os.path.join(directory, huggingface.CONFIG_NAME))
     problem, labels = _problem_and_labels(name, config)
     vocabulary, lower_case = vocabulary_and_casing(directory)
-    return TaskFacts(name, problem, labels, vocabulary, lower_case)
+    pair = text_pair_of(config) if name == "BertForSequenceClassification" else (None, "")
+    return TaskFacts(name, problem, labels, vocabulary, lower_case, *pair)
+
+
+def text_pair_of(config):
+    """(bool or None, why) whether a sequence classifier's config.json says it reads sentence
+    pairs: our TEXT_PAIR_KEY, else a GLUE `finetuning_task` (transformers' run_glue writes it);
+    (None, "") where it says nothing."""
+    if isinstance(config.get(TEXT_PAIR_KEY), bool):
+        return config[TEXT_PAIR_KEY], f"{TEXT_PAIR_KEY}={config[TEXT_PAIR_KEY]}"
+    task = str(config.get("finetuning_task") or "").lower()
+    if task in GLUE_TEXT_PAIR:
+        return GLUE_TEXT_PAIR[task], f"finetuning_task={config['finetuning_task']!r}"
+    return None, ""
 
 
 def vocabulary_and_casing(directory):
@@ -205,10 +232,10 @@ def set_head(model, name, kernel, bias):
     layer.bias.assign(np.asarray(bias, np.float32))
 
 
-def save_task(model, path, vocabulary, lower_case, labels=None, overwrite=False):
+def save_task(model, path, vocabulary, lower_case, labels=None, overwrite=False, text_pair=None):
     """Writes a task model as a Hugging Face directory that transformers' `AutoModelFor...` and
-    `AutoTokenizer` load: config.json (architectures, id2label, problem_type), model.safetensors,
-    vocab.txt and tokenizer_config.json.
+    `AutoTokenizer` load: config.json (architectures, id2label, problem_type, and for a sequence
+    classifier TEXT_PAIR_KEY), model.safetensors, vocab.txt and tokenizer_config.json.
 
     Args:
         model: `BertClassifier`, `BertTokenClassifier`, `BertSpanLabeler` or `BertMultipleChoice`.
@@ -218,6 +245,8 @@ def save_task(model, path, vocabulary, lower_case, labels=None, overwrite=False)
         labels: list of labels (id order) or None: "LABEL_<i>"; ignored for regression, spans
             and multiple choice.
         overwrite: bool. Replace these files where they exist.
+        text_pair: bool or None. A sequence classifier reads sentence pairs (None: as its
+            `task_facts`' text_inputs say, where it has them).
     """
     name = _architecture_for(model)
     arch = ARCHITECTURES[name]
@@ -232,6 +261,9 @@ def save_task(model, path, vocabulary, lower_case, labels=None, overwrite=False)
     arrays[f"{arch.head_key}.bias"] = np.asarray(head.bias.numpy(), np.float32)
     config = {**encoder.config.to_hf_dict(), "architectures": [name]}
     config.update(_label_config(name, model, labels))
+    text_pair = _text_pair_of_model(model) if text_pair is None else text_pair
+    if name == "BertForSequenceClassification" and text_pair is not None:
+        config[TEXT_PAIR_KEY] = bool(text_pair)
     tokens, what = files.vocab_tokens(vocabulary)
     names = [huggingface.CONFIG_NAME, huggingface.WEIGHTS_NAME, files.VOCAB_NAME]
     names.append(huggingface.TOKENIZER_CONFIG_NAME)
@@ -270,6 +302,15 @@ def _architecture_for(model):
         f"No Hugging Face architecture for a {kind}; expected one of "
         f"{sorted(a.model_class for a in ARCHITECTURES.values())}."
     )
+
+
+def _text_pair_of_model(model):
+    """True/False where the model's facts record it (`BertTask.default_facts`, `fit`), True for
+    two text inputs, else None (one text by default says nothing)."""
+    facts = getattr(model, "task_facts", None) or {}
+    if isinstance(facts.get("text_pair"), bool):
+        return facts["text_pair"]
+    return True if len(facts.get("text_inputs") or ()) == 2 else None
 
 
 def _label_config(name, model, labels):

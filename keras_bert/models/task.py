@@ -98,15 +98,27 @@ class BertTask(keras.Model):
         return load_task(cls, preset, **kwargs)
 
     def default_facts(self, labels: Any = None, text_pair: bool | None = None) -> dict[str, Any]:
-        """The task facts of a new head: problem, labels ("0".."C-1" unless given), inputs."""
+        """The task facts of a new head: problem, labels ("0".."C-1" unless given), inputs.
+
+        Args:
+            labels: list, one per class, or None.
+            text_pair: bool or None. A classifier reads sentence pairs (text, text_b); recorded
+                as the fact `text_pair` when given. None: one text, not recorded (`fit` on
+                texts records what it was given).
+
+        Raises:
+            ValueError: labels of another count than the classes; text_pair=True for a token
+                classifier, or False for a model that always reads two texts.
+        """
         problem, inputs = _PROBLEMS[type(self).__name__]
+        _check_text_pair(type(self).__name__, inputs, text_pair)
         facts: dict[str, Any] = {"problem": problem, "text_inputs": list(inputs)}
         units = getattr(self, "num_classes", None)
         if problem == "classification":
             if units == 1:
                 facts["problem"], labels = "regression", None
-            if text_pair:
-                facts["text_inputs"] = ["text", "text_b"]
+            if text_pair is not None:
+                facts.update(_text_pair_facts(text_pair))
         if units is not None and facts["problem"] != "regression":
             labels = [str(x) for x in (labels or range(units))]
             if len(labels) != units:
@@ -179,6 +191,7 @@ class BertTask(keras.Model):
         from keras_bert.training import task_data
 
         if task_data.is_text(x):
+            self._record_text_pair(x)
             shuffle = kwargs.pop("shuffle", True)
             x = task_data.dataset(self, x, y, batch_size, shuffle=shuffle, labelled=True)
             kwargs["shuffle"] = False  # Shuffled in the dataset, each epoch.
@@ -217,6 +230,15 @@ class BertTask(keras.Model):
             y = batch_size = None
         return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
+    def _record_text_pair(self, x: Any) -> None:
+        """A classifier `fit` on pairs (a tuple of two text lists, a dict with text_b, a tf.data
+        of them) records text_pair=True in its facts, on single texts False: its exports take
+        what it was trained on."""
+        if _PROBLEMS.get(type(self).__name__, ("",))[0] != "classification":
+            return
+        facts = dict(self.task_facts or self.default_facts())
+        self.task_facts = {**facts, **_text_pair_facts(_is_pair(x))}
+
     # === Config ===
 
     def get_config(self) -> dict[str, Any]:
@@ -240,6 +262,32 @@ class BertTask(keras.Model):
 
     def _head_args(self) -> dict[str, Any]:
         return {}
+
+
+def _check_text_pair(name: str, inputs: list[str], text_pair: bool | None) -> None:
+    if text_pair is None or _PROBLEMS[name][0] == "classification":
+        return
+    if text_pair and len(inputs) == 1:
+        raise ValueError(f"A {name} reads one text ({inputs[0]}): text_pair=True does not apply.")
+    if not text_pair and len(inputs) > 1:
+        raise ValueError(
+            f"A {name} always reads {' and '.join(inputs)}: text_pair=False does not apply."
+        )
+
+
+def _text_pair_facts(text_pair: bool) -> dict[str, Any]:
+    inputs = ["text", "text_b"] if text_pair else ["text"]
+    return {"text_pair": bool(text_pair), "text_inputs": inputs}
+
+
+def _is_pair(x: Any) -> bool:
+    """Whether raw text `x` (see the module docstring) is sentence pairs."""
+    if hasattr(x, "element_spec"):  # A tf.data of (texts, labels...) or of texts.
+        spec = x.element_spec
+        x = spec[0] if isinstance(spec, tuple) and len(spec) > 1 else spec
+    if isinstance(x, dict):
+        return "text_b" in x
+    return isinstance(x, tuple) and len(x) == 2
 
 
 def _jsonable(value: Any) -> Any:

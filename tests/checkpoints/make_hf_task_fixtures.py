@@ -5,7 +5,9 @@ the tokenizer's ids and the model's logits), so the default test suite needs no 
     .venv/bin/python tests/checkpoints/make_hf_task_fixtures.py   # needs torch and transformers
 
 transformers v5's `save_pretrained` writes tokenizer.json (no vocab.txt); the "pairs" directory is
-cased (its tokenizer.json's normalizer says so), the others uncased.
+cased (its tokenizer.json's normalizer says so), the others uncased. Nothing in "pairs" says it
+reads sentence pairs (as most fine-tuned directories); "stsb" says so as transformers' run_glue
+writes it (config.json's `finetuning_task`).
 """
 
 import json
@@ -36,10 +38,13 @@ CASES = {
     "tokens": ("BertForTokenClassification", ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"], None, True),
     "qa": ("BertForQuestionAnswering", None, None, True),
     "choice": ("BertForMultipleChoice", None, None, True),
+    "stsb": ("BertForSequenceClassification", None, "regression", True),
 }
+PAIR_CASES = ("pairs", "qa", "stsb")
+FINETUNING_TASKS = {"stsb": "stsb"}  # As run_glue.py writes it: AutoConfig(finetuning_task=...).
 
 
-def _config(labels, problem_type):
+def _config(labels, problem_type, finetuning_task=None):
     config = transformers.BertConfig(
         vocab_size=len(VOCAB),
         hidden_size=16,
@@ -48,6 +53,8 @@ def _config(labels, problem_type):
         intermediate_size=32,
         max_position_embeddings=64,
     )
+    if finetuning_task:
+        config.finetuning_task = finetuning_task
     if labels:
         config.id2label = dict(enumerate(labels))
         config.label2id = {label: i for i, label in enumerate(labels)}
@@ -64,7 +71,7 @@ def _tokenizer(lower_case):
 
 def _encode(tokenizer, name):
     kwargs = dict(padding="max_length", max_length=SEQ_LENGTH, truncation=True, return_tensors="pt")
-    if name in ("pairs", "qa"):
+    if name in PAIR_CASES:
         return tokenizer(TEXTS, PAIRS, **kwargs)
     if name == "choice":  # Each text against each of the PAIRS: [B, K, S].
         flat = tokenizer([t for t in TEXTS for _ in PAIRS], PAIRS * len(TEXTS), **kwargs)
@@ -76,7 +83,8 @@ def main():
     shutil.rmtree(OUT, ignore_errors=True)
     for seed, (name, (architecture, labels, problem_type, lower_case)) in enumerate(CASES.items()):
         torch.manual_seed(seed)
-        model = getattr(transformers, architecture)(_config(labels, problem_type)).eval()
+        config = _config(labels, problem_type, FINETUNING_TASKS.get(name))
+        model = getattr(transformers, architecture)(config).eval()
         tokenizer = _tokenizer(lower_case)
         inputs = _encode(tokenizer, name)
         with torch.no_grad():

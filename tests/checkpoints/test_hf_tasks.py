@@ -29,7 +29,9 @@ CLASSES = {
     "tokens": BertTokenClassifier,
     "qa": BertSpanLabeler,
     "choice": BertMultipleChoice,
+    "stsb": BertClassifier,
 }
+PAIR_CASES = ("pairs", "qa", "stsb")
 
 
 def _expected(name):
@@ -47,7 +49,7 @@ def _ids(expected):
 
 
 def _texts(name, expected):
-    if name in ("pairs", "qa"):
+    if name in PAIR_CASES:
         return (expected["texts"], expected["pairs"])
     return expected["texts"]
 
@@ -78,10 +80,13 @@ def test_from_preset_matches_transformers(name):
             "tokens": "token_classification",
             "qa": "span",
             "choice": "multiple_choice",
+            "stsb": "regression",
         }[name]
     )
     if name == "pairs":
         assert facts["labels"] == ["contradiction", "entailment", "neutral"]
+    if name in ("pairs", "regression", "stsb"):  # Only "stsb" says (finetuning_task).
+        assert facts["text_inputs"] == (["text", "text_b"] if name == "stsb" else ["text"])
     if name == "tokens":
         assert facts["labels"] == ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
@@ -93,6 +98,30 @@ def test_multiple_choice_raw_text_matches_transformers():
     endings = [expected["pairs"]] * len(expected["texts"])
     logits = model.predict((expected["texts"], endings), verbose=0)  # (B, K)
     np.testing.assert_allclose(logits, expected["logits"], atol=1e-4)
+
+
+def test_text_pair_from_config_argument_or_a_notice(caplog):
+    """Pairs where config.json's finetuning_task says so (run_glue writes it) or text_pair=True;
+    a directory that does not say reads single texts with a notice naming --text_pair; a
+    text_pair that disagrees with config.json or the task is refused."""
+    stsb, pairs = os.path.join(FIXTURES, "stsb"), os.path.join(FIXTURES, "pairs")
+    assert hf_tasks.read_facts(stsb).text_pair is True
+    assert hf_tasks.read_facts(pairs).text_pair is None
+    with caplog.at_level("WARNING"):
+        said = BertClassifier.from_preset(stsb)
+        assert not caplog.records
+        silent = BertClassifier.from_preset(pairs)
+    assert "--text_pair" in caplog.text and "single texts or sentence pairs" in caplog.text
+    assert said.task_facts["text_inputs"] == ["text", "text_b"] and said.task_facts["text_pair"]
+    assert silent.task_facts["text_inputs"] == ["text"] and "text_pair" not in silent.task_facts
+    told = BertClassifier.from_preset(pairs, text_pair=True)
+    assert told.task_facts["text_inputs"] == ["text", "text_b"]
+    with pytest.raises(ValueError, match="text_pair=False disagrees .* finetuning_task='stsb'"):
+        BertClassifier.from_preset(stsb, text_pair=False)
+    with pytest.raises(ValueError, match="reads one text .*text_pair=True does not apply"):
+        BertTokenClassifier.from_preset(os.path.join(FIXTURES, "tokens"), text_pair=True)
+    with pytest.raises(ValueError, match="always reads question and context"):
+        BertSpanLabeler.from_preset(os.path.join(FIXTURES, "qa"), text_pair=False)
 
 
 def test_wrong_class_architecture_and_num_classes_are_refused(tmp_path):
@@ -130,6 +159,8 @@ def test_saved_as_huggingface_and_read_back(tmp_path):
     assert again.task_facts["labels"] == model.task_facts["labels"]
     assert again.preprocessor.tokenizer.vocabulary == model.preprocessor.tokenizer.vocabulary
     assert hf_tasks.read_facts(tmp_path / "hf").lower_case is False
+    assert hf_tasks.read_facts(tmp_path / "hf").text_pair is True  # keras_bert_text_pair.
+    assert again.task_facts["text_inputs"] == ["text", "text_b"]
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ URL standing in for storage.googleapis.com) with its sha256 checked, the Hugging
 out as huggingface_hub lays it, and the errors: wrong sha256, hf:// not cached while offline, an
 unknown name. Each error leaves nothing behind."""
 
+import hashlib
 import os
 import shutil
 import zipfile
@@ -82,6 +83,30 @@ def test_wrong_sha256_is_refused_and_nothing_kept(google_archive, monkeypatch):
     with pytest.raises(ValueError, match="sha256 .* expected 0000.*refused"):
         BertEncoder.from_preset("test_tiny")
     assert os.listdir(presets.cache_root()) == []
+
+
+def test_recorded_file_sha256_checked_after_unpacking(google_archive, monkeypatch, caplog):
+    """An entry with its files' sha256 on record (as seven Google releases have) and no archive
+    sha256: files that match are kept without the no-sha256 warning; one that differs is refused
+    and nothing is kept."""
+    assert presets.PRESETS["bert_base_uncased"].files_sha256["vocab.txt"].startswith("07eced37")
+    entry = presets.PRESETS["test_tiny"]
+    with zipfile.ZipFile(google_archive[1]) as z:
+        sums = {
+            os.path.basename(n): hashlib.sha256(z.read(n)).hexdigest()
+            for n in z.namelist()
+            if n.endswith(("vocab.txt", "bert_config.json"))
+        }
+    good = presets.Preset(**{**entry.__dict__, "sha256": None, "files_sha256": sums})
+    bad = presets.Preset(**{**good.__dict__, "files_sha256": {**sums, "vocab.txt": "0" * 64}})
+    monkeypatch.setitem(presets.PRESETS, "test_tiny", bad)
+    with pytest.raises(ValueError, match="vocab.txt in the archive .* expected 0000.*refused"):
+        BertEncoder.from_preset("test_tiny")
+    assert os.listdir(presets.cache_root()) == []
+    monkeypatch.setitem(presets.PRESETS, "test_tiny", good)
+    with caplog.at_level("INFO"):
+        BertTokenizer.from_preset("test_tiny")
+    assert "match their recorded sha256" in caplog.text and "no published" not in caplog.text
 
 
 def _hf_cache(root, repo_id, directory):

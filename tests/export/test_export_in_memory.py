@@ -72,6 +72,52 @@ def test_hf_question_answering_directory(tmp_path):
     _check(version, expected, texts, outputs=("start_logits", "end_logits"))
 
 
+def _signature_inputs(loaded, name="serving_default"):
+    return sorted(loaded.signatures[name].structured_input_signature[1])
+
+
+def test_hf_pairs_directory_on_the_command_line_with_text_pair(tmp_path):
+    """keras-bert-export --model_dir=<BertForSequenceClassification fine-tuned on pairs>
+    --text_pair: a (text, text_b) signature whose ids and logits are transformers'."""
+    from absl import flags
+
+    from keras_bert.export import __main__ as cli
+
+    expected = _expected("pairs")
+    cli.define_flags()
+    argv = [f"--model_dir={FIXTURES}/pairs", f"--export_dir={tmp_path}", "--text_pair"]
+    flags.FLAGS(["keras-bert-export", f"--seq_length={SEQ_LENGTH}", "--nowarmup_requests", *argv])
+    try:
+        cli.main([])
+    finally:
+        flags.FLAGS.unparse_flags()
+    texts = {"text": expected["texts"], "text_b": expected["pairs"]}
+    loaded = _check(str(tmp_path / "1"), expected, texts)
+    assert _signature_inputs(loaded) == ["text", "text_b"]
+    answer = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in texts.items()})
+    labels = np.array(["contradiction", "entailment", "neutral"])
+    want = labels[np.asarray(expected["logits"]).argmax(-1)]
+    assert [x.decode() for x in answer["label"].numpy()] == list(want)
+
+
+@pytest.mark.slow
+def test_hf_directory_whose_config_says_pairs(tmp_path):
+    """A directory written by run_glue (finetuning_task "stsb") exports pairs untold; a
+    text_pair that disagrees with it is refused before anything is written."""
+    expected = _expected("stsb")
+    stsb = os.path.join(FIXTURES, "stsb")
+    version = export.export_saved_model(
+        stsb, str(tmp_path / "a"), seq_length=SEQ_LENGTH, warmup_requests=False
+    )
+    texts = {"text": expected["texts"], "text_b": expected["pairs"]}
+    loaded = _check(version, expected, texts)
+    score = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in texts.items()})
+    np.testing.assert_allclose(score["score"], np.asarray(expected["logits"])[:, 0], atol=1e-4)
+    with pytest.raises(ValueError, match="text_pair=False disagrees"):
+        export.export(stsb, str(tmp_path / "b"), text_pair=False)
+    assert not os.path.exists(tmp_path / "b")
+
+
 def test_in_memory_pairs_classifier_same_as_its_directory(tmp_path):
     """export_saved_model(model) and export_saved_model(<its saved model/ dir>) write the same
     signatures with the same answers; labels from id2label."""

@@ -127,3 +127,38 @@ def test_runner_save_hf_writes_what_from_preset_and_transformers_read(tmp_path):
     with torch.no_grad():
         logits = theirs.eval()(**encoded).logits.numpy()
     np.testing.assert_allclose(hf.predict(texts, verbose=0), logits, atol=1e-4)
+
+
+def test_fit_on_pairs_records_text_pair_and_its_export_takes_pairs(tmp_path):
+    """A classifier whose directory said nothing, `fit` on pairs (a dict, a tuple, tf.data),
+    records text_pair: its SavedModel takes (text, text_b) untold and answers as `predict`; the
+    fact survives .keras and Hugging Face round trips; a later fit on single texts records that."""
+    from keras_bert import checkpoints, export
+    from keras_bert.checkpoints import hf_tasks
+    from keras_bert.export.source import load_source
+
+    model = BertClassifier.from_preset(PAIRS, seq_length=16)
+    assert model.task_facts["text_inputs"] == ["text"]
+    model.compile()
+    model.fit({"text_a": A, "text_b": B}, LABELS, epochs=1, batch_size=6, verbose=0)
+    assert model.task_facts["text_pair"] is True
+    version = export.export_saved_model(model, str(tmp_path / "serving"), warmup_requests=False)
+    serving = tf.saved_model.load(version).signatures["serving_default"]
+    assert sorted(serving.structured_input_signature[1]) == ["text", "text_b"]
+    probabilities = serving(text=tf.constant(A), text_b=tf.constant(B))["probabilities"]
+    logits = model.predict((A, B), verbose=0)
+    np.testing.assert_allclose(probabilities, tf.nn.softmax(logits), atol=1e-5)
+
+    model.save(str(tmp_path / "m.keras"))
+    again = keras.saving.load_model(str(tmp_path / "m.keras"))
+    assert again.task_facts == model.task_facts
+    with pytest.raises(ValueError, match="text_pair=False disagrees .* fine-tuned on"):
+        BertClassifier.from_preset(str(tmp_path / "m.keras"), text_pair=False)
+    checkpoints.save(model, tmp_path / "hf", format="huggingface")
+    assert hf_tasks.read_facts(tmp_path / "hf").text_pair is True
+    assert load_source(model, text_pair=False).text_inputs == ("text",)  # The caller's word.
+
+    model.fit(tf.data.Dataset.from_tensor_slices((A, LABELS)).batch(3), epochs=1, verbose=0)
+    assert model.task_facts["text_inputs"] == ["text"] and model.task_facts["text_pair"] is False
+    model.fit(tf.data.Dataset.from_tensor_slices(((A, B), LABELS)).batch(3), epochs=1, verbose=0)
+    assert model.task_facts["text_inputs"] == ["text", "text_b"]
