@@ -25,6 +25,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from backends import parse_backends  # noqa: E402
+
 SCRIPT = os.path.abspath(__file__)
 DECIDED = 0.6  # Float top probability from which a row counts as decided.
 
@@ -105,11 +108,12 @@ def main():
     if args.worker:
         run_backend(model_path, args.worker[0], modes, args.batch_size, args.worker[2])
         return
+    backends = parse_backends(args.backends)  # Unknown or missing ones: before any work.
     work = tempfile.mkdtemp()
     ids_path = os.path.join(work, "ids.npz")
     rows = tokenize(args.model_dir, args.data, ids_path)
     summary = {"model_dir": args.model_dir, "data": args.data, "rows": rows, "backends": {}}
-    for backend in args.backends.split(","):
+    for backend in backends:
         out = os.path.join(work, f"{backend}.npz")
         env = dict(os.environ, KERAS_BACKEND=backend, CUDA_VISIBLE_DEVICES="")
         command = [sys.executable, SCRIPT, f"--model_dir={args.model_dir}", f"--data={args.data}"]

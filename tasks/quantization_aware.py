@@ -24,8 +24,9 @@ max: the statistic the ranges here average (`keras_bert.export.quantization.quan
 
 import types
 
-import tensorflow as tf
+from keras import ops
 
+from keras_bert import backend
 from keras_bert.tasks import fake_quant, rewrite
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.trainer import TaskTrainer
@@ -72,19 +73,16 @@ class QuantizationAwareTrainer(TaskTrainer):
         y_pred = dict(y_pred)
         reference = y_pred.pop(FLOAT_OUTPUTS)
         loss = super().compute_loss(x, y, reference, sample_weight, training)
-        match = tf.add_n(
-            [
-                tf.reduce_mean(
-                    tf.square(
-                        tf.cast(y_pred[k], "float32") - tf.stop_gradient(tf.cast(v, "float32"))
-                    )
+        match = sum(
+            ops.mean(
+                ops.square(
+                    ops.cast(y_pred[k], "float32") - ops.stop_gradient(ops.cast(v, "float32"))
                 )
-                for k, v in reference.items()
-            ]
+            )
+            for k, v in reference.items()
         )
-        context = tf.distribute.get_replica_context()
-        replicas = context.num_replicas_in_sync if context is not None else 1
-        return loss + tf.cast(match, loss.dtype) / replicas  # Keras sums replicas' gradients.
+        # tf.distribute sums the replicas' gradients: each adds its share of the mean.
+        return loss + ops.cast(match, loss.dtype) / backend.replica_count()
 
     def initialize_ranges(self, inputs):
         """Makes the range variables, set to the float model's ranges on `inputs` (one eager

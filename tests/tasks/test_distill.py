@@ -440,3 +440,56 @@ def test_bad_input_is_one_clear_error(teacher, tmp_path):
         with pytest.raises(error, match=match):
             run_distillation(model_dir=model_dir, **settings, **common)
         _assert_nothing_written(model_dir)
+
+
+@pytest.mark.slow
+def test_distillation_on_jax_with_two_devices_exports_on_tensorflow(teacher, tmp_path):
+    """`KERAS_BACKEND=jax keras-bert-distill` over two XLA host devices: the TensorFlow-trained
+    teacher's `.keras` model teaches a 1-layer student whose loss falls, whose eval_results.json
+    has the runner's accuracy, and whose model/ exports (on TensorFlow) with the same answers."""
+    config = dict(
+        runner="distill",
+        teacher=teacher["model"],
+        student_layers=1,
+        data_dir=teacher["data_dir"],
+        do_train=True,
+        do_eval=True,
+        batch_size=16,
+        num_train_epochs=4,
+        learning_rate=3e-3,
+        hidden_weight=1.0,
+        distribution="data_parallel",
+        model_dir=str(tmp_path / "student"),
+        **QUIET,
+    )
+    spec = dict(configs=[config], out=str(tmp_path / "out.json"))
+    env = dict(
+        os.environ,
+        KERAS_BACKEND="jax",
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    )
+    proc = subprocess.run(
+        [sys.executable, JOB, json.dumps(spec)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (result,) = json.loads((tmp_path / "out.json").read_text())
+    assert result["replicas"] == 2
+    losses = [h["loss"] for h in result["history"]]
+    assert np.isfinite(losses).all() and np.mean(losses[-3:]) < np.mean(losses[:3]), losses
+    with open(tmp_path / "student" / "eval_results.json") as f:
+        accuracy = json.load(f)["accuracy"]
+    assert accuracy == result["eval"]["accuracy"] >= 0.75
+    path = keras_bert.export.export(
+        str(tmp_path / "student" / "model"), str(tmp_path / "serving"), format="saved_model"
+    )
+    serve = tf.saved_model.load(path).signatures["serving_default"]
+    with open(os.path.join(teacher["data_dir"], "dev.tsv")) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]
+    labels = serve(text=tf.constant([text for text, _ in rows]))["label"].numpy()
+    served = np.mean([a.decode() == b for a, (_, b) in zip(labels, rows)])
+    assert served == pytest.approx(accuracy, abs=1.5 / len(rows))
