@@ -19,12 +19,14 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from keras_bert.training import task_data
+
 # Labels of padded positions and of ignored tokens (NER: pieces after a word's first).
 IGNORE_LABEL = -100
 # Features sorted by length together, in multiples of the batch size (training).
 SORT_WINDOW_BATCHES = 50
-# Fixed padded lengths for XLA and TPU, capped by the run's seq_length.
-DEFAULT_BUCKETS = (32, 64, 128, 256, 384, 512)
+# Fixed padded lengths for XLA, TPU and JAX, capped by the run's seq_length.
+DEFAULT_BUCKETS = task_data.DEFAULT_BUCKETS
 
 
 @dataclasses.dataclass

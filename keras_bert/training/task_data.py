@@ -17,6 +17,9 @@ DEFAULT_BATCH_SIZE = 32  # The paper's fine-tuning batch sizes: 16 or 32.
 PEAK_LEARNING_RATE = 2e-5
 WARMUP_FRACTION = 0.1
 IGNORED_TAG = -1  # Token tags: a packed token without a tag (special tokens, padding).
+# Padded lengths of batches: each batch is cut to the smallest that holds its longest row (few
+# shapes: few traces, and few compilations under XLA and JAX).
+DEFAULT_BUCKETS = (32, 64, 128, 256, 384, 512)
 _TEXT_KEYS = ("text_a", "text_b")
 
 
@@ -98,7 +101,30 @@ def dataset(model, x, y, batch_size, shuffle=False, labelled=None):
     ).prefetch(tf.data.AUTOTUNE)
 
 
+def trim_padding(inputs, seq_length, buckets=DEFAULT_BUCKETS):
+    """Encoder inputs [B, S] cut to the smallest of `buckets` below `seq_length` (or S itself)
+    that holds the batch's longest row: the padding beyond it is never computed, and the
+    answers are the same (padded positions are masked out of attention).
+
+    Args:
+        inputs: dict of int tensors [B, S] with "input_mask".
+        seq_length: int, S.
+        buckets: ints, the lengths to cut to.
+
+    Returns:
+        dict of int tensors [B, S'].
+    """
+    sizes = tf.constant([b for b in buckets if b < seq_length] + [seq_length], tf.int32)
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(inputs["input_mask"], tf.int32), -1))
+    size = tf.reduce_min(tf.boolean_mask(sizes, sizes >= longest))
+    return {k: v[:, :size] for k, v in inputs.items()}
+
+
 def _map_element(model, preprocess, element):
+    """(encoder inputs[, labels]) of one batch; a classifier's inputs cut to their longest row
+    (`trim_padding`): its logits do not depend on the padded length."""
+    if type(model).__name__ == "BertClassifier":
+        preprocess = _trimmed(preprocess, model.preprocessor.seq_length)
     if len(element) == 1:
         return preprocess(element[0])
     x, y = element[0], element[1]
@@ -107,6 +133,10 @@ def _map_element(model, preprocess, element):
     elif not isinstance(y, dict):
         y = {"logits": y}
     return preprocess(x), y
+
+
+def _trimmed(preprocess, seq_length):
+    return lambda x: trim_padding(preprocess(x), seq_length)
 
 
 def _preprocess_fn(model):

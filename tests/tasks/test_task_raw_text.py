@@ -40,6 +40,22 @@ def test_predict_takes_every_text_form(model):
     np.testing.assert_allclose(single, model(ids)["logits"].numpy(), atol=1e-6)
 
 
+def test_a_classifier_computes_no_padding_past_its_batch_and_answers_the_same():
+    """Raw-text batches are cut to the smallest bucket (32 here) that holds their longest row, and
+    the logits equal those of the inputs padded to the full seq_length (60)."""
+    from keras_bert.training import task_data
+
+    model = BertClassifier.from_preset(PAIRS, seq_length=60, text_pair=True)
+    long_a = [" ".join(A * 3)] + A[1:]  # One pair of about 50 tokens.
+    batches = [list(task_data.dataset(model, (a, B), None, batch_size=6)) for a in (A, long_a)]
+    assert [b[0]["input_word_ids"].shape for b in batches] == [[6, 32], [6, 60]]
+    for a in (A, long_a):
+        full = model.preprocessor((tf.constant(a), tf.constant(B)))
+        assert full["input_word_ids"].shape == [6, 60]
+        want = model(full)["logits"].numpy()
+        np.testing.assert_allclose(model.predict((a, B), verbose=0), want, atol=1e-5)
+
+
 def test_compile_default_is_the_papers_recipe_and_fit_learns(tmp_path):
     model = BertClassifier.from_preset(PAIRS, seq_length=16, text_pair=True)
     model.compile()
