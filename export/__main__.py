@@ -81,7 +81,11 @@ def define_flags():
         "finetuning_task is a GLUE pair task. Default: as the model says, else single texts "
         "(with a notice for a Hugging Face classifier). --notext_pair: single texts.",
     )
+    _define_saved_model_flags()
 
+
+def _define_saved_model_flags():
+    """The flags only --format=saved_model reads: warmup records and batching."""
     cli.define(
         flags.DEFINE_boolean,
         "warmup_requests",
