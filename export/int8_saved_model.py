@@ -9,27 +9,28 @@ oneDNN u8 x s8 kernel with fused post-ops that TensorFlow's x86 builds register 
 (oneDNN is built into them; VNNI where the CPU has it; AMX on the CPUs that have it). One op
 takes the uint8 input, the int8 kernel with its scale per output channel, a float bias and an
 activation, and returns float32: the kernel reordered for the CPU once (`is_weight_const`),
-the bias and GELU applied in the product's registers. Its input range is one scalar pair, so:
+the bias and GELU applied in the product's registers. Its input range is one scalar pair;
+inputs are quantized in one of two ways (`QUANTIZERS`, chosen per layer by `INPUT_MODES`):
 
-- per tensor (`quantize_tensor`, every input but the feed-forward output's): the batch's
-  min and max, x - min quantized to uint8 by `QuantizeV2` ("SCALED", 255 steps); the product
-  of the shift (min times the kernel's column sums) joins the bias. Inputs are smoothed first
-  (SmoothQuant, Xiao et al. 2022, `keras_bert.export.int8_smoothing`): each input channel
-  divided by a factor calibrated on the task's recorded training texts, the kernel's row
-  multiplied by it, so that outlier channels do not set the range for all. The block's GELU
-  runs inside the intermediate product (`FUSED_ACTIVATIONS`).
-- per row (`quantize_rows`, the feed-forward output's input: GELU's output, whose outlier
-  tokens one range per batch cannot hold; Bondarenko et al. 2021): each row divided by its
-  abs-max s and shifted into [0, 2] (the grid of Keras' per-row int8); the product minus the
-  shift's, times s, plus the bias.
+- per tensor (`quantize_tensor`): the batch's min and max, x - min quantized to uint8 by
+  `QuantizeV2` ("SCALED", 255 steps); the shift's product (min times the kernel's column sums)
+  joins the bias, and the bias and activation run inside the product: no pass over the output.
+- per row (`quantize_rows`): each row's min and max, (x - min) / (max - min) quantized; the
+  product times each row's width plus the shift's product (per row) and the bias, then the
+  activation: three more passes over the output.
 
-Measured on all-MiniLM-L6-v2 fine-tuned on MRPC (see bench/bench_serving_int8.py): one range
-per tensor everywhere, unsmoothed, keeps 97.8% of the float labels; smoothed, with the
-feed-forward output per row, 99.0-99.5% (as every input per row), at a third less time than
-every input per row (whose scaling after the product costs more passes over the activations
-than the product). Without calibration texts (an encoder, or a `model/` that recorded none)
-every input is quantized per row. The attention's query, key and value quantize their common
-input once (`InputCache`).
+Inputs are smoothed first (SmoothQuant, Xiao et al. 2022, `keras_bert.export.int8_smoothing`):
+each input channel divided by a factor calibrated on the task's recorded training texts, the
+kernel's row multiplied by it, so that a few outlier channels do not set the range for all.
+Classification, regression and multiple choice quantize per tensor but the feed-forward
+output's input (GELU's output, whose outlier tokens one range per batch cannot hold;
+Bondarenko et al. 2021); SQuAD and NER, whose spans and entities move with smaller changes of
+the logits, per row. Measured on all-MiniLM-L6-v2 (bench/bench_serving_int8.py,
+bench/bench_serving_int8_tasks.py): MRPC keeps 99.26% of the float labels (one range per
+tensor everywhere, unsmoothed: 97.8%); SQuAD 97.05% of the answers and CoNLL-2003 98.39% of the
+entity lists (their per-tensor recipe: 92.6% and 96.1%). Without calibration texts (an encoder,
+or a `model/` that recorded none) every input is quantized per row, unsmoothed. The attention's
+query, key and value quantize their common input once (`InputCache`).
 
 The ops are TensorFlow's own (`_QuantizedMatMul` is an internal op name: TensorFlow registers
 it, tf.raw_ops lists it not): the SavedModel loads where TensorFlow alone is importable (the
@@ -114,7 +115,7 @@ class Int8Dense(keras.layers.Dense):
         quantized, width, shift, scale = self._input_cache.quantized(
             inputs, self._input_mode, self._smoothing
         )
-        kernel = (self._kernel, self._kernel_range)
+        kernel = (self._kernel, self._kernel_range, self._negative_range)
         bias = self._column_sums * shift  # (N,) or per row (M, N): the shift's product
         if self.bias is not None:
             bias = bias + self.bias
@@ -125,9 +126,10 @@ class Int8Dense(keras.layers.Dense):
             outputs = quantized_matmul(quantized, width, kernel, zeros) * scale + bias
             if self._fused_activation is not None:
                 outputs = ACTIVATIONS[self._fused_activation](outputs)
-        outputs = tf.reshape(
-            outputs, tf.concat([tf.shape(inputs)[:-1], tf.shape(outputs)[-1:]], 0)
-        )  # (..., N)
+        if inputs.shape.rank != 2:
+            outputs = tf.reshape(
+                outputs, tf.concat([tf.shape(inputs)[:-1], tf.shape(outputs)[-1:]], 0)
+            )  # (..., N)
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs
@@ -162,10 +164,15 @@ def _uint8(values, width):
     ).output
 
 
+def _rows(inputs):
+    """[..., K] -> [M, K] (the Transformer blocks' Dense inputs are rows already)."""
+    return inputs if inputs.shape.rank == 2 else tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
+
+
 def quantize_tensor(inputs):
     """One range for the whole batch: float32 [..., K] -> (quint8 q [M, K], width, shift,
     None), x = q width / 255 + shift on 255 steps from the tensor's min (shift) to its max."""
-    rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])  # (M, K)
+    rows = _rows(inputs)  # (M, K)
     low = tf.reduce_min(rows)
     width = tf.maximum(tf.reduce_max(rows) - low, 1e-6)
     return _uint8(rows - low, width), width, low, None
@@ -174,7 +181,7 @@ def quantize_tensor(inputs):
 def quantize_rows(inputs):
     """A range per row: float32 [..., K] -> (quint8 q [M, K], 1, shift [M, 1], scale s [M, 1]),
     x = s q / 255 + shift on 255 steps from the row's min (shift) to its max."""
-    rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])  # (M, K)
+    rows = _rows(inputs)  # (M, K)
     low = tf.reduce_min(rows, axis=-1, keepdims=True)  # (M, 1)
     shifted = rows - low  # (M, K), >= 0
     scale = tf.reduce_max(shifted, axis=-1, keepdims=True) + 1e-12  # (M, 1)
@@ -192,7 +199,8 @@ def quantized_matmul(quantized, width, kernel, bias, activation=None):
     Args:
         quantized: quint8 [M, K], x on the grid x = q * width / 255.
         width: float32 scalar, the input's range (0 to width).
-        kernel: (int8 [K, N] Keras' kernel q, float32 [N] each channel's abs-max r): W = q r / 127.
+        kernel: (int8 [K, N] Keras' kernel q, float32 [N] each channel's abs-max r, float32 [N]
+            -r): W = q r / 127.
         bias: float32 [N], added to the product.
         activation: None, or a post-op name of `FUSED_ACTIVATIONS`' values ("GeluExact").
 
@@ -201,7 +209,7 @@ def quantized_matmul(quantized, width, kernel, bias, activation=None):
     """
     if not tf.inside_function():  # The op has no eager wrapper: run it in a graph.
         return tf.function(quantized_matmul)(quantized, width, kernel, bias, activation)
-    weights, weight_range = kernel
+    weights, weight_range, negative_range = kernel
     fused = ["BiasAdd", *([activation] if activation else []), "Dequantize"]
     inputs = [quantized, tf.bitcast(weights, tf.qint8), bias, 0.0, width]
     inputs = [tf.convert_to_tensor(x, tf.float32) if i > 1 else x for i, x in enumerate(inputs)]
@@ -209,7 +217,7 @@ def quantized_matmul(quantized, width, kernel, bias, activation=None):
     _, _, op, _ = op_def_library._apply_op_helper(
         "_QuantizedMatMul",
         name="QuantizedMatMul",
-        device_inputs=[*inputs, -weight_range, weight_range],
+        device_inputs=[*inputs, negative_range, weight_range],
         host_inputs=[],
         Tdevice_outputs=[tf.float32],
         Thost_outputs=[],
@@ -277,6 +285,7 @@ def int8_copy(
             kernel = keras.ops.convert_to_numpy(layer._kernel).astype(np.float32)  # (K, N)
             channel_max = 127.0 / keras.ops.convert_to_numpy(layer.kernel_scale).reshape(-1)
             layer._kernel_range = tf.constant(channel_max, tf.float32)  # (N,)
+            layer._negative_range = tf.constant(-channel_max, tf.float32)
             layer._column_sums = tf.constant(kernel.sum(0) * channel_max / 127.0, tf.float32)
             layer._input_cache = cache
             mode = next((m for r, m in input_modes if re.match(r, layer.path)), "tensor")

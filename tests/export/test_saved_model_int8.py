@@ -60,7 +60,8 @@ def _int8_dense(w, b):
     dense.quantize("int8")  # Keras' own per-channel int8 kernel and scale.
     channel_max = 127.0 / np.asarray(dense.kernel_scale).reshape(-1)
     sums = np.asarray(dense._kernel, np.float32).sum(0) * channel_max / 127.0
-    return (dense._kernel, tf.constant(channel_max, tf.float32)), tf.constant(sums)
+    kernel = (dense._kernel, tf.constant(channel_max, tf.float32), tf.constant(-channel_max))
+    return kernel, tf.constant(sums)
 
 
 @pytest.fixture(scope="module")
