@@ -185,7 +185,7 @@ def quantize_rows(inputs):
     low = tf.reduce_min(rows, axis=-1, keepdims=True)  # (M, 1)
     shifted = rows - low  # (M, K), >= 0
     scale = tf.reduce_max(shifted, axis=-1, keepdims=True) + 1e-12  # (M, 1)
-    return _uint8(shifted / scale, 1.0), 1.0, low, scale
+    return _uint8(shifted * tf.math.reciprocal(scale), 1.0), 1.0, low, scale
 
 
 # Input modes -> their quantizers: float32 [..., K] -> (quint8 q [M, K], width, shift, scale):
