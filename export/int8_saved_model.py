@@ -1,32 +1,44 @@
 """int8 SavedModels for TF Serving on CPUs (`export_saved_model(..., quantize="int8")`).
 
 The export quantizes a copy of the task model with Keras' own `model.quantize("int8")`: each
-quantized `Dense` holds its kernel in int8 with a scale per output channel (abs-max), and
-quantizes its input per row at run time (abs-max). What Keras' int8 `Dense` runs on TensorFlow
-is an int8 x int8 -> int32 `BatchMatMulV3`, which TensorFlow's CPU kernels compute in plain
-Eigen code: 5x slower than the float32 `MatMul` (all-MiniLM-L6-v2, 32 rows x 48 tokens, one
-thread: 81 against 17 ms per row). So the export goes below Keras' call, not its weights: each
-quantized `Dense` of the copy computes its product with `QuantizedMatMulWithBiasAndDequantize`,
-the oneDNN u8 x s8 -> s32 kernel that TensorFlow's x86 releases register for the CPU (oneDNN is
-built into them; the kernel is there with TF_ENABLE_ONEDNN_OPTS=0 too; VNNI where the CPU has
-it): 1.9x the float32 `MatMul` for the 1,536 x 384 x 1,536 product above. Its scales are
-scalars and its activations unsigned, so (`quantize_rows`, `int8_product`):
+quantized `Dense` holds its kernel in int8 with a scale per output channel (abs-max). What
+Keras' int8 `Dense` runs on TensorFlow is an int8 x int8 -> int32 `BatchMatMulV3` in plain Eigen
+code, 5x slower than float32's `MatMul`. So the export goes below Keras' call, not its weights:
+each int8 `Dense` of the copy (`Int8Dense`) computes its product in `_QuantizedMatMul`, the
+oneDNN u8 x s8 kernel with fused post-ops that TensorFlow's x86 builds register for the CPU
+(oneDNN is built into them; VNNI where the CPU has it; AMX on the CPUs that have it). One op
+takes the uint8 input, the int8 kernel with its scale per output channel, a float bias and an
+activation, and returns float32: the kernel reordered for the CPU once (`is_weight_const`),
+the bias and GELU applied in the product's registers. Its input range is one scalar pair;
+inputs are quantized in one of two ways (`QUANTIZERS`, chosen per layer by `INPUT_MODES`):
 
-- the input x [M, K] is divided by its rows' abs-max s [M, 1] and shifted by +1 into [0, 2],
-  quantized to uint8 by `QuantizeV2` ("SCALED": x' = round(127.5 (x / s + 1))), the same grid
-  as Keras' per-row int8 (step 1/127.5);
-- the kernel is Keras' int8 kernel q [K, N] read as qint8 with range [-1, 1] (q / 127); the
-  shift's product, the column sums of q / 127, is subtracted through the op's float bias;
-- the op's float output [M, N] times s and times the channels' abs-max (127 / kernel_scale)
-  is x W, plus the layer's bias, then its activation.
+- per tensor (`quantize_tensor`): the batch's min and max, x - min quantized to uint8 by
+  `QuantizeV2` ("SCALED", 255 steps); the shift's product (min times the kernel's column sums)
+  joins the bias, and the bias and activation run inside the product: no pass over the output.
+- per row (`quantize_rows`): each row's min and max, (x - min) / (max - min) quantized; the
+  product times each row's width plus the shift's product (per row) and the bias, then the
+  activation: three more passes over the output.
 
-The attention's query, key and value quantize their common input once (`RowCache`). The ops are
-all TensorFlow's own: the SavedModel loads where TensorFlow alone is importable (the tests serve
-it so); TensorFlow builds without oneDNN (non-x86) lack the kernel. A TF Serving binary was not
-at hand to check: TF Serving's x86 builds compile TensorFlow's kernels the same way. The
-attention's two batched products (scores, context), the embeddings, LayerNorm, softmax and GELU
-stay float, as in Keras' int8 and TFLite's "int8" recipe; so do the Dense layers that
-`FLOAT_LAYERS` names (see its comment).
+Inputs are smoothed first (SmoothQuant, Xiao et al. 2022, `keras_bert.export.int8_smoothing`):
+each input channel divided by a factor calibrated on the task's recorded training texts, the
+kernel's row multiplied by it, so that a few outlier channels do not set the range for all.
+Classification, regression and multiple choice quantize per tensor but the feed-forward
+output's input (GELU's output, whose outlier tokens one range per batch cannot hold;
+Bondarenko et al. 2021); SQuAD and NER, whose spans and entities move with smaller changes of
+the logits, per row. Measured on all-MiniLM-L6-v2 (bench/bench_serving_int8.py,
+bench/bench_serving_int8_tasks.py): MRPC keeps 99.26% of the float labels (one range per
+tensor everywhere, unsmoothed: 97.8%); SQuAD 97.05% of the answers and CoNLL-2003 98.39% of the
+entity lists (their per-tensor recipe: 92.6% and 96.1%). Without calibration texts (an encoder,
+or a `model/` that recorded none) every input is quantized per row, unsmoothed. The attention's
+query, key and value quantize their common input once (`InputCache`).
+
+The ops are TensorFlow's own (`_QuantizedMatMul` is an internal op name: TensorFlow registers
+it, tf.raw_ops lists it not): the SavedModel loads where TensorFlow alone is importable (the
+tests serve it so); builds without oneDNN (non-x86) lack the kernel. A TF Serving binary was not
+at hand to check: its x86 builds compile TensorFlow's kernels the same way. `QuantizeV2` runs in
+"SCALED" mode into uint8, where oneDNN's kernel (TF_ENABLE_ONEDNN_OPTS=1) and Eigen's round
+alike. The attention's two batched products, the embeddings, LayerNorm and softmax stay float,
+as in Keras' int8 and TFLite's "int8" recipe; so do the Dense layers that `FLOAT_LAYERS` names.
 """
 
 import dataclasses
@@ -35,23 +47,48 @@ import re
 import keras
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework import op_def_library
 
-# The Dense layers (by layer name, a regex) that keep float32 weights: the pooler and the task
-# heads (one row per example, or a few outputs per token: no time to gain). On all-MiniLM-L6-v2
-# fine-tuned on MRPC (408 dev pairs) every other Dense in int8 keeps 99.26% of the float labels
-# (100% of the 378 decided), with the pooler in int8 too the same; the 8-bit products lost no
-# decided answer, so no encoder layer is kept float (SQuAD and NER were not measured).
+from keras_bert.checkpoints import task_model
+from keras_bert.export import int8_smoothing
+from keras_bert.layers import utils
+from keras_bert.layers.transformer import TransformerBlock
+
+# The Dense layers (by path, a regex: "pooler_dense", "layer_5/output_dense") that keep float32
+# weights: the pooler and the task heads (one row per example, or a few outputs per token: no
+# time to gain). On MRPC the pooler in int8 too changed no label.
 FLOAT_LAYERS = r"^(pooler_dense|classifier|span_logits)$"
+# How each int8 Dense layer's input is quantized (`QUANTIZERS`): the first (regex of its path,
+# mode) that matches (module docstring), by task kind. Classification, regression and multiple
+# choice: per tensor but the feed-forward output's input; SQuAD and NER, whose answers (spans,
+# entities) move with smaller changes of the logits: per row.
+INPUT_MODES = ((r".*/output_dense$", "row"), (r".*", "tensor"))
+KIND_INPUT_MODES = {"span": ((r".*", "row"),), "token_classification": ((r".*", "row"),)}
+# `hidden_act` -> the oneDNN post-op that computes it inside the intermediate product.
+FUSED_ACTIVATIONS = {
+    "gelu": "GeluExact",
+    **dict.fromkeys(("gelu_new", "gelu_tanh", "gelu_pytorch_tanh"), "GeluApproximate"),
+    "relu": "Relu",
+    "tanh": "Tanh",
+}
+# The post-ops' float functions (where the input is quantized per row, applied after).
+ACTIVATIONS = {
+    "GeluExact": utils.gelu,
+    "GeluApproximate": utils.gelu_tanh,
+    "Relu": keras.activations.relu,
+    "Tanh": keras.ops.tanh,
+}
 # format="saved_model"'s quantize values -> what they do (--help).
 QUANTIZATIONS = {
     "none": "float32",
-    "int8": "int8 weights per channel and int8 activations per row (at run time) in the "
+    "int8": "int8 weights per channel and int8 activations (ranges at run time) in the "
     "encoder's matrix multiplies (oneDNN), the rest float32",
 }
 DESCRIPTION = (
-    "int8 weights (per output channel) and int8 activations (per row, at run time) in the "
-    "encoder's Dense layers (oneDNN QuantizedMatMulWithBiasAndDequantize); the attention's "
-    "batched products, embeddings, LayerNorm, softmax, GELU, pooler and task head float32"
+    "int8 weights (per output channel) and int8 activations (ranges at run time: per tensor "
+    "after smoothing, or per row) in the encoder's Dense layers (oneDNN _QuantizedMatMul, GELU "
+    "fused); the attention's batched products, embeddings, LayerNorm, softmax, pooler and task "
+    "head float32"
 )
 
 
@@ -65,86 +102,163 @@ def check_quantize(quantize):
 
 
 class Int8Dense(keras.layers.Dense):
-    """A Keras int8 `Dense` (after `quantize("int8")`) whose product runs in oneDNN's u8 x s8
-    kernel (`int8_product`); the same weights, used in inference only. Layers of one copy share
-    a `RowCache`: the attention's query, key and value quantize their common input once."""
+    """A Keras int8 `Dense` (after `quantize("int8")`) whose product runs in oneDNN's
+    `_QuantizedMatMul` (`quantized_matmul`); the same weights, used in inference only.
+
+    `_input_mode` says how its input is quantized ("tensor": `quantize_tensor`, "row":
+    `quantize_rows`), `_fused_activation` the oneDNN post-op that replaces the block's
+    activation (or None). Layers of one copy share an `InputCache`: the attention's query, key
+    and value quantize their common input once."""
 
     def _int8_call(self, inputs, training=None):
         del training
-        rows = self._row_cache.quantized(inputs)
-        outputs = int8_product(rows, self._kernel, self.kernel_scale, self._column_sums)
-        outputs = tf.reshape(
-            outputs, tf.concat([tf.shape(inputs)[:-1], tf.shape(outputs)[-1:]], 0)
-        )  # (..., N)
+        quantized, width, shift, scale = self._input_cache.quantized(
+            inputs, self._input_mode, self._smoothing
+        )
+        kernel = (self._kernel, self._kernel_range, self._negative_range)
+        bias = self._column_sums * shift  # (N,) or per row (M, N): the shift's product
         if self.bias is not None:
-            outputs = outputs + self.bias
+            bias = bias + self.bias
+        if scale is None:  # One range: the bias and activation run inside the product.
+            outputs = quantized_matmul(quantized, width, kernel, bias, self._fused_activation)
+        else:
+            zeros = tf.zeros_like(self._column_sums)
+            outputs = quantized_matmul(quantized, width, kernel, zeros) * scale + bias
+            if self._fused_activation is not None:
+                outputs = ACTIVATIONS[self._fused_activation](outputs)
+        if inputs.shape.rank != 2:
+            outputs = tf.reshape(
+                outputs, tf.concat([tf.shape(inputs)[:-1], tf.shape(outputs)[-1:]], 0)
+            )  # (..., N)
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs
 
 
-class RowCache:
-    """The last input quantized by `quantize_rows`, and its rows: a Dense called on the same
-    tensor object (the same values) reuses them."""
+class InputCache:
+    """The last input quantized (by `quantize_tensor` or `quantize_rows`, after its smoothing):
+    a Dense called on the same tensor object (the same values), in the same mode and with the
+    same smoothing, reuses it."""
 
     def __init__(self):
-        self.key, self.rows = None, None
+        self.key, self.value = None, None
 
-    def quantized(self, inputs):
-        if self.key is None or self.key != inputs.ref():
-            self.key, self.rows = inputs.ref(), quantize_rows(inputs)
-        return self.rows
+    def quantized(self, inputs, mode, smoothing=None):
+        key = (inputs.ref(), mode, id(smoothing))
+        if self.key != key:
+            smoothed = inputs if smoothing is None else inputs * smoothing  # (..., K)
+            self.key, self.value = key, QUANTIZERS[mode](smoothed)
+        return self.value
+
+
+def _uint8(values, width):
+    """float32 [M, K] in [0, width] -> quint8 [M, K], round(255 values / width)."""
+    return tf.raw_ops.QuantizeV2(
+        input=values,
+        min_range=0.0,
+        max_range=width,
+        T=tf.quint8,
+        mode="SCALED",
+        round_mode="HALF_TO_EVEN",
+        ensure_minimum_range=0.0,
+    ).output
+
+
+def _rows(inputs):
+    """[..., K] -> [M, K] (the Transformer blocks' Dense inputs are rows already)."""
+    return inputs if inputs.shape.rank == 2 else tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
+
+
+def quantize_tensor(inputs):
+    """One range for the whole batch: float32 [..., K] -> (quint8 q [M, K], width, shift,
+    None), x = q width / 255 + shift on 255 steps from the tensor's min (shift) to its max."""
+    rows = _rows(inputs)  # (M, K)
+    low = tf.reduce_min(rows)
+    width = tf.maximum(tf.reduce_max(rows) - low, 1e-6)
+    return _uint8(rows - low, width), width, low, None
 
 
 def quantize_rows(inputs):
-    """float32 [..., K] -> (uint8 rows [M, K] on the grid round(127.5 (x / s + 1)) as quint8,
-    their scales s [M, 1]: each row's abs-max)."""
-    rows = tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])  # (M, K)
-    scale = tf.reduce_max(tf.abs(rows), axis=-1, keepdims=True) + 1e-12  # (M, 1)
-    shifted = tf.raw_ops.QuantizeV2(
-        input=rows / scale + 1.0, min_range=0.0, max_range=2.0, T=tf.quint8, mode="SCALED"
-    )
-    return shifted.output, scale
+    """A range per row: float32 [..., K] -> (quint8 q [M, K], 1, shift [M, 1], scale s [M, 1]),
+    x = s q / 255 + shift on 255 steps from the row's min (shift) to its max."""
+    rows = _rows(inputs)  # (M, K)
+    low = tf.reduce_min(rows, axis=-1, keepdims=True)  # (M, 1)
+    shifted = rows - low  # (M, K), >= 0
+    scale = tf.reduce_max(shifted, axis=-1, keepdims=True) + 1e-12  # (M, 1)
+    return _uint8(shifted * tf.math.reciprocal(scale), 1.0), 1.0, low, scale
 
 
-def int8_product(rows, kernel, kernel_scale, column_sums):
-    """x W for a Keras int8 kernel, in oneDNN's u8 x s8 -> s32 product (module docstring).
+# Input modes -> their quantizers: float32 [..., K] -> (quint8 q [M, K], width, shift, scale):
+# x = scale q width / 255 + shift (scale None: 1).
+QUANTIZERS = {"tensor": quantize_tensor, "row": quantize_rows}
+
+
+def quantized_matmul(quantized, width, kernel, bias, activation=None):
+    """x W + bias (then `activation`) in oneDNN's u8 x s8 `_QuantizedMatMul` (module docstring).
 
     Args:
-        rows: `quantize_rows`' (quint8 [M, K], float32 [M, 1]).
-        kernel: int8 [K, N], Keras' quantized kernel (q = round(w * kernel_scale)).
-        kernel_scale: float32 [N], 127 / the channel's abs-max.
-        column_sums: float32 [N], -sum over K of kernel / 127 (the shift's product).
+        quantized: quint8 [M, K], x on the grid x = q * width / 255.
+        width: float32 scalar, the input's range (0 to width).
+        kernel: (int8 [K, N] Keras' kernel q, float32 [N] each channel's abs-max r, float32 [N]
+            -r): W = q r / 127.
+        bias: float32 [N], added to the product.
+        activation: None, or a post-op name of `FUSED_ACTIVATIONS`' values ("GeluExact").
 
     Returns:
         float32 [M, N].
     """
-    quantized, scale = rows
-    zero, two, one = tf.constant(0.0), tf.constant(2.0), tf.constant(1.0)
-    product = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-        a=quantized,
-        b=tf.bitcast(kernel, tf.qint8),
-        bias=column_sums,
-        min_a=zero,
-        max_a=two,
-        min_b=-one,
-        max_b=one,
-        min_freezed_output=zero,
-        max_freezed_output=zero,
-        Toutput=tf.float32,
+    if not tf.inside_function():  # The op has no eager wrapper: run it in a graph.
+        return tf.function(quantized_matmul)(quantized, width, kernel, bias, activation)
+    weights, weight_range, negative_range = kernel
+    fused = ["BiasAdd", *([activation] if activation else []), "Dequantize"]
+    inputs = [quantized, tf.bitcast(weights, tf.qint8), bias, 0.0, width]
+    inputs = [tf.convert_to_tensor(x, tf.float32) if i > 1 else x for i, x in enumerate(inputs)]
+    # An op without a Python wrapper (tf.raw_ops lists none whose name starts with "_").
+    _, _, op, _ = op_def_library._apply_op_helper(
+        "_QuantizedMatMul",
+        name="QuantizedMatMul",
+        device_inputs=[*inputs, negative_range, weight_range],
+        host_inputs=[],
+        Tdevice_outputs=[tf.float32],
+        Thost_outputs=[],
+        T1=tf.quint8,
+        T2=tf.qint8,
+        Tbias=tf.float32,
+        U=tf.float32,
+        Tout=tf.float32,
+        transpose_a=False,
+        transpose_b=False,
+        is_weight_const=True,  # Reordered for the CPU once, on the first call.
+        is_bias_const=False,
+        fused_ops=fused,
         input_quant_mode="SCALED",
-    )  # (M, N)
-    return product * (scale * (127.0 / kernel_scale))
+        output_quant_mode="SCALED",
+        leakyrelu_alpha=0.2,
+    )
+    return op.outputs[0]  # (M, N)
 
 
-def int8_copy(model: keras.Model, float_layers: str = FLOAT_LAYERS) -> keras.Model:
+def int8_copy(
+    model: keras.Model,
+    float_layers: str = FLOAT_LAYERS,
+    input_modes=INPUT_MODES,
+    calibrate=None,
+    smooth_layers: str = ".*",
+) -> keras.Model:
     """A copy of `model` (its own weights) with `quantize("int8")` applied to every Dense
     layer but those matching `float_layers`, its int8 Dense layers computing in oneDNN
-    (`Int8Dense`).
+    (`Int8Dense`): inputs quantized as `input_modes` say, smoothed (`int8_smoothing.smooth`)
+    where they match `smooth_layers` and `calibrate` is given; each Transformer block's
+    activation fused into its intermediate product.
 
     Args:
         model: a built Keras model (a task model or an encoder); left unchanged.
-        float_layers: str, a regex of Dense layer names kept in float.
+        float_layers: str, a regex of Dense layer paths ("layer_0/query") kept in float.
+        input_modes: ((regex of Dense layer paths, `QUANTIZERS` mode), ...): the first match
+            sets a layer's mode; without `calibrate` "tensor" becomes "row".
+        calibrate: None, or a function of the float copy that calls it on calibration data
+            (tf.functions run eagerly): the inputs' channel maxima for the smoothing.
+        smooth_layers: str, a regex of the Dense layer paths whose inputs are smoothed.
 
     Returns:
         keras.Model, for inference.
@@ -153,46 +267,87 @@ def int8_copy(model: keras.Model, float_layers: str = FLOAT_LAYERS) -> keras.Mod
     copy.set_weights(model.get_weights())
 
     def int8_layer(layer):
-        return isinstance(layer, keras.layers.Dense) and not re.match(float_layers, layer.name)
+        return isinstance(layer, keras.layers.Dense) and not re.match(float_layers, layer.path)
 
+    factors = {}
+    if calibrate is not None:
+        smoothed = [
+            layer
+            for layer in copy._flatten_layers()
+            if int8_layer(layer) and re.match(smooth_layers, layer.path)
+        ]
+        recorder = int8_smoothing.InputRecorder().record(smoothed, lambda: calibrate(copy))
+        factors = int8_smoothing.smooth(smoothed, recorder)
     copy.quantize("int8", filters=int8_layer)
-    cache = RowCache()
+    cache = InputCache()
     for layer in copy._flatten_layers():
         if isinstance(layer, keras.layers.Dense) and layer.quantization_mode == "int8":
-            kernel = keras.ops.convert_to_numpy(layer._kernel).astype(np.float32)
-            layer._column_sums = tf.constant(-kernel.sum(0) / 127.0)
-            layer._row_cache = cache
+            kernel = keras.ops.convert_to_numpy(layer._kernel).astype(np.float32)  # (K, N)
+            channel_max = 127.0 / keras.ops.convert_to_numpy(layer.kernel_scale).reshape(-1)
+            layer._kernel_range = tf.constant(channel_max, tf.float32)  # (N,)
+            layer._negative_range = tf.constant(-channel_max, tf.float32)
+            layer._column_sums = tf.constant(kernel.sum(0) * channel_max / 127.0, tf.float32)
+            layer._input_cache = cache
+            mode = next((m for r, m in input_modes if re.match(r, layer.path)), "tensor")
+            layer._input_mode = "row" if mode == "tensor" and calibrate is None else mode
+            layer._smoothing = factors.get(layer.path)
+            layer._fused_activation = None
             layer.__class__ = Int8Dense
+    for block in copy._flatten_layers():
+        fused = FUSED_ACTIVATIONS.get(getattr(block, "hidden_act", None))
+        if isinstance(block, TransformerBlock) and fused:
+            if isinstance(block.intermediate, Int8Dense):
+                block.intermediate._fused_activation = fused
+                block._activation = _identity
     return copy
 
 
-def int8_source(source):
-    """The `ExportSource` of `source`'s int8 copy; task.json's `quantization` says what is
-    quantized."""
-    model = int8_copy(source.model if source.model is not None else source.encoder)
-    encoder = model.encoder if source.model is not None else model
-    int8_layers = sorted(
-        layer.name
-        for layer in model._flatten_layers()
-        if isinstance(layer, Int8Dense) and layer.quantization_mode == "int8"
+def _identity(x):
+    return x
+
+
+def int8_source(
+    source, float_layers=FLOAT_LAYERS, input_modes=None, texts=None, smooth_layers=".*"
+):
+    """The `ExportSource` of `source`'s int8 copy (`int8_copy`), calibrated on `texts` (rows of
+    texts; default: the training texts recorded in a fine-tuned `model/`; none recorded: every
+    input quantized per row); task.json's `quantization` says what is quantized and how."""
+    if texts is None and source.model is not None:
+        texts = task_model.read_training_texts(source.path, source.info)
+    model = int8_copy(
+        source.model if source.model is not None else source.encoder,
+        float_layers,
+        input_modes or KIND_INPUT_MODES.get(source.kind, INPUT_MODES),
+        int8_smoothing.calibration(source, texts) if texts else None,
+        smooth_layers,
     )
+    dense = [layer for layer in model._flatten_layers() if isinstance(layer, keras.layers.Dense)]
+    int8 = [layer for layer in dense if isinstance(layer, Int8Dense)]
     info = dict(
         source.info,
         quantization={
             "mode": "int8",
             "description": DESCRIPTION,
-            "int8_dense_layers": len(int8_layers),
-            "float_dense_layers": sorted(
-                layer.name
-                for layer in model._flatten_layers()
-                if isinstance(layer, keras.layers.Dense) and not isinstance(layer, Int8Dense)
+            "int8_dense_layers": len(int8),
+            "float_dense_layers": sorted(layer.path for layer in dense if layer not in int8),
+            "inputs": {
+                mode: sorted(layer.path for layer in int8 if layer._input_mode == mode)
+                for mode in QUANTIZERS
+            },
+            "smoothed_inputs": sorted(layer.path for layer in int8 if layer._smoothing is not None),
+            "smoothing_alpha": int8_smoothing.SMOOTHING_ALPHA if texts else None,
+            "calibration_texts": len(texts or ()),
+            "fused_activations": sorted(
+                f"{layer.path}: {layer._fused_activation}"
+                for layer in int8
+                if layer._fused_activation
             ),
         },
     )
     return dataclasses.replace(
         source,
         model=model if source.model is not None else None,
-        encoder=encoder,
+        encoder=model.encoder if source.model is not None else model,
         pretrainer=None,
         info=info,
     )

@@ -37,6 +37,9 @@ NEWER_TEXT_OPS = frozenset(
     {"TFText>RoundRobinTrim", "TFText>RoundRobinGenerateMasks", "TFText>Utf8Binarize"}
 )
 PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
+# TensorFlow's own ops that tf.raw_ops leaves out (internal names, "_"), which exports use: the
+# oneDNN int8 product of the int8 SavedModels (`keras_bert.export.int8_saved_model`).
+TENSORFLOW_INTERNAL_OPS = frozenset({"_QuantizedMatMul"})
 LIBRARIES = ("tensorflow", "tensorflow-text", "python", "unknown")
 
 
@@ -129,7 +132,7 @@ def library_of(op_name):
         return "python"
     if op_name in text_ops():
         return "tensorflow-text"
-    if hasattr(tf.raw_ops, op_name):
+    if hasattr(tf.raw_ops, op_name) or op_name in TENSORFLOW_INTERNAL_OPS:
         return "tensorflow"
     return "unknown"
 

@@ -1,9 +1,12 @@
-"""int8 SavedModels (`export_saved_model(..., quantize="int8")`): the oneDNN product against a
-NumPy reference of per-row / per-channel int8, answers near the float export's, served fresh as
-in-process, task.json, warmup records and the errors."""
+"""int8 SavedModels (`export_saved_model(..., quantize="int8")`): oneDNN's products against NumPy
+references of per-tensor and per-row int8, smoothing that leaves the float products unchanged,
+answers near the float export's, served fresh as in-process, task.json, warmup records and the
+errors."""
 
 import json
+import math
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -11,59 +14,170 @@ import pytest
 import tensorflow as tf
 from conftest import SQUAD_OPTIONS
 from export_cases import TEXTS, TEXTS_B, keras_logits, write_task_model
+from finetune_cases import TINY
 from test_saved_model import _json_text, _serve_fresh
 
-from keras_bert.export import export, export_saved_model, int8_saved_model, list_ops
+import keras_bert
+from keras_bert.export import export, export_saved_model, int8_saved_model, int8_smoothing, list_ops
 from keras_bert.export.saved_model import EXTRA_DIR
 from keras_bert.export.source import load_source
 
-PRODUCT_OP = "QuantizedMatMulWithBiasAndDequantize"
+PRODUCT_OP = "_QuantizedMatMul"
+# Calibration rows: the plain texts of TEXTS (a tab or line break cannot be in a row).
+CALIBRATION = [t for t in TEXTS if isinstance(t, str) and t.strip() and "\t" not in t]
 
 
-def numpy_int8_product(x, w):
-    """x W [M, N] with W rounded per output channel and x per row to int8 (abs-max, 127 steps
-    either side for W, the uint8 grid x / s + 1 in [0, 2] for x): the independent reference."""
+def numpy_gelu(x):
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+def numpy_kernel(w):
+    """W rounded per output channel to int8 (abs-max, 127 steps either side)."""
     w_max = np.abs(w).max(0)  # (N,)
-    q_w = np.round(w * (127.0 / w_max))  # (K, N)
-    s = np.abs(x).max(-1, keepdims=True) + 1e-12  # (M, 1)
-    q_x = np.round((x / s + 1.0) * 127.5)  # (M, K) in [0, 255]
-    return ((q_x / 127.5 - 1.0) * s) @ (q_w * (w_max / 127.0))
+    return np.round(w * (127.0 / w_max)) * (w_max / 127.0)
 
 
-def test_int8_product_equals_the_numpy_reference():
-    rng = np.random.default_rng(0)
-    x = (rng.standard_normal((3, 7, 48)) * rng.uniform(0.1, 5, (3, 7, 1))).astype(np.float32)
-    w = (rng.standard_normal((48, 40)) * rng.uniform(0.01, 1, (1, 40))).astype(np.float32)
-    dense = keras.layers.Dense(40, use_bias=False)
-    dense.build((None, 48))
+def numpy_tensor_product(x, w):
+    """x W with x rounded to uint8 on one range (the tensor's min to max, 255 steps)."""
+    low, width = x.min(), x.max() - x.min()
+    return (np.round((x - low) * (255.0 / width)) * (width / 255.0) + low) @ numpy_kernel(w)
+
+
+def numpy_row_product(x, w):
+    """x W with each row of x rounded to uint8 on its own range (min to max, 255 steps)."""
+    low = x.min(-1, keepdims=True)  # (M, 1)
+    s = (x - low).max(-1, keepdims=True) + 1e-12  # (M, 1)
+    return (np.round((x - low) * (255.0 / s)) * (s / 255.0) + low) @ numpy_kernel(w)
+
+
+def _int8_dense(w, b):
+    """A Dense of kernel w and bias b after Keras' quantize("int8"); (its kernel for
+    `quantized_matmul`, the kernel's column sums in float)."""
+    dense = keras.layers.Dense(w.shape[1])
+    dense.build((None, w.shape[0]))
     dense.kernel.assign(w)
+    dense.bias.assign(b)
     dense.quantize("int8")  # Keras' own per-channel int8 kernel and scale.
-    kernel = np.asarray(dense._kernel)
-    sums = tf.constant(-kernel.astype(np.float32).sum(0) / 127.0)
-    rows = int8_saved_model.quantize_rows(tf.constant(x))
-    got = int8_saved_model.int8_product(rows, dense._kernel, dense.kernel_scale, sums)
-    assert got.shape == (21, 40)
-    want = numpy_int8_product(x.reshape(21, 48), w)
+    channel_max = 127.0 / np.asarray(dense.kernel_scale).reshape(-1)
+    sums = np.asarray(dense._kernel, np.float32).sum(0) * channel_max / 127.0
+    kernel = (dense._kernel, tf.constant(channel_max, tf.float32), tf.constant(-channel_max))
+    return kernel, tf.constant(sums)
+
+
+@pytest.fixture(scope="module")
+def product_case():
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((21, 48)) * rng.uniform(0.1, 5, (21, 1))).astype(np.float32)
+    x[:, 3] += 6.0  # An outlier channel; the tensor is not centred on 0.
+    w = (rng.standard_normal((48, 40)) * rng.uniform(0.01, 1, (1, 40))).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    return x, w, b
+
+
+@pytest.mark.parametrize("activation", [None, "GeluExact"])
+def test_per_tensor_product_equals_the_numpy_reference(product_case, activation):
+    x, w, b = product_case
+    kernel, sums = _int8_dense(w, b)
+    quantized, width, low, scale = int8_saved_model.quantize_tensor(
+        tf.constant(x.reshape(3, 7, 48))
+    )
+    assert scale is None
+    got = int8_saved_model.quantized_matmul(quantized, width, kernel, b + low * sums, activation)
+    want = numpy_tensor_product(x, w) + b
+    want = numpy_gelu(want) if activation else want
     scale = np.abs(want).max()
-    np.testing.assert_allclose(got, want, atol=2e-5 * scale)
+    np.testing.assert_allclose(got, want, atol=3e-5 * scale)
     # The rounding shows: the float product is further away than the reference's tolerance.
-    assert np.abs(x.reshape(21, 48) @ w - want).max() > 20 * 2e-5 * scale
+    exact = x @ w + b
+    assert np.abs((numpy_gelu(exact) if activation else exact) - want).max() > 30e-5 * scale
+
+
+def test_per_row_product_equals_the_numpy_reference(product_case):
+    x, w, b = product_case
+    kernel, sums = _int8_dense(w, b)
+    quantized, width, low, s = int8_saved_model.quantize_rows(tf.constant(x))
+    got = int8_saved_model.quantized_matmul(quantized, width, kernel, 0 * sums) * s + low * sums
+    want = numpy_row_product(x, w)
+    np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+    # Per row holds the small rows that one range per tensor rounds away.
+    tensor_error = np.abs(numpy_tensor_product(x, w) - x @ w).mean(-1)  # (M,)
+    row_error = np.abs(want - x @ w).mean(-1)
+    small = np.abs(x).max(-1) < np.median(np.abs(x).max(-1))  # The rows of smaller range.
+    assert row_error[small].mean() < 0.75 * tensor_error[small].mean()
+
+
+def test_smoothing_keeps_the_float_products_and_shares_a_factor_per_input():
+    keras.utils.set_random_seed(1)
+    encoder = keras_bert.BertEncoder(keras_bert.BertConfig(**TINY))
+    ids = tf.constant(np.random.default_rng(1).integers(1, TINY["vocab_size"], (4, 9)))
+    inputs = {
+        "input_word_ids": ids,
+        "input_mask": tf.ones_like(ids),
+        "input_type_ids": tf.zeros_like(ids),
+    }
+    want = np.asarray(encoder(inputs)["sequence_output"])
+    dense = [layer for layer in encoder._flatten_layers() if isinstance(layer, keras.layers.Dense)]
+    dense = [layer for layer in dense if layer.path != "pooler_dense"]
+    kernels = {layer.path: np.asarray(layer.kernel) for layer in dense}
+    recorder = int8_smoothing.InputRecorder().record(dense, lambda: encoder(inputs))
+    assert all(type(layer) is keras.layers.Dense for layer in dense)  # Restored.
+    # The query's input: the embeddings' LayerNorm output, recomputed here.
+    embedded = encoder.get_layer("embeddings")(inputs["input_word_ids"], inputs["input_type_ids"])
+    x_max = np.abs(np.asarray(embedded)).reshape(-1, TINY["hidden_size"]).max(0)
+    np.testing.assert_allclose(recorder.maxima["layer_0/query"], x_max, rtol=1e-5)
+    assert recorder.groups["layer_0/key"] == recorder.groups["layer_0/value"] == "layer_0/query"
+    factors = int8_smoothing.smooth(dense, recorder)
+    shared = factors["layer_0/query"]
+    assert factors["layer_0/key"] is shared and factors["layer_0/value"] is shared
+    w_max = np.max([np.abs(kernels[f"layer_0/{n}"]).max(1) for n in ("query", "key", "value")], 0)
+    np.testing.assert_allclose(1.0 / np.asarray(shared), np.sqrt(x_max / w_max), rtol=1e-4)
+    # Inputs times the factor, kernels divided by it: the float model's answer is unchanged.
+    for layer in dense:
+        layer.kernel.assign(np.asarray(layer.kernel) * np.asarray(factors[layer.path])[:, None])
+    np.testing.assert_allclose(encoder(inputs)["sequence_output"], want, atol=2e-5)
+    assert not np.allclose(
+        kernels["layer_0/intermediate_dense"]
+        * np.asarray(factors["layer_0/intermediate_dense"])[:, None],
+        kernels["layer_0/intermediate_dense"],
+    )
+
+
+def with_training_texts(model_dir, destination, rows):
+    """A copy of a `model/` directory that records `rows` as its training texts."""
+    shutil.copytree(model_dir, destination)
+    with open(os.path.join(destination, "training_texts.tsv"), "w") as f:
+        f.write("".join("\t".join(row) + "\n" for row in rows))
+    with open(os.path.join(destination, "task.json")) as f:
+        info = json.load(f)
+    info["training_texts_file"] = "training_texts.tsv"
+    with open(os.path.join(destination, "task.json"), "w") as f:
+        json.dump(info, f)
+    return str(destination)
 
 
 class ReferenceInt8Dense(keras.layers.Dense):
-    """An int8 Dense computing `numpy_int8_product`'s rounding in float TensorFlow ops."""
+    """An `Int8Dense` computed in float TensorFlow ops: the NumPy references' rounding."""
 
     def _int8_call(self, inputs, training=None):
-        w_max = 127.0 / self.kernel_scale  # (N,)
-        s = tf.reduce_max(tf.abs(inputs), -1, keepdims=True) + 1e-12
-        x = (tf.round((inputs / s + 1.0) * 127.5) / 127.5 - 1.0) * s
-        outputs = tf.matmul(x, tf.cast(self._kernel, tf.float32) * (w_max / 127.0))
-        return self.activation(outputs + self.bias)
+        x = inputs if self._smoothing is None else inputs * self._smoothing
+        if self._input_mode == "tensor":
+            low = tf.reduce_min(x)
+            width = tf.reduce_max(x) - low
+            x = tf.round((x - low) * (255.0 / width)) * (width / 255.0) + low
+        else:
+            low = tf.reduce_min(x, -1, keepdims=True)
+            s = tf.reduce_max(x - low, -1, keepdims=True) + 1e-12
+            x = tf.round((x - low) * (255.0 / s)) * (s / 255.0) + low
+        kernel = tf.cast(self._kernel, tf.float32) * (self._kernel_range / 127.0)
+        outputs = tf.matmul(x, kernel) + self.bias
+        if self._fused_activation:  # GeluExact in the tiny config.
+            outputs = 0.5 * outputs * (1.0 + tf.math.erf(outputs / math.sqrt(2.0)))
+        return outputs
 
 
 def reference_int8_logits(model_dir, inputs):
     """Logits of the int8 copy of a task model, each int8 Dense as `ReferenceInt8Dense`."""
-    model = int8_saved_model.int8_copy(load_source(model_dir).model)
+    model = int8_saved_model.int8_source(load_source(model_dir)).model
     for layer in model._flatten_layers():
         if isinstance(layer, int8_saved_model.Int8Dense):
             layer.__class__ = ReferenceInt8Dense
@@ -72,8 +186,10 @@ def reference_int8_logits(model_dir, inputs):
 
 @pytest.fixture(scope="module")
 def sst2_int8(sst2, tmp_path_factory):
-    export_dir = str(tmp_path_factory.mktemp("sst2_int8"))
-    return dict(sst2, int8=export_saved_model(sst2["model_dir"], export_dir, quantize="int8"))
+    root = tmp_path_factory.mktemp("sst2_int8")
+    model_dir = with_training_texts(sst2["model_dir"], root / "model", [(t,) for t in CALIBRATION])
+    path = export_saved_model(model_dir, str(root / "serving"), quantize="int8")
+    return dict(sst2, calibrated_dir=model_dir, int8=path)
 
 
 def _close_not_equal(got, want, tolerance):
@@ -87,8 +203,8 @@ def test_int8_classifier_answers_near_the_float_model(sst2_int8):
     loaded = tf.saved_model.load(sst2_int8["int8"])
     inputs = loaded.signatures["preprocess"](text=tf.constant(TEXTS))
     logits = loaded.signatures["predict_ids"](**inputs)["logits"]
-    reference = reference_int8_logits(sst2_int8["model_dir"], inputs)
-    np.testing.assert_allclose(logits, reference, atol=1e-4 * np.abs(reference).max())
+    reference = reference_int8_logits(sst2_int8["calibrated_dir"], inputs)
+    np.testing.assert_allclose(logits, reference, atol=2e-4 * np.abs(reference).max())
     _close_not_equal(logits, keras_logits(sst2_int8["model_dir"], TEXTS), 0.15)
     out = loaded.signatures["serving_default"](text=tf.constant(TEXTS))
     np.testing.assert_allclose(out["probabilities"], tf.nn.softmax(logits), atol=1e-5)
@@ -98,20 +214,45 @@ def test_int8_classifier_answers_near_the_float_model(sst2_int8):
     dense = [layer for layer in encoder._flatten_layers() if isinstance(layer, keras.layers.Dense)]
     assert len(ops[PRODUCT_OP].nodes) == len(dense) - 1  # All but the pooler.
     assert "BatchMatMulV3" not in ops  # Keras' own int8 product (slow on CPUs) is not used.
+    assert "Erf" not in ops  # GELU runs inside the intermediate product.
 
 
 def test_int8_task_json_and_warmup_records(sst2_int8):
     with open(os.path.join(sst2_int8["int8"], EXTRA_DIR, "task.json")) as f:
-        info = json.load(f)
-    quantization = info["quantization"]
+        quantization = json.load(f)["quantization"]
     assert quantization["mode"] == "int8" and quantization["int8_dense_layers"] == 6
     assert quantization["float_dense_layers"] == ["classifier", "pooler_dense"]
+    per_tensor = ("attention_output_dense", "intermediate_dense", "key", "query", "value")
+    assert quantization["inputs"] == {
+        "tensor": [f"layer_0/{name}" for name in per_tensor],
+        "row": ["layer_0/output_dense"],
+    }
+    assert len(quantization["smoothed_inputs"]) == 6
+    assert quantization["calibration_texts"] == len(CALIBRATION)
+    assert quantization["fused_activations"] == ["layer_0/intermediate_dense: GeluExact"]
     with open(os.path.join(sst2_int8["path"], EXTRA_DIR, "task.json")) as f:
         assert "quantization" not in json.load(f)  # The float export says nothing of it.
     records = tf.data.TFRecordDataset(
         os.path.join(sst2_int8["int8"], EXTRA_DIR, "tf_serving_warmup_requests")
     )
     assert sum(1 for _ in records) > 0
+
+
+def test_without_training_texts_every_input_is_quantized_per_row(sst2):
+    source = int8_saved_model.int8_source(load_source(sst2["model_dir"]))
+    quantization = source.info["quantization"]
+    assert quantization["inputs"]["tensor"] == [] and len(quantization["inputs"]["row"]) == 6
+    assert quantization["calibration_texts"] == 0 and quantization["smoothing_alpha"] is None
+    assert quantization["smoothed_inputs"] == []
+    int8 = [
+        layer
+        for layer in source.model._flatten_layers()
+        if isinstance(layer, int8_saved_model.Int8Dense)
+    ]
+    assert {layer._input_mode for layer in int8} == {"row"}
+    assert all(layer._smoothing is None for layer in int8)
+    # The block's GELU moved into the intermediate layer (per row: after the scaling).
+    assert any(layer._fused_activation == "GeluExact" for layer in int8)
 
 
 def test_int8_served_fresh_equals_in_process(sst2_int8, tmp_path):
@@ -151,6 +292,15 @@ def _raw_outputs(path, inputs):
 def test_every_task_kind_exports_int8(task, tmp_path):
     options = SQUAD_OPTIONS if task == "squad1" else {}
     model_dir = write_task_model(tmp_path / "run", task, seed=3, **options)
+    texts, others = CALIBRATION, [t for t in TEXTS_B if t.strip()]
+    rows = [(t, others[i % len(others)]) for i, t in enumerate(texts)]  # stsb, squad1
+    if task == "conll2003":
+        rows = [(t,) for t in texts]
+    elif task == "swag":
+        rows = [
+            (t, *(others[(i + j) % len(others)] for j in range(4))) for i, t in enumerate(texts)
+        ]
+    model_dir = with_training_texts(model_dir, tmp_path / "calibrated", rows)
     paths = {
         mode: export_saved_model(
             model_dir, str(tmp_path / mode), quantize=mode, warmup_requests=mode == "int8"
@@ -159,6 +309,10 @@ def test_every_task_kind_exports_int8(task, tmp_path):
     }
     info = json.load(open(os.path.join(paths["int8"], EXTRA_DIR, "task.json")))
     assert info["quantization"]["int8_dense_layers"] == 6
+    # Calibrated on the rows; SQuAD and NER quantize every input per row (KIND_INPUT_MODES).
+    per_tensor = 0 if task in ("conll2003", "squad1") else 5
+    assert len(info["quantization"]["inputs"]["tensor"]) == per_tensor
+    assert len(info["quantization"]["smoothed_inputs"]) == 6
     assert os.path.exists(os.path.join(paths["int8"], EXTRA_DIR, "tf_serving_warmup_requests"))
     texts = tf.constant(TEXTS[:6])
     inputs = {"text": texts, "text_b": tf.constant(TEXTS_B[:6])}
