@@ -204,8 +204,9 @@ def make_sentence_documents(sentences, stories, n, count_tokens, seq_length, see
 def write_sentence_documents(
     sst2_path, conll_path, out_dir, vocab_file, seq_length=128, n_train=1500, n_dev=872
 ):
-    """Writes train.tsv and dev.tsv of `--kind=sentence` into `out_dir`; returns {split: number
-    of tokens of each document}."""
+    """Writes train.tsv and dev.tsv of `--kind=sentence` into `out_dir`, and the split's
+    sentences alone (no news: the ceiling) into `out_dir/sentences`; returns {split: number of
+    tokens of each document}."""
     count_tokens = _token_counter(vocab_file)
     sentences, stories = sst2_sentences(sst2_path), conll_stories(conll_path)
     order = np.random.default_rng(0).permutation(len(sentences))
@@ -214,11 +215,12 @@ def write_sentence_documents(
         ([sentences[i] for i in order[:cut]], stories[:story_cut]),
         ([sentences[i] for i in order[cut:]], stories[story_cut:]),
     )
-    os.makedirs(out_dir, exist_ok=True)
+    os.makedirs(os.path.join(out_dir, "sentences"), exist_ok=True)
     sizes = {}
     for (split, n), (pool, news) in zip((("train", n_train), ("dev", n_dev)), pools):
         docs = make_sentence_documents(pool, news, n, count_tokens, seq_length, seed=len(split))
         _write_tsv(os.path.join(out_dir, f"{split}.tsv"), docs)
+        _write_tsv(os.path.join(out_dir, "sentences", f"{split}.tsv"), pool)
         sizes[split] = count_tokens([text for _, text in docs])
     return sizes
 
