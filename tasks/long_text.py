@@ -32,8 +32,9 @@ the document's answer pools its windows' logits (`keras_bert.tasks.features.pool
 import dataclasses
 
 LONG_TEXT = ("truncate", "windows")
-POOLINGS = ("mean", "max", "first", "attention")
+POOLINGS = ("mean", "max", "logsumexp", "first", "attention")
 WINDOW_TRAINING = ("document", "window")
+IN_MODEL = ("logsumexp", "attention")  # Poolings only document-level models have.
 
 
 @dataclasses.dataclass
@@ -44,8 +45,9 @@ class LongTextOptions:
         long_text: str. "truncate" texts to seq_length, or read them in "windows".
         doc_stride: int or None. Tokens between window starts (default half a window; SQuAD 128).
         max_windows: int. Windows read per text at most, with long_text=windows.
-        window_pooling: str. Text logits from windows': "mean", "max", "first", "attention".
-            "attention" is learned: it needs window_training="document".
+        window_pooling: str. Text logits from windows': "mean", "max", "logsumexp", "first",
+            "attention". "logsumexp" and "attention" pool inside the model: they need
+            window_training="document".
         window_training: str. Train on whole "document"s (pooled as served) or each "window"
             with its text's label. The default stays "window" with "mean" pooling, as before
             document training existed: on the paragraph benchmark (`bench/long_documents.py`)
@@ -70,10 +72,10 @@ class LongTextOptions:
             raise ValueError(
                 f"window_training must be one of {WINDOW_TRAINING}, got {self.window_training!r}."
             )
-        if self.window_pooling == "attention" and self.window_training != "document":
+        if self.window_pooling in IN_MODEL and self.window_training != "document":
             raise ValueError(
-                "window_pooling=attention is learned in training: it needs "
-                "window_training=document."
+                f"window_pooling={self.window_pooling} pools inside the model, as trained: it "
+                "needs window_training=document."
             )
         if self.max_windows is None or int(self.max_windows) < 1:
             raise ValueError(

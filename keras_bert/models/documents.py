@@ -7,7 +7,8 @@ S sequence, H hidden, C classes.
 
 - `WindowPooling`: [W, C] window logits and a [B, K] index of each document's windows -> [B, C].
 - `DocumentClassifier`: a `BertClassifier`'s head (dropout + dense on `pooled_output`) on
-  every window, pooled per document ("mean", "max", "first" or learned "attention").
+  every window, pooled per document ("mean", "max", "logsumexp", "first" or learned
+  "attention").
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from keras_bert.layers.dropout import ReplicaDropout
 from keras_bert.models.encoder import BertEncoder, encoder_inputs
 from keras_bert.models.task_models import _check_encoder, _Classification, _dense
 
-POOLINGS = ("mean", "max", "first", "attention")
+POOLINGS = ("mean", "max", "logsumexp", "first", "attention")
 WINDOW_INDEX = "window_index"  # The model input: int32 [B, K], -1 where a document has none.
 _NEGATIVE = -1e9  # Below any logit or score: windows a document does not have.
 
@@ -31,7 +32,10 @@ class WindowPooling(keras.layers.Layer):
     """Each document's logits from its windows'.
 
     Args:
-        pooling: str. "mean", "max" (per class), "first" (the first window's), or "attention":
+        pooling: str. "mean", "max" (per class), "logsumexp" (per class, the log of the mean of
+            the windows' exp(logit): a smooth max, between the mean and the max; each window's
+            gradient is weighted by its softmax over the document's windows), "first" (the
+            first window's), or "attention":
             the windows' logits weighted by a softmax over the document's window `scores` (a
             learned score of each window's [CLS] vector; the head being linear, this is the head
             applied to the attention-weighted [CLS] vectors).
@@ -63,6 +67,10 @@ class WindowPooling(keras.layers.Layer):
             return ops.sum(logits * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1.0)
         if self.pooling == "max":
             return ops.max(ops.where(mask > 0, logits, _NEGATIVE), axis=1) * any_window
+        if self.pooling == "logsumexp":
+            count = ops.maximum(ops.sum(mask, axis=1), 1.0)  # (B, 1)
+            total = ops.logsumexp(ops.where(mask > 0, logits, _NEGATIVE), axis=1)  # (B, C)
+            return (total - ops.log(count)) * any_window
         if self.pooling == "first":
             return ops.take(logits, 0, axis=1) * any_window
         if scores is None:

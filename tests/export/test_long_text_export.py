@@ -1,7 +1,7 @@
 """Pair tasks trained on windows (`--long_text=windows`): the exported serving_default windows the
 second text beside the first in-graph and gives the runner's pooled answers (STS-B scores, MNLI
 labels), for a batch mixing short and long pairs: models trained on whole documents (pooling in
-the model: mean, max, attention) and on single windows (pooling after it)."""
+the model: mean, max, logsumexp, attention) and on single windows (pooling after it)."""
 
 import os
 
@@ -21,6 +21,7 @@ CASES = [
     ("mnli", "document", "attention"),
     ("mnli", "document", "max"),
     ("stsb", "document", "mean"),
+    ("stsb", "document", "logsumexp"),
     ("mnli", "window", "max"),
 ]
 
@@ -55,11 +56,12 @@ def test_pair_windows_give_the_runner_answers(tmp_path, task_name, training, poo
         assert np.all(np.abs(out["probabilities"].numpy().sum(-1) - 1) < 1e-5)
 
 
-def test_tflite_pools_with_the_learned_attention_as_the_runner(tmp_path):
+@pytest.mark.parametrize("pooling", ["attention", "logsumexp"])
+def test_tflite_pools_in_the_model_as_the_runner(tmp_path, pooling):
     options = {
         "long_text": "windows",
         "max_windows": 4,
-        "window_pooling": "attention",
+        "window_pooling": pooling,
         "window_training": "document",
     }
     model_dir = write_task_model(tmp_path, "sst2", seed=5, **options)

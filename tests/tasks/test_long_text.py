@@ -154,6 +154,8 @@ def test_bad_settings_and_pairs_files_get_one_clear_error(tmp_path):
         config(max_windows=0)
     with pytest.raises(ValueError, match="window_pooling must be one of"):
         LongTextOptions(window_pooling="median")
+    with pytest.raises(ValueError, match="window_pooling=logsumexp pools inside the model"):
+        LongTextOptions(long_text="windows", window_pooling="logsumexp", window_training="window")
     (tmp_path / "train.tsv").write_text("label\ttext_a\ttext_b\ny\ta\tb\nn\tc\n")
     with pytest.raises(
         TextClassificationDataError,
@@ -343,12 +345,13 @@ def _window_index(counts, width=None):
     return index
 
 
-@pytest.mark.parametrize("pooling", ["mean", "max", "first", "attention"])
+@pytest.mark.parametrize("pooling", ["mean", "max", "logsumexp", "first", "attention"])
 def test_window_pooling_equals_numpy(pooling):
     rng = np.random.default_rng(1)
     counts = [3, 1, 0, 5, 2]  # A document without windows (padding) pools to zeros.
     index = _window_index(counts, width=6)
     logits = rng.normal(size=(sum(counts), 3)).astype(np.float32)
+    logits[0] += 90.0  # Far past where exp overflows float32: logsumexp stays exact.
     scores = rng.normal(size=(sum(counts), 1)).astype(np.float32)
     pooled = WindowPooling(pooling)(logits, index, scores if pooling == "attention" else None)
     expected = []
@@ -359,6 +362,8 @@ def test_window_pooling_equals_numpy(pooling):
         elif pooling == "attention":
             weights = np.exp(scores[index[row, :count], 0])
             expected.append((weights / weights.sum()) @ mine)
+        elif pooling == "logsumexp":  # float64: the reference never overflows.
+            expected.append(np.log(np.mean(np.exp(mine.astype(np.float64)), axis=0)))
         else:
             expected.append({"mean": np.mean, "max": np.max}[pooling](mine, axis=0)
                             if pooling != "first" else mine[0])  # fmt: skip
