@@ -29,20 +29,8 @@ the per-round ratios). Labels kept: the share of all dev rows whose argmax equal
 
 Needs the `onnx` extra (onnxruntime, onnx) and transformers with torch (CPU).
 
-Measured 2026-11-27 on a 2-core machine shared with five other jobs (load 10-14: absolute times
-are several times a quiet machine's; ratios within a round are what to read), all-MiniLM-L6-v2
-fine-tuned on MRPC, ONNX Runtime 1.32, TensorFlow 2.20, ms per row (median of 3 rounds):
-
-| batch, threads | SM fp32 | SM int8 | ORT fp32 | ORT int8 | TFLite dyn. | SM int8 / ORT int8 |
-|---|---|---|---|---|---|---|
-| 32, 1 (ORT not spinning) | 18.66 | 12.31 | 22.94 | 11.21 | - | 0.92x |
-| 32, 2 (ORT not spinning) | 17.13 | 13.52 | 31.32 | 13.54 | - | 0.86x (per-round median) |
-| 32, 2 (ORT spinning) | 21.70 | 11.98 | 42.64 | 29.93 | - | 2.66x (ORT spins on busy cores) |
-| 1, 1 | 30.89 | 30.68 | 24.51 | 12.80 | 10.34 | 0.43x |
-| 1, 2 | 45.57 | 38.58 | 49.86 | 41.00 | 26.02 | 1.09x |
-
-Labels kept against SM fp32 (408 dev pairs, batch 32): SM int8 99.26% (100% of the 378
-decided), ORT int8 95.59% (98.68%), ORT fp32 100%; batch 1 (60 rows): SM int8 100%, ORT int8 95%.
+Results: docs/results/data/serving-int8.json (the serving results page), with the command
+that measured them.
 """
 
 import argparse
