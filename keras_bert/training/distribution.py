@@ -19,6 +19,10 @@ Several hosts (a TPU pod slice, a GPU cluster): every host runs the same command
 `KERAS_DISTRIBUTION_PROCESS_ID` set (`keras.distribution.initialize` reads them; on a TPU pod
 `KERAS_DISTRIBUTION_NUM_PROCESSES` alone, JAX finds the rest); the mesh then spans every host's
 devices, each host reads its share of every global batch, and process 0 is the chief (writes).
+Every host restores the newest checkpoint of `model_dir` when resuming, so `model_dir` must be a
+path all hosts read (gs://, a shared file system). CPU hosts work too: JAX's CPU collectives are
+gloo over TCP by default (`jax_cpu_collectives_implementation`); tests/training/test_multihost.py
+runs two processes joined so on one machine.
 
 A `KerasDistribution` stands where the runners hold a `tf.distribute.Strategy`: `scope()`,
 `num_replicas_in_sync` (devices on the batch axis), `is_chief`.
