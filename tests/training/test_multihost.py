@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 import pytest
+from pretraining_data import write_records
 from train_job import JOB, finetune_job, pretraining_job
 
 from keras_bert.training import distribution
@@ -50,7 +51,7 @@ with open(spec["out"] + ".host.json", "w") as f:
     json.dump(host, f)
 """
 ENV = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "PYTHONFAULTHANDLER": "1"}
-TIMEOUT = 600
+TIMEOUT = 300
 
 
 def _free_port():
@@ -134,7 +135,18 @@ def test_two_hosts_train_as_one_host_with_two_devices(tmp_path, runner):
     follow one process of two devices step for step, to the same weights; each host fed the
     first or second half of each global batch; only process 0 wrote."""
     if runner == "pretrain":
-        config = dict(pretraining_job(tmp_path, "run"), distribution="data_parallel")
+        evaluation, _ = write_records(
+            str(tmp_path),
+            40,
+            vocab_size=48,
+            seq_length=24,
+            max_predictions_per_seq=4,
+            seed=1,
+            prefix="eval",
+        )
+        config = dict(
+            pretraining_job(tmp_path, "run"), distribution="data_parallel", eval_files=evaluation
+        )
         written = {"checkpoint.json", "ckpt-6/variables.npz", "history.json", "summary.json"}
     else:
         config = finetune_job(tmp_path, "run", distribution="data_parallel")
@@ -169,6 +181,11 @@ def test_two_hosts_train_as_one_host_with_two_devices(tmp_path, runner):
         assert len(run["weights"]) == len(ref["weights"])
         for (path, x), (_, y) in zip(run["weights"], ref["weights"]):
             np.testing.assert_allclose(np.array(x), np.array(y), rtol=2e-5, atol=2e-6, err_msg=path)
+    # Pre-training evaluates on every host (one global computation); fine-tuning on the chief.
+    assert other["eval"] == (chief["eval"] if runner == "pretrain" else {}) and chief["eval"]
+    assert set(chief["eval"]) == set(ref["eval"])
+    for key, value in ref["eval"].items():
+        np.testing.assert_allclose(chief["eval"][key], value, rtol=2e-5, atol=2e-6, err_msg=key)
     if runner == "finetune":  # The chief evaluated each epoch and the kept model as one host did.
         assert chief["eval_history"] == ref["eval_history"] and len(ref["eval_history"]) == 2
         assert chief["eval"] == ref["eval"] and chief["eval"]
