@@ -664,7 +664,8 @@ def _evaluate_epoch(run, model, eval_sets, eval_history, epoch):
 
 
 def _restore_best(run, model):
-    """The weights of the best epoch back in `model` (chief only); returns best.json or None."""
+    """The weights of the best epoch back in `model` (the chief reads them; on several JAX hosts
+    every host gets the chief's); returns best.json (None off the chief)."""
     config, task = run.config, run.config.task_object
     best = _read_json(os.path.join(config.model_dir, "best.json"), None) if run.chief else None
     if distribution.several_hosts(run.strategy):  # Assigning is a collective: every host joins.
