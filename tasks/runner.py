@@ -24,6 +24,7 @@ from absl import logging
 from keras_bert.checkpoints import hf_tasks
 from keras_bert.checkpoints.task_model import find_task_model, save_task_model
 from keras_bert.checkpoints.training import read_weights, write_weights
+from keras_bert.checkpoints.variables_checkpoint import read_values
 from keras_bert.io_utils import write_atomic
 from keras_bert.models import lora
 from keras_bert.tasks import documents, quantization_aware
@@ -663,11 +664,16 @@ def _evaluate_epoch(run, model, eval_sets, eval_history, epoch):
 
 
 def _restore_best(run, model):
-    """The weights of the best epoch back in `model` (chief only); returns best.json or None."""
+    """The weights of the best epoch back in `model` (the chief reads them; on several JAX hosts
+    every host gets the chief's); returns best.json (None off the chief)."""
     config, task = run.config, run.config.task_object
     best = _read_json(os.path.join(config.model_dir, "best.json"), None) if run.chief else None
-    if best is not None:
+    if distribution.several_hosts(run.strategy):  # Assigning is a collective: every host joins.
+        values = best and read_values(f"{best['path']}.npz", model.weights)
+        distribution.assign_from_chief(model.weights, values)
+    elif best is not None:
         read_weights(model, best["path"])
+    if best is not None:
         logging.info(
             "Kept the model of epoch %d (step %d): %s %.4f",
             best["epoch"],
@@ -742,7 +748,8 @@ def _distribute(strategy, feats, batches, padded, label_keys):
     replicas = strategy.num_replicas_in_sync
     if distribution.is_keras_distribution(strategy):  # JAX: Keras splits each global batch.
         distribution.check_batch(len(batches[0]) if batches else replicas, strategy)
-        return feature_lib.make_dataset(feats, batches, padded, label_keys=label_keys)
+        local = strategy.process_batches(batches)  # Several hosts: this host's rows.
+        return feature_lib.make_dataset(feats, local, padded, label_keys=label_keys)
     if replicas == 1 and not isinstance(strategy, tf.distribute.TPUStrategy):
         return feature_lib.make_dataset(feats, batches, padded, label_keys=label_keys)
 

@@ -128,6 +128,17 @@ def read_variables(path, variables, name=None):
         CheckpointError: the file is missing, truncated or corrupt, or does not hold these
             variables (another count, path or shape).
     """
+    for v, value in zip(variables, read_values(path, variables, name)):
+        v.assign(keras.ops.cast(value, v.dtype))
+
+
+def read_values(path, variables, name=None):
+    """The arrays `write_variables` wrote, one per variable of `variables` (checked against
+    them as `read_variables` does), not assigned.
+
+    Returns:
+        list of NumPy arrays.
+    """
     name = name or path
     manifest, arrays = _read(path, name)
     problem = _mismatch(manifest, variables)
@@ -136,9 +147,7 @@ def read_variables(path, variables, name=None):
             f"Checkpoint {name} does not match this model and optimizer (nothing was loaded): "
             f"{problem}"
         )
-    values = [arrays[_key(i)] for i, v in enumerate(variables)]
-    for v, value in zip(variables, values):
-        v.assign(keras.ops.cast(value, v.dtype))
+    return [arrays[_key(i)] for i in range(len(variables))]
 
 
 def read_arrays(path):

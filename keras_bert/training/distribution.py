@@ -19,6 +19,10 @@ Several hosts (a TPU pod slice, a GPU cluster): every host runs the same command
 `KERAS_DISTRIBUTION_PROCESS_ID` set (`keras.distribution.initialize` reads them; on a TPU pod
 `KERAS_DISTRIBUTION_NUM_PROCESSES` alone, JAX finds the rest); the mesh then spans every host's
 devices, each host reads its share of every global batch, and process 0 is the chief (writes).
+Every host restores the newest checkpoint of `model_dir` when resuming, so `model_dir` must be a
+path all hosts read (gs://, a shared file system). CPU hosts work too: JAX's CPU collectives are
+gloo over TCP by default (`jax_cpu_collectives_implementation`); tests/training/test_multihost.py
+runs two processes joined so on one machine.
 
 A `KerasDistribution` stands where the runners hold a `tf.distribute.Strategy`: `scope()`,
 `num_replicas_in_sync` (devices on the batch axis), `is_chief`.
@@ -73,6 +77,63 @@ class KerasDistribution:
         import jax
 
         return jax.process_index() == 0
+
+    def process_batches(self, batches: list) -> list:
+        """This process's rows of each global batch (lists of example indices): all of them on
+        one host; on several, the process's contiguous share (process p of P: rows
+        [p*B/P, (p+1)*B/P)), which Keras assembles into the global batch in process order.
+
+        For input pipelines whose batch size is not static (Keras' own sharding needs it): the
+        returned batches are this process's share already, so Keras' sharding is turned off.
+
+        Args:
+            batches: list of global batches, each a sequence of B example indices.
+
+        Returns:
+            list of sequences of B/P example indices.
+        """
+        import jax
+
+        processes, index = jax.process_count(), jax.process_index()
+        if processes == 1 or self.distribution is None:
+            return batches
+        self.distribution.auto_shard_dataset = False
+        return [b[len(b) * index // processes : len(b) * (index + 1) // processes] for b in batches]
+
+
+def several_hosts(strategy: Any) -> bool:
+    """True for a `KerasDistribution` whose processes (hosts) are more than one."""
+    if not is_keras_distribution(strategy):
+        return False
+    import jax
+
+    return jax.process_count() > 1
+
+
+def assign_from_chief(variables: list, values: list | None) -> bool:
+    """Several hosts: every process assigns the chief's `values` to `variables`. Assigning a
+    variable of a multi-host JAX mesh is a collective (JAX checks that every host puts the
+    same value), so every process calls this, and the values come from process 0 by broadcast.
+
+    Args:
+        variables: list of Keras variables (the same on every process).
+        values: list of arrays, one per variable, on the chief (ignored elsewhere); None on the
+            chief: nothing is assigned, anywhere.
+
+    Returns:
+        bool: whether the variables were assigned.
+    """
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    if not multihost_utils.broadcast_one_to_all(np.int32(values is not None)):
+        return False
+    if values is None:  # Not the chief: placeholders of the broadcast's shapes and dtypes.
+        values = [np.zeros(v.shape, keras.backend.standardize_dtype(v.dtype)) for v in variables]
+    values = multihost_utils.broadcast_one_to_all([np.asarray(x) for x in values])
+    for v, value in zip(variables, values):
+        v.assign(keras.ops.cast(value, v.dtype))
+    return True
 
 
 def check_backend(strategy: str, distribution: str) -> None:
