@@ -294,7 +294,7 @@ def int8_copy(
             layer._fused_activation = None
             layer.__class__ = Int8Dense
     for block in copy._flatten_layers():
-        fused = FUSED_ACTIVATIONS.get(getattr(block, "hidden_act", None))
+        fused = FUSED_ACTIVATIONS.get(str(getattr(block, "hidden_act", "")))
         if isinstance(block, TransformerBlock) and fused:
             if isinstance(block.intermediate, Int8Dense):
                 block.intermediate._fused_activation = fused

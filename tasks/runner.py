@@ -573,6 +573,13 @@ def _document_data(run, train, epoch, done, steps_per_epoch, label_keys):
     `done`-th on, split over the strategy's replicas (one pack each)."""
     config, strategy = run.config, run.strategy
     replicas = strategy.num_replicas_in_sync
+    if replicas > 1 and distribution.is_keras_distribution(strategy):
+        raise ValueError(
+            f"window_training='document' on {replicas} JAX devices is not supported yet: its "
+            f"batches pool windows per replica, which keras.distribution does not split. Train on "
+            f"one device (--distribution=none), per window (--window_training=window), or on "
+            f"TensorFlow (--strategy=mirrored)."
+        )
     budget = _window_budget(config, replicas)
     batches = documents.document_plan(
         documents.window_counts(train),

@@ -393,6 +393,19 @@ def test_document_plan_respects_the_window_budget():
         document_plan(counts, 5)
 
 
+def test_document_training_on_several_jax_devices_is_refused_by_name():
+    from types import SimpleNamespace
+
+    from keras_bert.training.distribution import KerasDistribution
+
+    class TwoDevices(KerasDistribution):
+        num_replicas_in_sync = 2
+
+    run = SimpleNamespace(config=None, strategy=TwoDevices())
+    with pytest.raises(ValueError, match="window_training='document' on 2 JAX devices"):
+        runner._document_data(run, None, 0, 0, 1, ["label"])
+
+
 @pytest.mark.parametrize("fixed", [None, (12, 8)])
 def test_document_batches_hold_whole_documents(fixed):
     tokenizer = BertTokenizer(VOCAB)
