@@ -140,6 +140,36 @@ def make_document_dataset(
     )
 
 
+def concatenate_packs(packs, first, count, budget):
+    """Replica packs of `make_document_dataset(fixed=(budget, ...))` side by side: each global
+    batch's `count` packs concatenated along the first axis, as `keras.distribution` splits a
+    batch over its devices (pack r of the batch to device r), `window_index` pointing into the
+    concatenated windows (pack r's indexes offset by (first + r) * budget).
+
+    Args:
+        packs: the `tf.data.Dataset` of packs, `count` per global batch, in replica order.
+        first: int, the global replica index of each batch's first pack (several hosts: this
+            host's first).
+        count: int, packs per batch in `packs`.
+        budget: int, windows and documents of every pack.
+
+    Returns:
+        `tf.data.Dataset` of (inputs, labels): windows [count * budget, S], `window_index`
+        [count * budget, K], labels [count * budget].
+    """
+    offsets = (tf.range(first, first + count) * budget)[:, None, None]  # (R, 1, 1)
+
+    def concatenate(x, y):
+        x = dict(x)
+        index = x.pop(WINDOW_INDEX)  # (R, budget, K), -1 where a document has no window
+        x = {k: tf.reshape(v, [-1, tf.shape(v)[-1]]) for k, v in x.items()}  # (R W, S)
+        index = tf.where(index >= 0, index + tf.cast(offsets, index.dtype), index)
+        x[WINDOW_INDEX] = tf.reshape(index, [-1, tf.shape(index)[-1]])  # (R B, K)
+        return x, {k: tf.reshape(v, [-1]) for k, v in y.items()}  # (R B,)
+
+    return packs.batch(count, drop_remainder=True).map(concatenate)
+
+
 def _pack_windows(pack, counts, first_window, n, fixed):
     """(window rows [W], window_index [B, K]) of one pack of documents; padded to `fixed`
     (windows, max_windows) with the empty feature `n` and -1."""

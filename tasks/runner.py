@@ -573,13 +573,6 @@ def _document_data(run, train, epoch, done, steps_per_epoch, label_keys):
     `done`-th on, split over the strategy's replicas (one pack each)."""
     config, strategy = run.config, run.strategy
     replicas = strategy.num_replicas_in_sync
-    if replicas > 1 and distribution.is_keras_distribution(strategy):
-        raise ValueError(
-            f"window_training='document' on {replicas} JAX devices is not supported yet: its "
-            f"batches pool windows per replica, which keras.distribution does not split. Train on "
-            f"one device (--distribution=none), per window (--window_training=window), or on "
-            f"TensorFlow (--strategy=mirrored)."
-        )
     budget = _window_budget(config, replicas)
     batches = documents.document_plan(
         documents.window_counts(train),
@@ -594,6 +587,18 @@ def _document_data(run, train, epoch, done, steps_per_epoch, label_keys):
         buckets=config.bucket_lengths(),
         label_keys=label_keys,
     )
+    if replicas > 1 and distribution.is_keras_distribution(strategy):
+        # JAX: every pack padded to the budget, the packs of a global batch side by side.
+        settings["fixed"] = (budget, config.task_object.options.max_windows)
+        first, last = strategy.process_share(replicas)  # Several hosts: this host's packs.
+        return documents.concatenate_packs(
+            documents.make_document_dataset(
+                train, batches, replica_range=(first, last), **settings
+            ),
+            first,
+            last - first,
+            budget,
+        )
     if replicas == 1 and not isinstance(strategy, tf.distribute.TPUStrategy):
         return documents.make_document_dataset(train, batches, **settings)
 

@@ -100,6 +100,17 @@ class KerasDistribution:
         self.distribution.auto_shard_dataset = False
         return [b[len(b) * index // processes : len(b) * (index + 1) // processes] for b in batches]
 
+    def process_share(self, count: int) -> tuple[int, int]:
+        """(first, last): this process's contiguous share of `count` per-device packs (all of
+        them on one host; Keras' sharding then off, as in `process_batches`)."""
+        import jax
+
+        processes, index = jax.process_count(), jax.process_index()
+        if processes == 1 or self.distribution is None:
+            return 0, count
+        self.distribution.auto_shard_dataset = False
+        return count * index // processes, count * (index + 1) // processes
+
 
 def several_hosts(strategy: Any) -> bool:
     """True for a `KerasDistribution` whose processes (hosts) are more than one."""

@@ -23,7 +23,12 @@ from keras_bert.models.documents import DocumentClassifier, WindowPooling
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks import registry, runner
 from keras_bert.tasks.config import FinetuneConfig
-from keras_bert.tasks.documents import document_plan, make_document_dataset, window_counts
+from keras_bert.tasks.documents import (
+    concatenate_packs,
+    document_plan,
+    make_document_dataset,
+    window_counts,
+)
 from keras_bert.tasks.glue.data import InputExample
 from keras_bert.tasks.long_text import LongTextOptions, max_first_length, resolve_stride
 from keras_bert.tasks.runner import run_finetuning
@@ -393,17 +398,40 @@ def test_document_plan_respects_the_window_budget():
         document_plan(counts, 5)
 
 
-def test_document_training_on_several_jax_devices_is_refused_by_name():
-    from types import SimpleNamespace
-
-    from keras_bert.training.distribution import KerasDistribution
-
-    class TwoDevices(KerasDistribution):
-        num_replicas_in_sync = 2
-
-    run = SimpleNamespace(config=None, strategy=TwoDevices())
-    with pytest.raises(ValueError, match="window_training='document' on 2 JAX devices"):
-        runner._document_data(run, None, 0, 0, 1, ["label"])
+@pytest.mark.parametrize("first", [0, 1])
+def test_packs_side_by_side_keep_every_document_with_its_windows(first):
+    """keras.distribution's layout of a two-replica plan (`concatenate_packs`): device r's rows
+    are pack r; every document's `window_index` row points at its own windows in the
+    concatenated batch, and its label and weight follow it (`first`: a host's first replica)."""
+    tokenizer = BertTokenizer(VOCAB)
+    texts = [_document(np.random.default_rng(i), i % 2, words=(5, 60)) for i in range(21)]
+    options = LongTextOptions(long_text="windows", max_windows=8, doc_stride=10)
+    inputs, example_index = feature_lib.encode_long_texts(tokenizer, SEQ, texts, None, options, "t")
+    labels = {"label": (np.arange(21) % 2).astype(np.int32)[example_index]}
+    feats = feature_lib.FeatureSet(inputs, labels, example_index)
+    batches = document_plan(window_counts(feats), 12, shuffle=True, seed=1, num_replicas=2)
+    replicas = (first, 2)  # This host's packs: both, or the second one alone.
+    packs = make_document_dataset(feats, batches, replica_range=replicas, fixed=(12, 8))
+    data = concatenate_packs(packs, first, 2 - first, 12)
+    ids = feats.inputs["input_word_ids"].to_list()
+    seen = []
+    for batch, (x, y) in zip(batches, data):
+        index, words = x["window_index"].numpy(), x["input_word_ids"].numpy()
+        assert words.shape[0] == index.shape[0] == y["label"].shape[0] == 12 * (2 - first)
+        for r, pack in enumerate(batch[first:]):
+            rows = index[12 * r : 12 * (r + 1)]  # Device r's documents.
+            for row, doc in enumerate(pack):
+                windows = [w for w in rows[row] if w >= 0]
+                assert all(12 * (first + r) <= w < 12 * (first + r + 1) for w in windows)
+                local = [w - 12 * first for w in windows]
+                expected = [ids[f] for f in np.flatnonzero(example_index == doc)]
+                assert [words[w][words[w] > 0].tolist() for w in local] == expected
+                assert y["label"].numpy()[12 * r + row] == doc % 2
+                seen.append(doc)
+            weights = y["weight"].numpy()[12 * r : 12 * (r + 1)].tolist()
+            assert weights == [1.0] * len(pack) + [0.0] * (12 - len(pack))
+    expected = sorted(d for batch in batches for pack in batch[first:] for d in pack)
+    assert sorted(seen) == expected and len(set(seen)) == len(seen)
 
 
 @pytest.mark.parametrize("fixed", [None, (12, 8)])

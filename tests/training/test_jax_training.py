@@ -101,6 +101,54 @@ def test_two_jax_devices_match_one_device(tmp_path):
     assert ft_two["eval"] == ft_one["eval"]
 
 
+@pytest.mark.parametrize(
+    "pooling", ["logsumexp", pytest.param("attention", marks=pytest.mark.slow)]
+)
+def test_a_document_batch_over_two_jax_devices_steps_as_on_one(pooling):
+    """Document-level training's global batch (two packs side by side, windows pooled per
+    document in the model): one SGD step over two JAX devices gives one device's loss and
+    weights (`jax_document_step.py`, in a subprocess with two CPU devices)."""
+    script = os.path.join(os.path.dirname(__file__), "jax_document_step.py")
+    proc = subprocess.run(
+        [sys.executable, script, pooling],
+        env={**os.environ, **JAX_ENV},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["devices"] == 2 and result["documents"] > 2
+    np.testing.assert_allclose(*result["losses"], rtol=1e-6)
+    assert result["max_update"] > 1e-3  # The step moved the weights ...
+    assert result["max_difference"] < 1e-5 * result["max_update"]  # ... the same on both.
+
+
+@pytest.mark.slow
+def test_document_level_finetuning_runs_on_two_jax_devices(tmp_path):
+    """The runner's document-level training (`--window_training=document`) over two JAX
+    devices: every step's global batch is two packs of whole documents; it trains, keeps its
+    best epoch and evaluates documents, like the one-device run on the same data."""
+    windows = dict(
+        long_text="windows",
+        max_windows=4,
+        doc_stride=4,
+        window_training="document",
+        window_pooling="logsumexp",
+    )
+    config = finetune_job(tmp_path, "doc_one", bert=NO_DROPOUT, dropout=0.0, task_options=windows)
+    config["seq_length"] = 8  # Windows of 6 tokens: the tiny SST-2's sentences take 1-4.
+    one, two = _ok(
+        tmp_path,
+        "documents",
+        [config, dict(config, distribution="data_parallel", model_dir=str(tmp_path / "doc_two"))],
+    )
+    assert [r["replicas"] for r in (one, two)] == [1, 2]
+    assert np.ptp(_losses(two)) > 1e-3 and np.isfinite(_losses(two)).all()
+    assert len(_losses(two)) * 2 >= len(_losses(one))  # Global batches of two packs each.
+    assert set(two["eval"]) == set(one["eval"]) and 0.0 <= two["eval"]["accuracy"] <= 1.0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("runner", ["pretrain", "finetune"])
 def test_killed_jax_run_resumes_exactly(tmp_path, runner):
