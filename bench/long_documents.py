@@ -20,6 +20,12 @@ learns from mostly noise. Train and dev documents use disjoint sentences and dis
 (2:1 splits: the 872 SST-2 sentences give 581 to train and 291 to dev, each reused in several
 documents among other news).
 
+`--kind=topic_sentence`: the same construction with a larger pool of key sentences: one real
+sentence of 8 to 40 words from a SQuAD v1.1 dev science article (label "science") or history
+article ("history") among the CoNLL-2003 news, past the first window. The articles' paragraphs are
+split 2:1 as for `--kind=paragraph`: 3,053 unique train and 1,507 dev sentences, where SST-2's dev
+file (the only SST-2 file at hand) gives 581 and 291.
+
 The files are `label<TAB>text` (`--task=text_classification`).
 
     .venv/bin/python bench/long_documents.py --out /tmp/long_docs [--kind sentence] \\
