@@ -13,7 +13,7 @@ the bias and GELU applied in the product's registers. Its input range is one sca
 inputs are quantized in one of two ways (`QUANTIZERS`, chosen per layer by `INPUT_MODES`):
 
 - per tensor (`quantize_tensor`): the batch's min and max, x - min quantized to uint8 by
-  `QuantizeV2` ("SCALED", 255 steps); the shift's product (min times the kernel's column sums)
+  `QuantizeV2` ("MIN_FIRST", 255 steps); the shift's product (min times the kernel's column sums)
   joins the bias, and the bias and activation run inside the product: no pass over the output.
 - per row (`quantize_rows`): each row's min and max, (x - min) / (max - min) quantized; the
   product times each row's width plus the shift's product (per row) and the bias, then the
@@ -35,9 +35,11 @@ query, key and value quantize their common input once (`InputCache`).
 The ops are TensorFlow's own (`_QuantizedMatMul` is an internal op name: TensorFlow registers
 it, tf.raw_ops lists it not): the SavedModel loads where TensorFlow alone is importable (the
 tests serve it so); builds without oneDNN (non-x86) lack the kernel. A TF Serving binary was not
-at hand to check: its x86 builds compile TensorFlow's kernels the same way. `QuantizeV2` runs in
-"SCALED" mode into uint8, where oneDNN's kernel (TF_ENABLE_ONEDNN_OPTS=1) and Eigen's round
-alike. The attention's two batched products, the embeddings, LayerNorm and softmax stay float,
+at hand to check: its x86 builds compile TensorFlow's kernels the same way. Per row,
+`QuantizeV2` runs in "SCALED" mode into uint8, where oneDNN's kernel (TF_ENABLE_ONEDNN_OPTS=1)
+and Eigen's round alike; per tensor in "MIN_FIRST" mode, where oneDNN rounds x - min to the
+nearest step and Eigen (TF_ENABLE_ONEDNN_OPTS=0) x and min apart (up to one step off). The
+attention's two batched products, the embeddings, LayerNorm and softmax stay float,
 as in Keras' int8 and TFLite's "int8" recipe; so do the Dense layers that `FLOAT_LAYERS` names.
 """
 
@@ -171,11 +173,24 @@ def _rows(inputs):
 
 def quantize_tensor(inputs):
     """One range for the whole batch: float32 [..., K] -> (quint8 q [M, K], width, shift,
-    None), x = q width / 255 + shift on 255 steps from the tensor's min (shift) to its max."""
+    None), x = q width / 255 + shift on 255 steps from the tensor's min (shift) to its max.
+
+    `QuantizeV2`'s "MIN_FIRST" mode subtracts the min itself (oneDNN: round((x - min) 255 /
+    width), the grid of x - min in "SCALED" mode, one pass over x fewer); it widens a range that
+    does not hold 0 to hold it, so the range is widened here first (the encoder's inputs,
+    LayerNorm's and the attention's outputs, hold both signs)."""
     rows = _rows(inputs)  # (M, K)
-    low = tf.reduce_min(rows)
-    width = tf.maximum(tf.reduce_max(rows) - low, 1e-6)
-    return _uint8(rows - low, width), width, low, None
+    low = tf.minimum(tf.reduce_min(rows), 0.0)
+    width = tf.maximum(tf.maximum(tf.reduce_max(rows), 0.0) - low, 1e-6)
+    quantized = tf.raw_ops.QuantizeV2(
+        input=rows,
+        min_range=low,
+        max_range=low + width,
+        T=tf.quint8,
+        mode="MIN_FIRST",
+        ensure_minimum_range=0.0,
+    ).output
+    return quantized, width, low, None
 
 
 def quantize_rows(inputs):
