@@ -143,12 +143,7 @@ def main(argv=None):
         "default: the module's).",
     )
     args = parser.parse_args(argv)
-    tasks = [t for t in ("squad", "conll") if getattr(args, f"{t}_model")]
-    if not tasks:
-        parser.error("give --squad_model and --squad_data, or --conll_model and --conll_data.")
-    for task in tasks:
-        if not getattr(args, f"{task}_data"):
-            parser.error(f"--{task}_model needs --{task}_data (a dev file).")
+    tasks = common.task_args(parser, args, "a dev file")
     with tempfile.TemporaryDirectory() as tmp:
         for task in tasks:
             inputs, text = measure(task, args, os.path.join(tmp, task))

@@ -185,12 +185,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if FLOAT not in args.quantize.split(","):
         parser.error(f"--quantize must include {FLOAT!r} (the answers are compared with it).")
-    tasks = [t for t in ("squad", "conll") if getattr(args, f"{t}_model")]
-    if not tasks:
-        parser.error("give --squad_model and --squad_data, or --conll_model and --conll_data.")
-    for task in tasks:
-        if not getattr(args, f"{task}_data"):
-            parser.error(f"--{task}_model needs --{task}_data (its dev file).")
+    tasks = common.task_args(parser, args, "its dev file")
     with tempfile.TemporaryDirectory() as tmp:
         for task in tasks:
             inputs, timed, text = measure(task, args, os.path.join(tmp, task))

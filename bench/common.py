@@ -342,6 +342,18 @@ class _Tee(io.TextIOBase):
         self.stream.flush()
 
 
+def task_args(parser, args, what="dev file"):
+    """The tasks of a `--squad_model` / `--conll_model` benchmark that were given a model, each
+    with its `--<task>_data`; a usage error (parser.error) otherwise."""
+    tasks = [t for t in ("squad", "conll") if getattr(args, f"{t}_model")]
+    if not tasks:
+        parser.error("give --squad_model and --squad_data, or --conll_model and --conll_data.")
+    for task in tasks:
+        if not getattr(args, f"{task}_data"):
+            parser.error(f"--{task}_model needs --{task}_data ({what}).")
+    return tasks
+
+
 def machine():
     """What the numbers were measured on: CPU model, logical CPUs, load, platform."""
     model = platform.processor()

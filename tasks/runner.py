@@ -23,8 +23,7 @@ from absl import logging
 
 from keras_bert.checkpoints import hf_tasks
 from keras_bert.checkpoints.task_model import find_task_model, save_task_model
-from keras_bert.checkpoints.training import read_weights, write_weights
-from keras_bert.checkpoints.variables_checkpoint import read_values
+from keras_bert.checkpoints.training import read_weight_values, read_weights, write_weights
 from keras_bert.io_utils import write_atomic
 from keras_bert.models import lora
 from keras_bert.tasks import documents, quantization_aware
@@ -681,7 +680,7 @@ def _restore_best(run, model):
     config, task = run.config, run.config.task_object
     best = _read_json(os.path.join(config.model_dir, "best.json"), None) if run.chief else None
     if distribution.several_hosts(run.strategy):  # Assigning is a collective: every host joins.
-        values = best and read_values(f"{best['path']}.npz", model.weights)
+        values = best and read_weight_values(model, best["path"])
         distribution.assign_from_chief(model.weights, values)
     elif best is not None:
         read_weights(model, best["path"])

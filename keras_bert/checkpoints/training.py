@@ -151,6 +151,13 @@ def write_weights(model, path):
     return tf.train.Checkpoint(model=model).write(path)
 
 
+def read_weight_values(model, path):
+    """The arrays of a `write_weights` checkpoint written on JAX or PyTorch (`<path>.npz`), one
+    per `model.weights`, checked against them, not assigned (several JAX hosts assign them
+    together: `keras_bert.training.distribution.assign_from_chief`)."""
+    return variables_checkpoint.read_values(f"{path}.npz", model.weights)
+
+
 def read_weights(model, path):
     """Reads weights written by `write_weights` into `model`.
 

@@ -92,17 +92,12 @@ class KerasDistribution:
         Returns:
             list of sequences of B/P example indices.
         """
-        import jax
-
-        processes, index = jax.process_count(), jax.process_index()
-        if processes == 1 or self.distribution is None:
-            return batches
-        self.distribution.auto_shard_dataset = False
-        return [b[len(b) * index // processes : len(b) * (index + 1) // processes] for b in batches]
+        return [b[slice(*self.process_share(len(b)))] for b in batches]
 
     def process_share(self, count: int) -> tuple[int, int]:
-        """(first, last): this process's contiguous share of `count` per-device packs (all of
-        them on one host; Keras' sharding then off, as in `process_batches`)."""
+        """(first, last): this process's contiguous share of `count` rows or per-device packs
+        (process p of P: [p*count/P, (p+1)*count/P); all of them on one host). On several hosts
+        Keras' own sharding is turned off: the caller feeds this process's share."""
         import jax
 
         processes, index = jax.process_count(), jax.process_index()

@@ -399,14 +399,14 @@ def test_document_plan_respects_the_window_budget():
 
 
 def _document_features():
-    """(FeatureSet, example_index) of 21 documents of 1-8 windows, label i % 2."""
+    """The FeatureSet of 21 documents of 1-8 windows, label i % 2."""
     texts = [_document(np.random.default_rng(i), i % 2, words=(5, 60)) for i in range(21)]
     options = LongTextOptions(long_text="windows", max_windows=8, doc_stride=10)
     inputs, example_index = feature_lib.encode_long_texts(
         BertTokenizer(VOCAB), SEQ, texts, None, options, "t"
     )
     labels = {"label": (np.arange(21) % 2).astype(np.int32)[example_index]}
-    return feature_lib.FeatureSet(inputs, labels, example_index), example_index
+    return feature_lib.FeatureSet(inputs, labels, example_index)
 
 
 @pytest.mark.parametrize("first", [0, 1])
@@ -414,7 +414,8 @@ def test_packs_side_by_side_keep_every_document_with_its_windows(first):
     """keras.distribution's layout of a two-replica plan (`concatenate_packs`): device r's rows
     are pack r; every document's `window_index` row points at its own windows in the
     concatenated batch, and its label and weight follow it (`first`: a host's first replica)."""
-    feats, example_index = _document_features()
+    feats = _document_features()
+    example_index = feats.example_index
     batches = document_plan(window_counts(feats), 12, shuffle=True, seed=1, num_replicas=2)
     replicas = (first, 2)  # This host's packs: both, or the second one alone.
     packs = make_document_dataset(feats, batches, replica_range=replicas, fixed=(12, 8))
@@ -442,7 +443,8 @@ def test_packs_side_by_side_keep_every_document_with_its_windows(first):
 
 @pytest.mark.parametrize("fixed", [None, (12, 8)])
 def test_document_batches_hold_whole_documents(fixed):
-    feats, example_index = _document_features()
+    feats = _document_features()
+    example_index = feats.example_index
     counts = window_counts(feats)
     assert counts.max() > 1 and counts.min() == 1
     batches = document_plan(counts, 12, shuffle=True, seed=1)

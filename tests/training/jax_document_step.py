@@ -26,6 +26,7 @@ from keras_bert.tasks.documents import (  # noqa: E402
     make_document_dataset,
     window_counts,
 )
+from keras_bert.tasks.trainer import TaskTrainer  # noqa: E402
 from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
 
 OPTIONS = dict(long_text="windows", max_windows=4, doc_stride=8, window_training="document")
@@ -54,20 +55,15 @@ def train_step(task, x, y, weights, distribution):
     keras.utils.set_random_seed(0)
     with distribution.scope() if distribution else contextlib.nullcontext():
         model = task.build_model(BertEncoder(BertConfig(**TINY)), 0.0)
+        assert isinstance(model, DocumentClassifier)
         model(x)
         if weights is not None:
             model.set_weights(weights)
         start = [np.array(w) for w in model.get_weights()]
-        trainer = _trainer(task, model)
+        trainer = TaskTrainer(task, model)
         trainer.compile(optimizer=keras.optimizers.SGD(learning_rate=0.5))
     loss = float(trainer.train_on_batch(x, y, return_dict=True)["loss"])
     return loss, start, [np.array(w) for w in model.get_weights()]
-
-
-def _trainer(task, model):
-    from keras_bert.tasks.trainer import TaskTrainer
-
-    return TaskTrainer(task, model)
 
 
 def main():
@@ -78,7 +74,6 @@ def main():
     two_loss, _, two = train_step(
         task, x, y, start, keras.distribution.DataParallel(devices=devices)
     )
-    assert isinstance(task.build_model(BertEncoder(BertConfig(**TINY)), 0.0), DocumentClassifier)
     result = dict(
         devices=len(devices),
         documents=int(y["weight"].sum()),
