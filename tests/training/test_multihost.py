@@ -205,7 +205,7 @@ def test_each_host_feeds_its_contiguous_share_of_every_global_batch(monkeypatch)
     dist = distribution.KerasDistribution(
         keras.distribution.DataParallel(devices=keras.distribution.list_devices())
     )
-    assert dist.process_batches(batches) is batches and dist.distribution.auto_shard_dataset
+    assert dist.process_batches(batches) == batches and dist.distribution.auto_shard_dataset
     monkeypatch.setattr(jax, "process_count", lambda: 3)
     shares = []
     for index in range(3):
