@@ -12,30 +12,43 @@ activation, and returns float32: the kernel reordered for the CPU once (`is_weig
 the bias and GELU applied in the product's registers. Its input range is one scalar pair;
 inputs are quantized in one of two ways (`QUANTIZERS`, chosen per layer by `INPUT_MODES`):
 
-- per tensor (`quantize_tensor`): the batch's min and max, x - min quantized to uint8 by
-  `QuantizeV2` ("MIN_FIRST", 255 steps); the shift's product (min times the kernel's column sums)
-  joins the bias, and the bias and activation run inside the product: no pass over the output.
-- per row (`quantize_rows`): each row's min and max, (x - min) / (max - min) quantized; the
-  product times each row's width plus the shift's product (per row) and the bias, then the
-  activation: three more passes over the output.
+- per tensor (`quantize_tensor`): one range, x - low quantized to uint8 by `QuantizeV2`
+  ("MIN_FIRST", 255 steps). Calibrated, the range is a constant: the smoothed input's min and
+  max over the calibration texts (values beyond saturate); uncalibrated, the batch's min and max.
+  The shift's product (low times the kernel's column sums) joins the bias, and the bias and
+  activation run inside the product: no pass over the output.
+- per row (`quantize_rows`): each row's range, (x - low) / (max - low) quantized, low the row's
+  min ("row"), or for the feed-forward output's input a constant ("floor"): the fused
+  activation's floor (`ACTIVATION_FLOORS`, GELU's -0.17 times the input's largest smoothing
+  factor), so the shift's product is a constant too; the product times each row's width plus
+  the bias, then the activation (where not fused).
 
 Inputs are smoothed first (SmoothQuant, Xiao et al. 2022, `keras_bert.export.int8_smoothing`):
 each input channel divided by a factor calibrated on the task's recorded training texts, the
 kernel's row multiplied by it, so that a few outlier channels do not set the range for all.
-Classification, regression and multiple choice quantize per tensor but the feed-forward
-output's input (GELU's output, whose outlier tokens one range per batch cannot hold;
+The attention output's factor moves into the value's output channels (`fold_into_value`): the
+context comes smoothed. Classification, regression and multiple choice quantize per tensor but
+the feed-forward output's input (GELU's output, whose outlier tokens one range cannot hold;
 Bondarenko et al. 2021); SQuAD and NER, whose spans and entities move with smaller changes of
 the logits, per row. Measured on all-MiniLM-L6-v2 (bench/bench_serving_int8.py,
-bench/bench_serving_int8_tasks.py): MRPC keeps 99.26% of the float labels (one range per
-tensor everywhere, unsmoothed: 97.8%); SQuAD 97.05% of the answers and CoNLL-2003 98.39% of the
-entity lists (their per-tensor recipe: 92.6% and 96.1%). Without calibration texts (an encoder,
-or a `model/` that recorded none) every input is quantized per row, unsmoothed. The attention's
-query, key and value quantize their common input once (`InputCache`).
+bench/bench_serving_int8_tasks.py): SST-2 keeps 99.5% of the float labels (MRPC, earlier: one
+range per tensor everywhere, unsmoothed, 97.8%; smoothed 99.3%); SQuAD, its feed-forward outputs
+float (`KIND_FLOAT_LAYERS`), 97.6% of the answers and CoNLL-2003 98.1% of the entity lists
+(their per-tensor recipe: 92.6% and 96.1%). Without calibration texts (an
+encoder, or a `model/` that recorded none) every input is quantized per row, unsmoothed. The
+attention's query, key and value quantize their common input once (`InputCache`).
 
-The ops are TensorFlow's own (`_QuantizedMatMul` is an internal op name: TensorFlow registers
-it, tf.raw_ops lists it not): the SavedModel loads where TensorFlow alone is importable (the
-tests serve it so); builds without oneDNN (non-x86) lack the kernel. A TF Serving binary was not
-at hand to check: its x86 builds compile TensorFlow's kernels the same way. Per row,
+Each op costs time of its own at serving sizes (tens of microseconds, and on two threads the
+small ones do not split): so the constant ranges (no reductions for them), and each
+LayerNormalization in one oneDNN op (`FusedLayerNorm`, `_MklLayerNorm`) instead of about nine.
+On SST-2 at batch 32 on two threads these took the model from 0.98x to 1.2x ONNX Runtime's
+int8 (bench/bench_serving_int8.py).
+
+The ops are TensorFlow's own (`_QuantizedMatMul` and `_MklLayerNorm` are internal op names:
+TensorFlow registers them, tf.raw_ops lists them not): the SavedModel loads where TensorFlow
+alone is importable (the tests serve it so); builds without oneDNN (non-x86) lack the
+kernels. A TF Serving binary was not at hand to check: its x86 builds compile TensorFlow's
+kernels the same way. Per row,
 `QuantizeV2` runs in "SCALED" mode into uint8, where oneDNN's kernel (TF_ENABLE_ONEDNN_OPTS=1)
 and Eigen's round alike; per tensor in "MIN_FIRST" mode, where oneDNN rounds x - min to the
 nearest step and Eigen (TF_ENABLE_ONEDNN_OPTS=0) x and min apart (up to one step off). The
@@ -60,11 +73,20 @@ from keras_bert.layers.transformer import TransformerBlock
 # weights: the pooler and the task heads (one row per example, or a few outputs per token: no
 # time to gain). On MRPC the pooler in int8 too changed no label.
 FLOAT_LAYERS = r"^(pooler_dense|classifier|span_logits)$"
+# SQuAD also keeps the feed-forward outputs float: its answers kept is the int8 bar most at risk
+# (4,874 real SQuAD v1.1 questions, all-MiniLM-L6-v2: 96.6% with every Dense in int8, and
+# equivalent rewrites of the graph moved it by 0.5 points: int8 rounding makes small changes
+# grow through the layers; float feed-forward outputs cut the logits' error by a quarter and
+# kept 97.6%).
+KIND_FLOAT_LAYERS = {"span": r"^(pooler_dense|span_logits|.*/output_dense)$"}
 # How each int8 Dense layer's input is quantized (`QUANTIZERS`): the first (regex of its path,
 # mode) that matches (module docstring), by task kind. Classification, regression and multiple
-# choice: per tensor but the feed-forward output's input; SQuAD and NER, whose answers (spans,
-# entities) move with smaller changes of the logits: per row.
-INPUT_MODES = ((r".*/output_dense$", "row"), (r".*", "tensor"))
+# choice: per tensor but the feed-forward output's input, per row from the activation's floor
+# ("floor"; per row where no fused activation feeds it); SQuAD and NER, whose answers (spans,
+# entities) move with smaller changes of the logits: per row, from each row's min (the floor
+# measured no better on SQuAD: 96.88% of the answers with every Dense in int8, against 96.57-97.05%
+# for the row's min).
+INPUT_MODES = ((r".*/output_dense$", "floor"), (r".*", "tensor"))
 KIND_INPUT_MODES = {"span": ((r".*", "row"),), "token_classification": ((r".*", "row"),)}
 # `hidden_act` -> the oneDNN post-op that computes it inside the intermediate product.
 FUSED_ACTIVATIONS = {
@@ -73,6 +95,9 @@ FUSED_ACTIVATIONS = {
     "relu": "Relu",
     "tanh": "Tanh",
 }
+# Below each post-op's outputs (GELU's minimum is -0.16997): per row, the feed-forward
+# output's input is quantized from it.
+ACTIVATION_FLOORS = {"GeluExact": -0.17, "GeluApproximate": -0.1701, "Relu": 0.0, "Tanh": -1.0}
 # The post-ops' float functions (where the input is quantized per row, applied after).
 ACTIVATIONS = {
     "GeluExact": utils.gelu,
@@ -83,14 +108,14 @@ ACTIVATIONS = {
 # format="saved_model"'s quantize values -> what they do (--help).
 QUANTIZATIONS = {
     "none": "float32",
-    "int8": "int8 weights per channel and int8 activations (ranges at run time) in the "
-    "encoder's matrix multiplies (oneDNN), the rest float32",
+    "int8": "int8 weights per channel and int8 activations (calibrated ranges per tensor, or "
+    "per row at run time) in the encoder's matrix multiplies (oneDNN), the rest float32",
 }
 DESCRIPTION = (
-    "int8 weights (per output channel) and int8 activations (ranges at run time: per tensor "
-    "after smoothing, or per row) in the encoder's Dense layers (oneDNN _QuantizedMatMul, GELU "
-    "fused); the attention's batched products, embeddings, LayerNorm, softmax, pooler and task "
-    "head float32"
+    "int8 weights (per output channel) and int8 activations (per tensor after smoothing, on "
+    "ranges calibrated on the training texts; or per row, at run time) in the encoder's Dense "
+    "layers (oneDNN _QuantizedMatMul, GELU fused); the attention's batched products, "
+    "embeddings, LayerNorm (oneDNN, one op), softmax, pooler and task head float32"
 )
 
 
@@ -107,20 +132,24 @@ class Int8Dense(keras.layers.Dense):
     """A Keras int8 `Dense` (after `quantize("int8")`) whose product runs in oneDNN's
     `_QuantizedMatMul` (`quantized_matmul`); the same weights, used in inference only.
 
-    `_input_mode` says how its input is quantized ("tensor": `quantize_tensor`, "row":
-    `quantize_rows`), `_fused_activation` the oneDNN post-op that replaces the block's
+    `_input_mode` says how its input is quantized ("tensor": `quantize_tensor`, "row" and
+    "floor": `quantize_rows`), `_input_range` its constant range (per tensor: (low, width)) or
+    floor (per row), or None; `_fused_activation` the oneDNN post-op that replaces the block's
     activation (or None). Layers of one copy share an `InputCache`: the attention's query, key
     and value quantize their common input once."""
 
     def _int8_call(self, inputs, training=None):
         del training
         quantized, width, shift, scale = self._input_cache.quantized(
-            inputs, self._input_mode, self._smoothing
+            inputs, self._input_mode, self._smoothing, self._input_range
         )
         kernel = (self._kernel, self._kernel_range, self._negative_range)
-        bias = self._column_sums * shift  # (N,) or per row (M, N): the shift's product
-        if self.bias is not None:
-            bias = bias + self.bias
+        if isinstance(shift, float):  # A constant shift: the bias is a constant too.
+            bias = self._column_sums_numpy * shift + self._bias_numpy
+        else:
+            bias = self._column_sums * shift  # (N,) or per row (M, N): the shift's product
+            if self.bias is not None:
+                bias = bias + self.bias
         if scale is None:  # One range: the bias and activation run inside the product.
             outputs = quantized_matmul(quantized, width, kernel, bias, self._fused_activation)
         else:
@@ -145,11 +174,11 @@ class InputCache:
     def __init__(self):
         self.key, self.value = None, None
 
-    def quantized(self, inputs, mode, smoothing=None):
-        key = (inputs.ref(), mode, id(smoothing))
+    def quantized(self, inputs, mode, smoothing=None, input_range=None):
+        key = (inputs.ref(), mode, id(smoothing), input_range)
         if self.key != key:
             smoothed = inputs if smoothing is None else inputs * smoothing  # (..., K)
-            self.key, self.value = key, QUANTIZERS[mode](smoothed)
+            self.key, self.value = key, QUANTIZERS[mode](smoothed, input_range)
         return self.value
 
 
@@ -171,17 +200,22 @@ def _rows(inputs):
     return inputs if inputs.shape.rank == 2 else tf.reshape(inputs, [-1, tf.shape(inputs)[-1]])
 
 
-def quantize_tensor(inputs):
+def quantize_tensor(inputs, input_range=None):
     """One range for the whole batch: float32 [..., K] -> (quint8 q [M, K], width, shift,
-    None), x = q width / 255 + shift on 255 steps from the tensor's min (shift) to its max.
+    None), x = q width / 255 + shift on 255 steps from the tensor's min (shift) to its max;
+    or from `input_range`'s (low, width), constant floats (calibrated): values outside it
+    saturate.
 
     `QuantizeV2`'s "MIN_FIRST" mode subtracts the min itself (oneDNN: round((x - min) 255 /
     width), the grid of x - min in "SCALED" mode, one pass over x fewer); it widens a range that
     does not hold 0 to hold it, so the range is widened here first (the encoder's inputs,
     LayerNorm's and the attention's outputs, hold both signs)."""
     rows = _rows(inputs)  # (M, K)
-    low = tf.minimum(tf.reduce_min(rows), 0.0)
-    width = tf.maximum(tf.maximum(tf.reduce_max(rows), 0.0) - low, 1e-6)
+    if input_range is not None:
+        low, width = input_range
+    else:
+        low = tf.minimum(tf.reduce_min(rows), 0.0)
+        width = tf.maximum(tf.maximum(tf.reduce_max(rows), 0.0) - low, 1e-6)
     quantized = tf.raw_ops.QuantizeV2(
         input=rows,
         min_range=low,
@@ -193,11 +227,13 @@ def quantize_tensor(inputs):
     return quantized, width, low, None
 
 
-def quantize_rows(inputs):
+def quantize_rows(inputs, floor=None):
     """A range per row: float32 [..., K] -> (quint8 q [M, K], 1, shift [M, 1], scale s [M, 1]),
-    x = s q / 255 + shift on 255 steps from the row's min (shift) to its max."""
+    x = s q / 255 + shift on 255 steps from the row's min (shift) to its max; or from `floor`
+    (a constant float below every value: an activation's minimum) to the row's max, shift =
+    floor."""
     rows = _rows(inputs)  # (M, K)
-    low = tf.reduce_min(rows, axis=-1, keepdims=True)  # (M, 1)
+    low = tf.reduce_min(rows, axis=-1, keepdims=True) if floor is None else floor  # (M, 1)
     shifted = rows - low  # (M, K), >= 0
     scale = tf.reduce_max(shifted, axis=-1, keepdims=True) + 1e-12  # (M, 1)
     return _uint8(shifted * tf.math.reciprocal(scale), 1.0), 1.0, low, scale
@@ -205,7 +241,7 @@ def quantize_rows(inputs):
 
 # Input modes -> their quantizers: float32 [..., K] -> (quint8 q [M, K], width, shift, scale):
 # x = scale q width / 255 + shift (scale None: 1).
-QUANTIZERS = {"tensor": quantize_tensor, "row": quantize_rows}
+QUANTIZERS = {"tensor": quantize_tensor, "row": quantize_rows, "floor": quantize_rows}
 
 
 def quantized_matmul(quantized, width, kernel, bias, activation=None):
@@ -262,9 +298,11 @@ def int8_copy(
 ) -> keras.Model:
     """A copy of `model` (its own weights) with `quantize("int8")` applied to every Dense
     layer but those matching `float_layers`, its int8 Dense layers computing in oneDNN
-    (`Int8Dense`): inputs quantized as `input_modes` say, smoothed (`int8_smoothing.smooth`)
-    where they match `smooth_layers` and `calibrate` is given; each Transformer block's
-    activation fused into its intermediate product.
+    (`Int8Dense`): inputs quantized as `input_modes` say (per tensor on the ranges `calibrate`
+    saw; the feed-forward output's rows from the activation's floor), smoothed
+    (`int8_smoothing.smooth`; the attention output's in the value) where they match
+    `smooth_layers` and `calibrate` is given; each Transformer block's activation fused into
+    its intermediate product; LayerNormalization in one op (`FusedLayerNorm`).
 
     Args:
         model: a built Keras model (a task model or an encoder); left unchanged.
@@ -284,7 +322,7 @@ def int8_copy(
     def int8_layer(layer):
         return isinstance(layer, keras.layers.Dense) and not re.match(float_layers, layer.path)
 
-    factors = {}
+    factors, recorder = {}, None
     if calibrate is not None:
         smoothed = [
             layer
@@ -293,45 +331,102 @@ def int8_copy(
         ]
         recorder = int8_smoothing.InputRecorder().record(smoothed, lambda: calibrate(copy))
         factors = int8_smoothing.smooth(smoothed, recorder)
+    blocks = [b for b in copy._flatten_layers() if isinstance(b, TransformerBlock)]
+    folded = int8_smoothing.fold_into_value(blocks, factors, int8_layer)
     copy.quantize("int8", filters=int8_layer)
     cache = InputCache()
     for layer in copy._flatten_layers():
         if isinstance(layer, keras.layers.Dense) and layer.quantization_mode == "int8":
-            kernel = keras.ops.convert_to_numpy(layer._kernel).astype(np.float32)  # (K, N)
-            channel_max = 127.0 / keras.ops.convert_to_numpy(layer.kernel_scale).reshape(-1)
-            layer._kernel_range = tf.constant(channel_max, tf.float32)  # (N,)
-            layer._negative_range = tf.constant(-channel_max, tf.float32)
-            layer._column_sums = tf.constant(kernel.sum(0) * channel_max / 127.0, tf.float32)
-            layer._input_cache = cache
+            _to_int8_dense(layer, cache, factors.get(layer.path), layer.path in folded)
             mode = next((m for r, m in input_modes if re.match(r, layer.path)), "tensor")
             layer._input_mode = "row" if mode == "tensor" and calibrate is None else mode
-            layer._smoothing = factors.get(layer.path)
-            layer._fused_activation = None
-            layer.__class__ = Int8Dense
-    for block in copy._flatten_layers():
+            if layer._input_mode == "tensor":  # A constant range: the calibrated one.
+                layer._input_range = _calibrated_range(recorder, layer.path, factors)
+        elif isinstance(layer, keras.layers.LayerNormalization):
+            _fuse_layer_norm(layer)
+    for block in blocks:
         fused = FUSED_ACTIVATIONS.get(str(getattr(block, "hidden_act", "")))
-        if isinstance(block, TransformerBlock) and fused:
-            if isinstance(block.intermediate, Int8Dense):
-                block.intermediate._fused_activation = fused
-                block._activation = _identity
+        if fused and isinstance(block.intermediate, Int8Dense):
+            block.intermediate._fused_activation = fused
+            block._activation = _identity
+            output = block.output_dense
+            if isinstance(output, Int8Dense) and output._input_mode == "floor":
+                # Its input is the activation's output: rows from the activation's floor.
+                factor = 1.0 if output._smoothing is None else np.asarray(output._smoothing)
+                output._input_range = float(np.min(ACTIVATION_FLOORS[fused] * factor))
+    for layer in copy._flatten_layers():  # "floor" where no fused activation feeds: per row.
+        if isinstance(layer, Int8Dense) and layer._input_mode == "floor":
+            layer._input_mode = "row" if layer._input_range is None else "floor"
     return copy
+
+
+def _to_int8_dense(layer, cache, factor, folded=False):
+    """Turns a Keras int8 Dense into an `Int8Dense` (its input's smoothing: `factor`, None;
+    `folded`: applied by the layer before)."""
+    kernel = keras.ops.convert_to_numpy(layer._kernel).astype(np.float32)  # (K, N)
+    channel_max = 127.0 / keras.ops.convert_to_numpy(layer.kernel_scale).reshape(-1)
+    layer._kernel_range = tf.constant(channel_max, tf.float32)  # (N,)
+    layer._negative_range = tf.constant(-channel_max, tf.float32)
+    layer._column_sums_numpy = (kernel.sum(0) * channel_max / 127.0).astype(np.float32)
+    layer._column_sums = tf.constant(layer._column_sums_numpy)
+    layer._bias_numpy = (
+        keras.ops.convert_to_numpy(layer.bias) if layer.bias is not None else 0.0
+    ).astype(np.float32)
+    layer._input_cache = cache
+    layer._smoothing = None if folded else factor
+    layer._smoothed = factor is not None
+    layer._input_range = None
+    layer._fused_activation = None
+    layer.__class__ = Int8Dense
+
+
+def _calibrated_range(recorder, path, factors):
+    """(low, width) of a layer's smoothed input over the calibration texts, holding 0."""
+    factor = factors.get(path)
+    factor = 1.0 if factor is None else np.asarray(factor)
+    low = min(float(np.min(recorder.lows[path] * factor)), 0.0)
+    high = max(float(np.max(recorder.highs[path] * factor)), 0.0)
+    return low, max(high - low, 1e-6)
+
+
+class FusedLayerNorm(keras.layers.LayerNormalization):
+    """LayerNormalization in one oneDNN op (`_MklLayerNorm`) instead of about nine."""
+
+    def call(self, inputs):
+        return layer_norm(inputs, self.gamma, self.beta, self.epsilon)
+
+
+def layer_norm(x, gamma, beta, epsilon):
+    """LayerNorm over the last axis of float32 x [..., H] in oneDNN's `_MklLayerNorm`."""
+    if not tf.inside_function():  # The op has no eager wrapper: run it in a graph.
+        return tf.function(layer_norm)(x, gamma, beta, epsilon)
+    _, _, op, _ = op_def_library._apply_op_helper(
+        "_MklLayerNorm", name="LayerNorm", x=x, scale=gamma, offset=beta, epsilon=epsilon
+    )
+    return op.outputs[0]
+
+
+def _fuse_layer_norm(layer):
+    axis = layer.axis if isinstance(layer.axis, int) else tuple(layer.axis)
+    if axis in (-1, (-1,)) and layer.center and layer.scale and not layer.rms_scaling:
+        layer.__class__ = FusedLayerNorm
 
 
 def _identity(x):
     return x
 
 
-def int8_source(
-    source, float_layers=FLOAT_LAYERS, input_modes=None, texts=None, smooth_layers=".*"
-):
+def int8_source(source, float_layers=None, input_modes=None, texts=None, smooth_layers=".*"):
     """The `ExportSource` of `source`'s int8 copy (`int8_copy`), calibrated on `texts` (rows of
     texts; default: the training texts recorded in a fine-tuned `model/`; none recorded: every
-    input quantized per row); task.json's `quantization` says what is quantized and how."""
+    input quantized per row), its Dense layers matching `float_layers` (default: the task
+    kind's `KIND_FLOAT_LAYERS`, else `FLOAT_LAYERS`) kept float; task.json's `quantization`
+    says what is quantized and how."""
     if texts is None and source.model is not None:
         texts = task_model.read_training_texts(source.path, source.info)
     model = int8_copy(
         source.model if source.model is not None else source.encoder,
-        float_layers,
+        float_layers or KIND_FLOAT_LAYERS.get(source.kind, FLOAT_LAYERS),
         input_modes or KIND_INPUT_MODES.get(source.kind, INPUT_MODES),
         int8_smoothing.calibration(source, texts) if texts else None,
         smooth_layers,
@@ -349,7 +444,23 @@ def int8_source(
                 mode: sorted(layer.path for layer in int8 if layer._input_mode == mode)
                 for mode in QUANTIZERS
             },
-            "smoothed_inputs": sorted(layer.path for layer in int8 if layer._smoothing is not None),
+            "smoothed_inputs": sorted(layer.path for layer in int8 if layer._smoothed),
+            "smoothing_in_value": sorted(
+                layer.path for layer in int8 if layer._smoothed and layer._smoothing is None
+            ),
+            "calibrated_ranges": {
+                layer.path: [round(v, 6) for v in layer._input_range]
+                for layer in int8
+                if isinstance(layer._input_range, tuple)
+            },
+            "row_floors": {
+                layer.path: round(layer._input_range, 6)
+                for layer in int8
+                if isinstance(layer._input_range, float)
+            },
+            "fused_layer_norms": sum(
+                isinstance(x, FusedLayerNorm) for x in model._flatten_layers()
+            ),
             "smoothing_alpha": int8_smoothing.SMOOTHING_ALPHA if texts else None,
             "calibration_texts": len(texts or ()),
             "fused_activations": sorted(

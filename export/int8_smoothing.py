@@ -29,21 +29,29 @@ class _RecordingDense(keras.layers.Dense):
 
 
 class InputRecorder:
-    """The channel abs-maxima of the inputs of Dense layers over eager calls, and which layers
+    """The channel ranges of the inputs of Dense layers over eager calls, and which layers
     read the same input (the attention's query, key and value).
 
     Attributes:
         maxima: dict layer path -> float32 [K], each input channel's abs-max.
+        lows, highs: dict layer path -> float32 [K], each input channel's min and max.
         groups: dict layer path -> the path of the first layer that read the same input.
     """
 
     def __init__(self):
-        self.maxima, self.groups, self._last = {}, {}, (None, None)
+        self.lows, self.highs, self.groups, self._last = {}, {}, {}, (None, None)
+
+    @property
+    def maxima(self):
+        return {path: np.maximum(-low, self.highs[path]) for path, low in self.lows.items()}
 
     def see(self, layer, inputs):
-        values = np.abs(np.reshape(np.asarray(inputs), (-1, inputs.shape[-1]))).max(0)  # (K,)
-        seen = self.maxima.get(layer.path)
-        self.maxima[layer.path] = values if seen is None else np.maximum(seen, values)
+        rows = np.reshape(np.asarray(inputs), (-1, inputs.shape[-1]))  # (M, K)
+        low, high = rows.min(0), rows.max(0)  # (K,)
+        if layer.path in self.lows:
+            low = np.minimum(low, self.lows[layer.path])
+            high = np.maximum(high, self.highs[layer.path])
+        self.lows[layer.path], self.highs[layer.path] = low, high
         last_inputs, last_path = self._last
         if last_inputs is inputs:
             self.groups[layer.path] = self.groups[last_path]
@@ -92,6 +100,28 @@ def smooth(layers, recorder, alpha=SMOOTHING_ALPHA):
             layer.kernel.assign(kernel * d[:, None])
             factors[layer.path] = inverse
     return factors
+
+
+def fold_into_value(blocks, factors, can_fold=lambda layer: True):
+    """Moves the smoothing of each Transformer block's attention output into its value layer:
+    the attention's context is the attention-weighted sum of the value's outputs, so the
+    value's output channels (kernel columns, bias) times the factor make the context come
+    smoothed, with no pass over it. Float Dense layers; `factors` as `smooth` returns them.
+
+    Returns:
+        set of the paths whose input comes smoothed (their factor no longer to apply).
+    """
+    folded = set()
+    for block in blocks:
+        factor = factors.get(block.attention_output.path)
+        if factor is not None and can_fold(block.value):
+            factor = np.asarray(factor)
+            value = block.value
+            value.kernel.assign(keras.ops.convert_to_numpy(value.kernel) * factor)
+            if value.bias is not None:
+                value.bias.assign(keras.ops.convert_to_numpy(value.bias) * factor)
+            folded.add(block.attention_output.path)
+    return folded
 
 
 def calibration(source, texts):

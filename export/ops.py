@@ -38,8 +38,8 @@ NEWER_TEXT_OPS = frozenset(
 )
 PYTHON_OPS = frozenset({"EagerPyFunc", "PyFunc", "PyFuncStateless"})
 # TensorFlow's own ops that tf.raw_ops leaves out (internal names, "_"), which exports use: the
-# oneDNN int8 product of the int8 SavedModels (`keras_bert.export.int8_saved_model`).
-TENSORFLOW_INTERNAL_OPS = frozenset({"_QuantizedMatMul"})
+# oneDNN int8 product and LayerNorm of the int8 SavedModels (`keras_bert.export.int8_saved_model`).
+TENSORFLOW_INTERNAL_OPS = frozenset({"_QuantizedMatMul", "_MklLayerNorm"})
 LIBRARIES = ("tensorflow", "tensorflow-text", "python", "unknown")
 
 

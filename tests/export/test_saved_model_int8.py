@@ -106,18 +106,72 @@ def test_per_row_product_equals_the_numpy_reference(product_case):
     assert row_error[small].mean() < 0.75 * tensor_error[small].mean()
 
 
-def test_smoothing_keeps_the_float_products_and_shares_a_factor_per_input():
-    keras.utils.set_random_seed(1)
+def numpy_clipped_tensor_product(x, w, low, width):
+    """x W with x clipped to [low, low + width] and rounded to uint8 on that range."""
+    x = np.clip(x, low, low + width)
+    return (np.round((x - low) * (255.0 / width)) * (width / 255.0) + low) @ numpy_kernel(w)
+
+
+def test_per_tensor_product_on_a_constant_range_saturates_outside_it(product_case):
+    """A calibrated range: values beyond it take its ends (no wrap-around)."""
+    x, w, b = product_case
+    kernel, sums = _int8_dense(w, b)
+    low, width = float(np.percentile(x, 2)), float(np.percentile(x, 97) - np.percentile(x, 2))
+    quantized, got_width, shift, scale = int8_saved_model.quantize_tensor(
+        tf.constant(x), (low, width)
+    )
+    assert scale is None and (shift, got_width) == (low, width)
+    got = int8_saved_model.quantized_matmul(quantized, width, kernel, b + low * sums)
+    want = numpy_clipped_tensor_product(x, w, low, width) + b
+    np.testing.assert_allclose(got, want, atol=3e-5 * np.abs(want).max())
+    assert np.abs(numpy_tensor_product(x, w) + b - want).max() > 1e-2 * np.abs(want).max()
+
+
+def test_per_row_product_from_an_activation_floor(product_case):
+    """GELU's outputs, each row quantized from GELU's minimum (not its own) to its max."""
+    x, w, _ = product_case
+    x = numpy_gelu(x).astype(np.float32)
+    kernel, sums = _int8_dense(w, np.zeros(w.shape[1], np.float32))
+    floor = int8_saved_model.ACTIVATION_FLOORS["GeluExact"]
+    assert floor <= x.min() and floor <= numpy_gelu(np.linspace(-3, 0, 3001)).min()
+    quantized, width, low, s = int8_saved_model.quantize_rows(tf.constant(x), floor)
+    got = int8_saved_model.quantized_matmul(quantized, width, kernel, 0 * sums) * s + low * sums
+    s = (x - floor).max(-1, keepdims=True) + 1e-12
+    want = (np.round((x - floor) * (255.0 / s)) * (s / 255.0) + floor) @ numpy_kernel(w)
+    np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+
+
+def test_fused_layer_norm_equals_numpy():
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((3, 5, 24)) * 4 + 1).astype(np.float32)
+    gamma, beta = rng.uniform(0.5, 2, 24), rng.standard_normal(24)
+    got = int8_saved_model.layer_norm(
+        tf.constant(x), tf.constant(gamma, tf.float32), tf.constant(beta, tf.float32), 1e-12
+    )
+    mean, variance = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    want = (x - mean) / np.sqrt(variance + 1e-12) * gamma + beta
+    np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+
+
+def _tiny_encoder_case(seed, lengths):
+    """A random tiny encoder, inputs of rows of `lengths` real tokens (padded to the longest),
+    its float sequence_output, and its Dense layers but the pooler."""
+    keras.utils.set_random_seed(seed)
     encoder = keras_bert.BertEncoder(keras_bert.BertConfig(**TINY))
-    ids = tf.constant(np.random.default_rng(1).integers(1, TINY["vocab_size"], (4, 9)))
+    shape = (len(lengths), max(lengths))
+    ids = tf.constant(np.random.default_rng(seed).integers(1, TINY["vocab_size"], shape))
     inputs = {
         "input_word_ids": ids,
-        "input_mask": tf.ones_like(ids),
+        "input_mask": tf.constant(np.arange(shape[1]) < np.array(lengths)[:, None], tf.int32),
         "input_type_ids": tf.zeros_like(ids),
     }
     want = np.asarray(encoder(inputs)["sequence_output"])
     dense = [layer for layer in encoder._flatten_layers() if isinstance(layer, keras.layers.Dense)]
-    dense = [layer for layer in dense if layer.path != "pooler_dense"]
+    return encoder, inputs, want, [layer for layer in dense if layer.path != "pooler_dense"]
+
+
+def test_smoothing_keeps_the_float_products_and_shares_a_factor_per_input():
+    encoder, inputs, want, dense = _tiny_encoder_case(1, [9] * 4)
     kernels = {layer.path: np.asarray(layer.kernel) for layer in dense}
     recorder = int8_smoothing.InputRecorder().record(dense, lambda: encoder(inputs))
     assert all(type(layer) is keras.layers.Dense for layer in dense)  # Restored.
@@ -125,6 +179,9 @@ def test_smoothing_keeps_the_float_products_and_shares_a_factor_per_input():
     embedded = encoder.get_layer("embeddings")(inputs["input_word_ids"], inputs["input_type_ids"])
     x_max = np.abs(np.asarray(embedded)).reshape(-1, TINY["hidden_size"]).max(0)
     np.testing.assert_allclose(recorder.maxima["layer_0/query"], x_max, rtol=1e-5)
+    rows = np.asarray(embedded).reshape(-1, TINY["hidden_size"])
+    np.testing.assert_allclose(recorder.lows["layer_0/query"], rows.min(0), rtol=1e-5)
+    np.testing.assert_allclose(recorder.highs["layer_0/query"], rows.max(0), rtol=1e-5)
     assert recorder.groups["layer_0/key"] == recorder.groups["layer_0/value"] == "layer_0/query"
     factors = int8_smoothing.smooth(dense, recorder)
     shared = factors["layer_0/query"]
@@ -142,6 +199,35 @@ def test_smoothing_keeps_the_float_products_and_shares_a_factor_per_input():
     )
 
 
+class _SmoothedInputDense(keras.layers.Dense):
+    """A float Dense whose input is multiplied by `_factor` first (what `Int8Dense` does)."""
+
+    def call(self, inputs, training=None):
+        return super().call(inputs * self._factor, training=training)
+
+
+def test_the_attention_outputs_smoothing_folded_into_the_value_keeps_the_float_answer():
+    encoder, inputs, want, dense = _tiny_encoder_case(4, [11, 7, 4])
+    value = np.asarray(encoder.get_layer("layer_0").value.kernel)
+    factors = int8_smoothing.smooth(
+        dense, int8_smoothing.InputRecorder().record(dense, lambda: encoder(inputs))
+    )
+    blocks = [encoder.get_layer("layer_0")]
+    assert int8_smoothing.fold_into_value(blocks, factors) == {"layer_0/attention_output_dense"}
+    context_factor = np.asarray(factors["layer_0/attention_output_dense"])
+    np.testing.assert_allclose(
+        blocks[0].value.kernel,
+        value * np.asarray(factors["layer_0/value"])[:, None] ** -1 * context_factor,
+        rtol=1e-5,
+    )
+    for layer in dense:  # Inputs times their factor but the folded one's.
+        folded = layer.path == "layer_0/attention_output_dense"
+        layer._factor = np.float32(1.0) if folded else factors[layer.path]
+        layer.__class__ = _SmoothedInputDense
+    np.testing.assert_allclose(encoder(inputs)["sequence_output"], want, atol=3e-5)
+    assert not np.allclose(context_factor, 1.0, atol=0.05)
+
+
 def with_training_texts(model_dir, destination, rows):
     """A copy of a `model/` directory that records `rows` as its training texts."""
     shutil.copytree(model_dir, destination)
@@ -156,16 +242,23 @@ def with_training_texts(model_dir, destination, rows):
 
 
 class ReferenceInt8Dense(keras.layers.Dense):
-    """An `Int8Dense` computed in float TensorFlow ops: the NumPy references' rounding."""
+    """An `Int8Dense` computed in float TensorFlow ops: the NumPy references' rounding, on the
+    layer's constant range (per tensor, saturating) or floor (per row) where it has one."""
 
     def _int8_call(self, inputs, training=None):
         x = inputs if self._smoothing is None else inputs * self._smoothing
         if self._input_mode == "tensor":
-            low = tf.reduce_min(x)
-            width = tf.reduce_max(x) - low
+            if self._input_range is None:
+                low = tf.reduce_min(x)
+                width = tf.reduce_max(x) - low
+            else:
+                low, width = self._input_range
+                x = tf.clip_by_value(x, low, low + width)
             x = tf.round((x - low) * (255.0 / width)) * (width / 255.0) + low
         else:
-            low = tf.reduce_min(x, -1, keepdims=True)
+            low = self._input_range
+            if low is None:
+                low = tf.reduce_min(x, -1, keepdims=True)
             s = tf.reduce_max(x - low, -1, keepdims=True) + 1e-12
             x = tf.round((x - low) * (255.0 / s)) * (s / 255.0) + low
         kernel = tf.cast(self._kernel, tf.float32) * (self._kernel_range / 127.0)
@@ -215,6 +308,10 @@ def test_int8_classifier_answers_near_the_float_model(sst2_int8):
     assert len(ops[PRODUCT_OP].nodes) == len(dense) - 1  # All but the pooler.
     assert "BatchMatMulV3" not in ops  # Keras' own int8 product (slow on CPUs) is not used.
     assert "Erf" not in ops  # GELU runs inside the intermediate product.
+    # No range is reduced but each row's max of the feed-forward output's input (per tensor:
+    # calibrated ranges; per row: from GELU's floor); each LayerNorm is one op.
+    assert "Min" not in ops and len(ops["Max"].nodes) == 1
+    assert len(ops["_MklLayerNorm"].nodes) == 3 and "SquaredDifference" not in ops
 
 
 def test_int8_task_json_and_warmup_records(sst2_int8):
@@ -225,9 +322,17 @@ def test_int8_task_json_and_warmup_records(sst2_int8):
     per_tensor = ("attention_output_dense", "intermediate_dense", "key", "query", "value")
     assert quantization["inputs"] == {
         "tensor": [f"layer_0/{name}" for name in per_tensor],
-        "row": ["layer_0/output_dense"],
+        "row": [],
+        "floor": ["layer_0/output_dense"],
     }
     assert len(quantization["smoothed_inputs"]) == 6
+    assert quantization["smoothing_in_value"] == ["layer_0/attention_output_dense"]
+    ranges = quantization["calibrated_ranges"]
+    assert sorted(ranges) == quantization["inputs"]["tensor"]
+    assert all(low <= 0 < width for low, width in ranges.values())
+    floors = quantization["row_floors"]  # GELU's floor times the input's largest factor.
+    assert list(floors) == ["layer_0/output_dense"] and floors["layer_0/output_dense"] < 0
+    assert quantization["fused_layer_norms"] == 3
     assert quantization["calibration_texts"] == len(CALIBRATION)
     assert quantization["fused_activations"] == ["layer_0/intermediate_dense: GeluExact"]
     with open(os.path.join(sst2_int8["path"], EXTRA_DIR, "task.json")) as f:
@@ -241,7 +346,7 @@ def test_int8_task_json_and_warmup_records(sst2_int8):
 def test_without_training_texts_every_input_is_quantized_per_row(sst2):
     source = int8_saved_model.int8_source(load_source(sst2["model_dir"]))
     quantization = source.info["quantization"]
-    assert quantization["inputs"]["tensor"] == [] and len(quantization["inputs"]["row"]) == 6
+    assert quantization["inputs"]["tensor"] == [] and len(quantization["inputs"]["row"]) == 5
     assert quantization["calibration_texts"] == 0 and quantization["smoothing_alpha"] is None
     assert quantization["smoothed_inputs"] == []
     int8 = [
@@ -249,7 +354,7 @@ def test_without_training_texts_every_input_is_quantized_per_row(sst2):
         for layer in source.model._flatten_layers()
         if isinstance(layer, int8_saved_model.Int8Dense)
     ]
-    assert {layer._input_mode for layer in int8} == {"row"}
+    assert {layer._input_mode for layer in int8} == {"row", "floor"}
     assert all(layer._smoothing is None for layer in int8)
     # The block's GELU moved into the intermediate layer (per row: after the scaling).
     assert any(layer._fused_activation == "GeluExact" for layer in int8)
@@ -308,11 +413,15 @@ def test_every_task_kind_exports_int8(task, tmp_path):
         for mode in ("none", "int8")
     }
     info = json.load(open(os.path.join(paths["int8"], EXTRA_DIR, "task.json")))
-    assert info["quantization"]["int8_dense_layers"] == 6
+    # SQuAD keeps the feed-forward output float (KIND_FLOAT_LAYERS).
+    int8_layers = 5 if task == "squad1" else 6
+    assert info["quantization"]["int8_dense_layers"] == int8_layers
+    if task == "squad1":
+        assert "layer_0/output_dense" in info["quantization"]["float_dense_layers"]
     # Calibrated on the rows; SQuAD and NER quantize every input per row (KIND_INPUT_MODES).
     per_tensor = 0 if task in ("conll2003", "squad1") else 5
     assert len(info["quantization"]["inputs"]["tensor"]) == per_tensor
-    assert len(info["quantization"]["smoothed_inputs"]) == 6
+    assert len(info["quantization"]["smoothed_inputs"]) == int8_layers
     assert os.path.exists(os.path.join(paths["int8"], EXTRA_DIR, "tf_serving_warmup_requests"))
     texts = tf.constant(TEXTS[:6])
     inputs = {"text": texts, "text_b": tf.constant(TEXTS_B[:6])}
@@ -326,4 +435,4 @@ def test_every_task_kind_exports_int8(task, tmp_path):
     assert keys == want_keys and sorted(got) == sorted(want)
     for key, value in want.items():  # (A tiny random SWAG model's saturated pooler can equal.)
         np.testing.assert_allclose(got[key], value, atol=0.15 * max(np.abs(value).max(), 1e-3))
-    assert len(list_ops(paths["int8"], "predict_ids")[PRODUCT_OP].nodes) == 6
+    assert len(list_ops(paths["int8"], "predict_ids")[PRODUCT_OP].nodes) == int8_layers
