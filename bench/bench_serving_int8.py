@@ -13,7 +13,10 @@ L6-v2 fine-tuned on MRPC) is exported here:
   `onnxruntime.quantization.quantize_dynamic` (int8 weights, uint8 activations per call). Both
   take raw strings through the same vocabulary's `BertTokenizerFast` (padding to the longest);
 - `tflite_dynamic_range` (batch 1 only, `--tflite`): `export_tflite(quantize="dynamic_range")`,
-  the LiteRT interpreter with tensorflow-text's kernels.
+  the LiteRT interpreter with tensorflow-text's kernels;
+- `keras_hub` (`--keras_hub`): keras-hub's pipeline on the same weights, its
+  `BertTextClassifierPreprocessor` (padding to `--seq_length`) and `BertTextClassifier` in one
+  tf.function (as bench_serving.py builds them).
 
 Each thread count runs in its own process (TensorFlow's thread pools are set once per process;
 ORT and LiteRT get the same count). Batch 32: every dev row in batches of 32 in file order, each
@@ -25,7 +28,7 @@ the per-round ratios). Labels kept: the share of all dev rows whose argmax equal
 
     .venv/bin/python bench/bench_serving_int8.py [--model_dir DIR --data dev.tsv]
         [--threads 1,2] [--batch_sizes 1,32] [--rounds 3] [--texts 100] [--no-tflite]
-        [--no-ort_spinning] [--work DIR]
+        [--no-ort_spinning] [--no-keras_hub] [--work DIR]
 
 Needs the `onnx` extra (onnxruntime, onnx) and transformers with torch (CPU).
 
@@ -132,8 +135,9 @@ def export_onnx(model_dir, work, seq_length):
     return hf_dir
 
 
-def peers(paths, hf_dir, threads, seq_length, lower_case, spinning=True):
-    """name -> function(rows of texts) -> probabilities [N, C] (numpy), in this process."""
+def peers(paths, hf_dir, threads, seq_length, lower_case, spinning=True, keras_hub_model=None):
+    """name -> function(rows of texts) -> probabilities [N, C] (numpy), in this process;
+    keras-hub's pipeline on `keras_hub_model`'s weights where that `model/` is given."""
     import onnxruntime as ort
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 (registers the tokenizer's ops for tf.saved_model.load)
@@ -173,6 +177,8 @@ def peers(paths, hf_dir, threads, seq_length, lower_case, spinning=True):
             return softmax(logits)
 
         calls[name] = call
+    if keras_hub_model:
+        calls["keras_hub"] = keras_hub_call(keras_hub_model, seq_length, lower_case)
     if "tflite_dynamic_range" in paths:
         from bench_tflite import runner_calls
 
@@ -180,6 +186,27 @@ def peers(paths, hf_dir, threads, seq_length, lower_case, spinning=True):
             paths["tflite_dynamic_range"], ["text", "text_b"][: len(names)], threads
         )
     return calls
+
+
+def keras_hub_call(model_dir, seq_length, lower_case):
+    """keras-hub's `BertTextClassifierPreprocessor` and `BertTextClassifier` (our weights, as
+    bench_serving.py builds them) in one tf.function: rows of texts -> probabilities."""
+    import tensorflow as tf
+    from bench_serving import keras_hub_classifier
+
+    from keras_bert.export.source import load_source
+
+    source = load_source(model_dir)
+    preprocessor, classifier = keras_hub_classifier(
+        source.model, list(source.tokenizer.vocabulary), lower_case, seq_length
+    )
+    hub = tf.function(lambda x: tf.nn.softmax(classifier(preprocessor(x), training=False)))
+
+    def call(rows):
+        columns = tuple(tf.constant(list(c)) for c in zip(*rows))
+        return hub(columns[0] if len(columns) == 1 else columns).numpy()
+
+    return call
 
 
 def softmax(x):
@@ -222,6 +249,7 @@ def worker(spec):
         spec["seq_length"],
         spec["lower_case"],
         spec["ort_spinning"],
+        spec.get("keras_hub_model"),
     )
     results = {}
     for size in spec["batch_sizes"]:
@@ -286,6 +314,13 @@ def main():
         default=True,
         help="ONNX Runtime's idle threads spin (its default); --no-ort_spinning on a busy machine.",
     )
+    parser.add_argument(
+        "--keras_hub",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Also time keras-hub's pipeline (BertTextClassifierPreprocessor, padding to "
+        "--seq_length, and BertTextClassifier, our weights).",
+    )
     parser.add_argument("--work", help="Reuse the exports of an earlier run's directory.")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -320,6 +355,7 @@ def main():
             rounds=args.rounds,
             texts=args.texts,
             ort_spinning=args.ort_spinning,
+            keras_hub_model=args.model_dir if args.keras_hub else None,
             out=os.path.join(work, f"threads_{threads}.json"),
         )
         spec_path = os.path.join(work, f"spec_{threads}.json")
