@@ -41,8 +41,8 @@ attention's query, key and value quantize their common input once (`InputCache`)
 Each op costs time of its own at serving sizes (tens of microseconds, and on two threads the
 small ones do not split): so the constant ranges (no reductions for them), and each
 LayerNormalization in one oneDNN op (`FusedLayerNorm`, `_MklLayerNorm`) instead of about nine.
-On SST-2 at batch 32 on two threads these took the model from 0.98x to 1.2x ONNX Runtime's
-int8 (bench/bench_serving_int8.py).
+On SST-2 at batch 32 on two threads these took the model from 0.92-0.98x to 1.03-1.21x ONNX
+Runtime's int8 (bench/bench_serving_int8.py; four runs on a shared host).
 
 The ops are TensorFlow's own (`_QuantizedMatMul` and `_MklLayerNorm` are internal op names:
 TensorFlow registers them, tf.raw_ops lists them not): the SavedModel loads where TensorFlow
