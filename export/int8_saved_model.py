@@ -324,12 +324,9 @@ def int8_copy(
 
     factors, recorder = {}, None
     if calibrate is not None:
-        smoothed = [
-            layer
-            for layer in copy._flatten_layers()
-            if int8_layer(layer) and re.match(smooth_layers, layer.path)
-        ]
-        recorder = int8_smoothing.InputRecorder().record(smoothed, lambda: calibrate(copy))
+        recorded = [layer for layer in copy._flatten_layers() if int8_layer(layer)]
+        recorder = int8_smoothing.InputRecorder().record(recorded, lambda: calibrate(copy))
+        smoothed = [layer for layer in recorded if re.match(smooth_layers, layer.path)]
         factors = int8_smoothing.smooth(smoothed, recorder)
     blocks = [b for b in copy._flatten_layers() if isinstance(b, TransformerBlock)]
     folded = int8_smoothing.fold_into_value(blocks, factors, int8_layer)
@@ -408,7 +405,8 @@ def layer_norm(x, gamma, beta, epsilon):
 
 def _fuse_layer_norm(layer):
     axis = layer.axis if isinstance(layer.axis, int) else tuple(layer.axis)
-    if axis in (-1, (-1,)) and layer.center and layer.scale and not layer.rms_scaling:
+    plain = layer.center and layer.scale and not layer.rms_scaling
+    if axis in (-1, (-1,)) and plain and layer.compute_dtype == "float32":
         layer.__class__ = FusedLayerNorm
 
 

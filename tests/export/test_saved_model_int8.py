@@ -343,6 +343,19 @@ def test_int8_task_json_and_warmup_records(sst2_int8):
     assert sum(1 for _ in records) > 0
 
 
+def test_unsmoothed_inputs_get_calibrated_ranges_too(sst2_int8):
+    """smooth_layers matching none: per-tensor inputs on their own calibrated ranges."""
+    source = int8_saved_model.int8_source(
+        load_source(sst2_int8["calibrated_dir"]), smooth_layers="^$"
+    )
+    quantization = source.info["quantization"]
+    assert quantization["smoothed_inputs"] == [] and quantization["smoothing_in_value"] == []
+    assert sorted(quantization["calibrated_ranges"]) == quantization["inputs"]["tensor"] != []
+    preprocess = tf.saved_model.load(sst2_int8["int8"]).signatures["preprocess"]
+    logits = source.model(preprocess(text=tf.constant(TEXTS)), training=False)["logits"]
+    _close_not_equal(logits, keras_logits(sst2_int8["model_dir"], TEXTS), 0.15)
+
+
 def test_without_training_texts_every_input_is_quantized_per_row(sst2):
     source = int8_saved_model.int8_source(load_source(sst2["model_dir"]))
     quantization = source.info["quantization"]
