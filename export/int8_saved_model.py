@@ -448,12 +448,12 @@ def int8_source(source, float_layers=None, input_modes=None, texts=None, smooth_
             ),
             "calibrated_ranges": {
                 layer.path: [round(v, 6) for v in layer._input_range]
-                for layer in int8
+                for layer in sorted(int8, key=lambda layer: layer.path)
                 if isinstance(layer._input_range, tuple)
             },
             "row_floors": {
                 layer.path: round(layer._input_range, 6)
-                for layer in int8
+                for layer in sorted(int8, key=lambda layer: layer.path)
                 if isinstance(layer._input_range, float)
             },
             "fused_layer_norms": sum(
