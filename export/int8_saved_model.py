@@ -144,16 +144,13 @@ class Int8Dense(keras.layers.Dense):
             inputs, self._input_mode, self._smoothing, self._input_range
         )
         kernel = (self._kernel, self._kernel_range, self._negative_range)
-        if isinstance(shift, float):  # A constant shift: the bias is a constant too.
-            bias = self._column_sums_numpy * shift + self._bias_numpy
-        else:
-            bias = self._column_sums * shift  # (N,) or per row (M, N): the shift's product
-            if self.bias is not None:
-                bias = bias + self.bias
+        # The shift's product and the bias: (N,), or per row (M, N); a constant where the
+        # shift is one (a calibrated range, a floor).
+        bias = shift * self._column_sums + self._bias_values
         if scale is None:  # One range: the bias and activation run inside the product.
             outputs = quantized_matmul(quantized, width, kernel, bias, self._fused_activation)
         else:
-            zeros = tf.zeros_like(self._column_sums)
+            zeros = np.zeros_like(self._column_sums)
             outputs = quantized_matmul(quantized, width, kernel, zeros) * scale + bias
             if self._fused_activation is not None:
                 outputs = ACTIVATIONS[self._fused_activation](outputs)
@@ -353,7 +350,8 @@ def int8_copy(
                 output._input_range = float(np.min(ACTIVATION_FLOORS[fused] * factor))
     for layer in copy._flatten_layers():  # "floor" where no fused activation feeds: per row.
         if isinstance(layer, Int8Dense) and layer._input_mode == "floor":
-            layer._input_mode = "row" if layer._input_range is None else "floor"
+            if layer._input_range is None:
+                layer._input_mode = "row"
     return copy
 
 
@@ -364,9 +362,8 @@ def _to_int8_dense(layer, cache, factor, folded=False):
     channel_max = 127.0 / keras.ops.convert_to_numpy(layer.kernel_scale).reshape(-1)
     layer._kernel_range = tf.constant(channel_max, tf.float32)  # (N,)
     layer._negative_range = tf.constant(-channel_max, tf.float32)
-    layer._column_sums_numpy = (kernel.sum(0) * channel_max / 127.0).astype(np.float32)
-    layer._column_sums = tf.constant(layer._column_sums_numpy)
-    layer._bias_numpy = (
+    layer._column_sums = (kernel.sum(0) * channel_max / 127.0).astype(np.float32)  # (N,)
+    layer._bias_values = (
         keras.ops.convert_to_numpy(layer.bias) if layer.bias is not None else 0.0
     ).astype(np.float32)
     layer._input_cache = cache
@@ -449,12 +446,12 @@ def int8_source(source, float_layers=None, input_modes=None, texts=None, smooth_
             "calibrated_ranges": {
                 layer.path: [round(v, 6) for v in layer._input_range]
                 for layer in sorted(int8, key=lambda layer: layer.path)
-                if isinstance(layer._input_range, tuple)
+                if layer._input_mode == "tensor" and layer._input_range is not None
             },
             "row_floors": {
                 layer.path: round(layer._input_range, 6)
                 for layer in sorted(int8, key=lambda layer: layer.path)
-                if isinstance(layer._input_range, float)
+                if layer._input_mode == "floor"
             },
             "fused_layer_norms": sum(
                 isinstance(x, FusedLayerNorm) for x in model._flatten_layers()

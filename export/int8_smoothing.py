@@ -89,11 +89,11 @@ def smooth(layers, recorder, alpha=SMOOTHING_ALPHA):
     groups = {}
     for layer in layers:
         groups.setdefault(recorder.groups[layer.path], []).append(layer)
-    factors = {}
+    factors, maxima = {}, recorder.maxima
     for members in groups.values():
         kernels = [keras.ops.convert_to_numpy(layer.kernel) for layer in members]  # (K, N)
         weight_max = np.max([np.abs(k).max(1) for k in kernels], axis=0)  # (K,)
-        input_max = recorder.maxima[members[0].path]  # (K,)
+        input_max = maxima[members[0].path]  # (K,)
         d = np.maximum(input_max, 1e-5) ** alpha / np.maximum(weight_max, 1e-5) ** (1 - alpha)
         inverse = tf.constant(1.0 / d, tf.float32)
         for layer, kernel in zip(members, kernels):

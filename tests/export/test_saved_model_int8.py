@@ -37,15 +37,19 @@ def numpy_kernel(w):
     return np.round(w * (127.0 / w_max)) * (w_max / 127.0)
 
 
-def numpy_tensor_product(x, w):
-    """x W with x rounded to uint8 on one range (the tensor's min to max, 255 steps)."""
-    low, width = x.min(), x.max() - x.min()
+def numpy_tensor_product(x, w, low=None, width=None):
+    """x W with x rounded to uint8 on one range (the tensor's min to max, 255 steps; or
+    [low, low + width], x clipped to it)."""
+    if low is None:
+        low, width = x.min(), x.max() - x.min()
+    x = np.clip(x, low, low + width)
     return (np.round((x - low) * (255.0 / width)) * (width / 255.0) + low) @ numpy_kernel(w)
 
 
-def numpy_row_product(x, w):
-    """x W with each row of x rounded to uint8 on its own range (min to max, 255 steps)."""
-    low = x.min(-1, keepdims=True)  # (M, 1)
+def numpy_row_product(x, w, floor=None):
+    """x W with each row of x rounded to uint8 on its own range (min to max, 255 steps; or
+    `floor` to max)."""
+    low = x.min(-1, keepdims=True) if floor is None else floor  # (M, 1)
     s = (x - low).max(-1, keepdims=True) + 1e-12  # (M, 1)
     return (np.round((x - low) * (255.0 / s)) * (s / 255.0) + low) @ numpy_kernel(w)
 
@@ -106,12 +110,6 @@ def test_per_row_product_equals_the_numpy_reference(product_case):
     assert row_error[small].mean() < 0.75 * tensor_error[small].mean()
 
 
-def numpy_clipped_tensor_product(x, w, low, width):
-    """x W with x clipped to [low, low + width] and rounded to uint8 on that range."""
-    x = np.clip(x, low, low + width)
-    return (np.round((x - low) * (255.0 / width)) * (width / 255.0) + low) @ numpy_kernel(w)
-
-
 def test_per_tensor_product_on_a_constant_range_saturates_outside_it(product_case):
     """A calibrated range: values beyond it take its ends (no wrap-around)."""
     x, w, b = product_case
@@ -122,7 +120,7 @@ def test_per_tensor_product_on_a_constant_range_saturates_outside_it(product_cas
     )
     assert scale is None and (shift, got_width) == (low, width)
     got = int8_saved_model.quantized_matmul(quantized, width, kernel, b + low * sums)
-    want = numpy_clipped_tensor_product(x, w, low, width) + b
+    want = numpy_tensor_product(x, w, low, width) + b
     np.testing.assert_allclose(got, want, atol=3e-5 * np.abs(want).max())
     assert np.abs(numpy_tensor_product(x, w) + b - want).max() > 1e-2 * np.abs(want).max()
 
@@ -136,8 +134,7 @@ def test_per_row_product_from_an_activation_floor(product_case):
     assert floor <= x.min() and floor <= numpy_gelu(np.linspace(-3, 0, 3001)).min()
     quantized, width, low, s = int8_saved_model.quantize_rows(tf.constant(x), floor)
     got = int8_saved_model.quantized_matmul(quantized, width, kernel, 0 * sums) * s + low * sums
-    s = (x - floor).max(-1, keepdims=True) + 1e-12
-    want = (np.round((x - floor) * (255.0 / s)) * (s / 255.0) + floor) @ numpy_kernel(w)
+    want = numpy_row_product(x, w, floor)
     np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
 
 
