@@ -57,8 +57,10 @@ Before the version appears the flatbuffer is checked: every op must be a builtin
 tensorflow-text kernel (`check_tflite_ops`), and run by the interpreter on probe texts
 (empty, accents, CJK, emoji, a capital sigma, invalid UTF-8, over-long), `preprocess` must
 give exactly the ids of the TensorFlow function and `serving_default` the same answers
-(float32: equal strings and ints, floats within `FLOAT_ATOL`; quantized: the same batch size,
-no NaN). A failed check leaves no version directory.
+(float32: equal strings and ints, floats within `FLOAT_ATOL` plus 1e-4 of each output's largest
+magnitude; quantized: the same batch size, no NaN, floats of the same shape within
+`QUANTIZED_SCALE_RTOL` of that magnitude). A failure says by how much and where. A failed check
+leaves no version directory.
 
 Every kind of `keras_bert.export.signatures.BUILDERS` converts (`KINDS`).
 """
@@ -80,6 +82,7 @@ from keras_bert.export import (
     QUANTIZATIONS,
     RepresentativeTexts,
     channel_groups,
+    checks,
     integer,
     ops,
     quantization,
@@ -97,6 +100,9 @@ METADATA_NAME = "keras_bert.task.json"
 # Kinds that convert (task.json `problem`, or "encoder"): every kind with serving signatures.
 KINDS = tuple(BUILDERS)
 FLOAT_ATOL = 1e-4  # float32 TFLite against TensorFlow (different kernels, same math).
+# Quantized TFLite against float TensorFlow, of each output's largest magnitude: 8-bit products
+# move logits by a few percent of it; a wrong or missing weight by about all of it.
+QUANTIZED_SCALE_RTOL = 0.5
 REPRESENTATIVE_LIMIT = 300  # Calibration texts used for "int8" and "int8_integer_only".
 CONVERTER_CALIBRATION = 8  # Of them, run by the converter's own calibration (see `convert`).
 # Calibration texts: texts, rows of texts (one per serving_default input), or a file of rows.
@@ -430,9 +436,10 @@ def probe_texts(functions):
 def verify(flatbuffer, functions, probes, exact=True):
     """Runs each signature of `flatbuffer` on `probes`; raises AssertionError unless it answers as
     the tf.function it was converted from: `preprocess` (and every signature if `exact`) with
-    outputs of equal shapes, equal ints and strings and floats within `FLOAT_ATOL` (infinities
-    equal); the others of a quantized model with outputs of the same batch size, no NaN (their
-    answers may differ, and with them the entities per row or the windows' answers)."""
+    outputs of equal shapes, equal ints and strings and floats within `FLOAT_ATOL` plus
+    `checks.SCALE_RTOL` of the output's largest magnitude (infinities equal); the others of a
+    quantized model as `_quantized_difference` says (their answers may differ, and with them the
+    entities per row or the windows' answers)."""
     interpreter = load_interpreter(model_content=flatbuffer)
     for name, function in functions.items():
         same_values = exact or name == "preprocess"  # Text ops are never quantized.
@@ -443,19 +450,34 @@ def verify(flatbuffer, functions, probes, exact=True):
         )
         for key, value in want.items():
             a, b = got[key], np.asarray(value)
-            if not same_values:
-                same = a.shape[:1] == b.shape[:1] and not (
-                    a.dtype.kind == "f" and np.isnan(a).any()
-                )
-            elif a.dtype.kind == "f":
-                same = a.shape == b.shape and np.allclose(a, b, atol=FLOAT_ATOL, rtol=0)
+            if same_values:
+                problem = checks.difference(a, b, atol=FLOAT_ATOL)
             else:
-                same = a.shape == b.shape and np.array_equal(a, b)
-            if not same:
+                problem = _quantized_difference(a, b)
+            if problem:
                 raise AssertionError(
                     f"TFLite signature {name} output {key} differs from TensorFlow's on the probe "
-                    f"texts (shape {a.shape} vs {b.shape})."
+                    f"texts: {problem}."
                 )
+
+
+def _quantized_difference(got, want):
+    """Why a quantized model's output is not near TensorFlow's, or None: the same rows, no NaN,
+    and float outputs of the same shape within `QUANTIZED_SCALE_RTOL` of the output's largest
+    magnitude where both are finite (answers that depend on a ranking, such as entities per row or
+    a window's best span, may differ)."""
+    if got.shape[:1] != want.shape[:1]:
+        return f"{got.shape[0]} rows where {want.shape[0]} were expected"
+    if got.dtype.kind != "f":
+        return None
+    if np.isnan(got).any():
+        return f"{int(np.isnan(got).sum())} NaN values"
+    if got.shape != want.shape or want.dtype.kind != "f":
+        return None
+    both = np.isfinite(got) & np.isfinite(want)
+    return checks.difference(
+        np.where(both, got, 0.0), np.where(both, want, 0.0), 0.0, QUANTIZED_SCALE_RTOL
+    )
 
 
 def load_interpreter(model_path=None, model_content=None, num_threads=None):

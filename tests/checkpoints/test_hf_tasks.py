@@ -12,6 +12,9 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
+from hf_task_cases import FIXTURES, SEQ_LENGTH
+from hf_task_cases import expected as _expected
+from hf_task_cases import ids as _ids
 
 from keras_bert.checkpoints import hf_tasks
 from keras_bert.models.task_models import (
@@ -21,8 +24,6 @@ from keras_bert.models.task_models import (
     BertTokenClassifier,
 )
 
-FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_tasks")
-SEQ_LENGTH = 24
 CLASSES = {
     "pairs": BertClassifier,
     "regression": BertClassifier,
@@ -32,20 +33,6 @@ CLASSES = {
     "stsb": BertClassifier,
 }
 PAIR_CASES = ("pairs", "qa", "stsb")
-
-
-def _expected(name):
-    with open(os.path.join(FIXTURES, name, "expected.json"), encoding="utf-8") as f:
-        return json.load(f)
-
-
-def _ids(expected):
-    ids = np.asarray(expected["input_ids"], np.int32)
-    return {
-        "input_word_ids": ids,
-        "input_mask": (ids != 0).astype(np.int32),
-        "input_type_ids": np.asarray(expected["token_type_ids"], np.int32),
-    }
 
 
 def _texts(name, expected):

@@ -3,35 +3,21 @@ directories: SavedModels whose `predict_ids` logits equal transformers' (the fix
 tests/checkpoints/hf_tasks, written by transformers) and whose `preprocess` ids equal its
 tokenizer's."""
 
-import json
 import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from hf_task_cases import FIXTURES, SEQ_LENGTH, ids
+from hf_task_cases import expected as _expected
 
 from keras_bert import export
 from keras_bert.checkpoints import task_model
 from keras_bert.models.task_models import BertClassifier
 
-FIXTURES = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "checkpoints", "hf_tasks"
-)
-SEQ_LENGTH = 24
 
-
-def _expected(name):
-    with open(os.path.join(FIXTURES, name, "expected.json"), encoding="utf-8") as f:
-        return json.load(f)
-
-
-def _ids(expected):
-    ids = np.asarray(expected["input_ids"], np.int32)
-    return {
-        "input_word_ids": tf.constant(ids),
-        "input_mask": tf.constant((ids != 0).astype(np.int32)),
-        "input_type_ids": tf.constant(np.asarray(expected["token_type_ids"], np.int32)),
-    }
+def _ids(answers):
+    return {k: tf.constant(v) for k, v in ids(answers).items()}
 
 
 def _assert_same_ids(ours, theirs):

@@ -1,0 +1,89 @@
+"""STS-B's regression head, pinned against NumPy: the score is the raw output of one dense unit on
+`pooled_output` (no squashing, no label scaling), fractional gold scores reach the loss unrounded,
+and the runner's loss (`GlueTask.loss_sums`) and a Python user's `fit` loss are the same mean
+squared error."""
+
+import numpy as np
+import pytest
+
+from keras_bert.config import BertConfig
+from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.task_models import BertClassifier
+from keras_bert.tasks import features as feature_lib
+from keras_bert.tasks import registry
+from keras_bert.tasks.glue import data as glue
+from keras_bert.text.tokenizer import BertTokenizer
+from keras_bert.training import task_data
+
+WORDS = "a man is playing guitar woman the cutting onion dog runs".split()
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+
+
+def _model():
+    config = BertConfig.preset("tiny", vocab_size=len(VOCAB))
+    model = BertClassifier(BertEncoder(config), num_classes=1, dropout=0.0)
+    # A fine-tuned head's magnitude, so that a squashing or scaling of the output would show.
+    head = model.get_layer("classifier")
+    rng = np.random.default_rng(0)
+    head.kernel.assign(rng.normal(0.0, 0.5, head.kernel.shape).astype(np.float32))
+    head.bias.assign(np.array([2.5], np.float32))
+    return model
+
+
+def _examples():
+    pairs = [
+        ("a man is playing guitar", "a man plays guitar", 4.6),
+        ("a woman is cutting onion", "a dog runs", 0.2),
+        ("the dog runs", "a dog is playing", 2.75),
+        ("a man", "the woman", 1.4),
+        ("guitar", "onion", 0.0),
+    ]
+    return [glue.InputExample(f"dev-{i}", a, b, s) for i, (a, b, s) in enumerate(pairs)]
+
+
+def test_regression_head_output_and_loss_against_numpy():
+    model, task = _model(), registry.get_task("stsb")
+    examples = _examples()
+    feats = task.encode(examples, BertTokenizer(VOCAB), 16)
+    gold = np.array([e.label for e in examples], np.float32)
+    np.testing.assert_array_equal(feats.labels["label"], gold)  # 2.75 stays 2.75.
+    assert feats.labels["label"].dtype == np.float32
+
+    batches, padded = feature_lib.batch_plan(feats.lengths, 8, shuffle=False)
+    dataset = feature_lib.make_dataset(feats, batches, padded, label_keys=task.label_keys)
+    inputs, labels = next(iter(dataset))
+    np.testing.assert_array_equal(np.sort(labels["label"].numpy()), np.sort(gold))
+
+    outputs = model(inputs, training=False)
+    pooled = model.encoder(inputs, training=False)["pooled_output"].numpy()
+    head = model.get_layer("classifier")
+    want = pooled @ head.kernel.numpy() + head.bias.numpy()  # The raw dense unit: [B, 1].
+    np.testing.assert_allclose(outputs["logits"].numpy(), want, rtol=1e-5, atol=1e-5)
+
+    total, count = task.loss_sums(labels, outputs)
+    error = want[:, 0] - labels["label"].numpy()
+    np.testing.assert_allclose(float(total), np.sum(error**2), rtol=1e-5)
+    assert float(count) == len(examples)
+
+    # A Python user's fit: the same mean squared error on the same rows (no [B] x [B, 1]
+    # broadcast to a [B, B] matrix).
+    losses, _ = task_data.loss_and_metrics(model)
+    fit_loss = losses["logits"](labels["label"], outputs["logits"])
+    assert float(fit_loss) == pytest.approx(float(total) / float(count), rel=1e-5)
+    near = labels["label"].numpy()[:, None] + np.float32(0.1)  # [B, 1], 0.1 from each score.
+    assert float(losses["logits"](labels["label"], near)) == pytest.approx(0.01, rel=1e-4)
+
+
+def test_predictions_are_the_raw_scores_and_the_metrics_scipys():
+    from scipy import stats
+
+    task = registry.get_task("stsb")
+    examples = _examples()
+    feats = task.encode(examples, BertTokenizer(VOCAB), 16)
+    scores = np.array([[3.1], [0.4], [2.2], [1.9], [-0.3]], np.float32)
+    predictions = task.predictions(examples, feats, {"logits": scores})
+    np.testing.assert_allclose(predictions, scores[:, 0])  # Unclipped for the metrics.
+    metrics = task.evaluate(examples, feats, {"logits": scores})
+    gold = [e.label for e in examples]
+    assert metrics["pearson"] == pytest.approx(stats.pearsonr(scores[:, 0], gold)[0])
+    assert metrics["spearman"] == pytest.approx(stats.spearmanr(scores[:, 0], gold)[0])
