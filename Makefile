@@ -26,7 +26,7 @@ $(STAMP): setup.cfg pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m keras_bert.demo $(ARGS)
+	$(PY) -m keras_bert.apps.demo $(ARGS)
 
 test: check pytest
 
@@ -37,13 +37,15 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy sees tasks/ and export/ as keras_bert.tasks and keras_bert.export (as installed) through a
-# tree of links under build/typecheck, so that types are checked across those packages too.
+# mypy sees tasks/, export/ and apps/ as keras_bert.tasks, keras_bert.export and keras_bert.apps
+# (as installed) through a tree of links under build/typecheck, so that types are checked across
+# those packages too.
 typecheck: $(STAMP)
 	rm -rf build/typecheck && mkdir -p build/typecheck/keras_bert
 	for entry in keras_bert/*; do ln -s "$(CURDIR)/$$entry" build/typecheck/keras_bert/; done
 	ln -s "$(CURDIR)/tasks" build/typecheck/keras_bert/tasks
 	ln -s "$(CURDIR)/export" build/typecheck/keras_bert/export
+	ln -s "$(CURDIR)/apps" build/typecheck/keras_bert/apps
 	cd build/typecheck && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml -p keras_bert
 	$(VENV)/bin/mypy docs/references.py docs/cli_reference.py docs/render_results.py docs/check_site.py
 
@@ -68,11 +70,12 @@ test-slow: $(STAMP)
 test-wheel: $(STAMP)
 	$(PY) -m pytest -q -m slow tests/test_install.py $(ARGS)
 
-# Runs `make demo`'s job and writes its numbers into README.md's demo table.
+# Runs `make demo`'s job and writes its numbers into README.md's demo table, with the fingerprint of
+# the code under the demo that tests/test_demo.py checks (keras_bert.apps.demo.readme).
 readme-demo: $(STAMP)
 	rm -rf runs/readme-demo
-	$(PY) -m keras_bert.demo --model_dir=runs/readme-demo
-	$(PY) -c 'import json, keras_bert.demo as d; d.update_readme("README.md", json.load(open("runs/readme-demo/demo_summary.json")))'
+	$(PY) -m keras_bert.apps.demo --model_dir=runs/readme-demo
+	$(PY) -c 'import json; from keras_bert.apps.demo import readme; readme.update_readme("README.md", json.load(open("runs/readme-demo/demo_summary.json")))'
 
 # The benchmarks' ONNX Runtime peers (setup.cfg's `onnx` extra) and torch's CPU build (the export to
 # ONNX) are installed here only: `make test` needs neither.

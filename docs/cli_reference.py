@@ -76,7 +76,12 @@ def command_page_section(script, target):
     """Markdown for one console script: what it does (its docstring) and a table of its flags."""
     definition = command_definition(target)
     module_name = target.split(":")[0]
-    lines = [f"## `{script}`", "", f"`python -m {module_name}` runs the same.", ""]
+    lines = [
+        f"## `{script}`",
+        "",
+        f"`python -m {module_name.removesuffix('.__main__')}` runs the same.",
+        "",
+    ]
     if definition is None:
         module = importlib.import_module(module_name)
         lines += [f"```text\n{(module.__doc__ or '').strip()}\n```", ""]

@@ -23,7 +23,7 @@ import render_results  # noqa: E402
 
 
 def link_package_tree(target=ROOT / "build" / "docs-src" / "keras_bert"):
-    """build/docs-src/keras_bert: links to keras_bert's entries plus tasks/ and export/."""
+    """build/docs-src/keras_bert: links to keras_bert's entries plus tasks/, export/ and apps/."""
     if target.parent.exists():
         for link in target.rglob("*") if target.exists() else []:
             if link.is_symlink():
@@ -34,6 +34,7 @@ def link_package_tree(target=ROOT / "build" / "docs-src" / "keras_bert"):
             os.symlink(entry, target / entry.name)
     os.symlink(ROOT / "tasks", target / "tasks")
     os.symlink(ROOT / "export", target / "export")
+    os.symlink(ROOT / "apps", target / "apps")
 
 
 # At import, when mkdocs loads the hooks with the configuration: before mkdocstrings' own

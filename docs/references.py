@@ -2,8 +2,8 @@
 
     python docs/references.py
 
-Every module of the installed `keras_bert` package (with `keras_bert.tasks` and
-`keras_bert.export`) is imported. A reference is a dotted name in backticks that starts with
+Every module of the installed `keras_bert` package (with `keras_bert.tasks`, `keras_bert.export`
+and `keras_bert.apps`) is imported. A reference is a dotted name in backticks that starts with
 `keras_bert.` (e.g. `keras_bert.checkpoints.load_encoder`); each one in any docstring must name a
 module or an attribute that exists, else the check fails and lists them (object, reference).
 `make docs` runs it from docs/hooks.py before mkdocs renders the API reference
@@ -19,9 +19,10 @@ import sys
 REFERENCE = re.compile(r"`(keras_bert(?:\.\w+)+)(?:\(\))?`")
 
 
-# keras_bert.tasks and keras_bert.export live in tasks/ and export/ of the repository (setup.cfg's
-# package_dir): an editable install does not list them under keras_bert's own folder.
-ROOTS = ("keras_bert", "keras_bert.tasks", "keras_bert.export")
+# keras_bert.tasks, keras_bert.export and keras_bert.apps live in tasks/, export/ and apps/ of the
+# repository (setup.cfg's package_dir): an editable install does not list them under keras_bert's
+# own folder.
+ROOTS = ("keras_bert", "keras_bert.tasks", "keras_bert.export", "keras_bert.apps")
 
 
 def modules(roots=ROOTS):

@@ -14,7 +14,7 @@ from absl import flags
 def test_command_lines_share_one_process():
     import dataclasses
 
-    from keras_bert import demo
+    from keras_bert.apps.demo import __main__ as demo
     from keras_bert.pretraining import create_pretraining_data, pretrain
     from keras_bert.text import build_vocab
 

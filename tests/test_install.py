@@ -1,8 +1,9 @@
 """The install: `pip install keras3-bert` brings exactly what the package imports at run time.
 
-- Every third-party module that keras_bert, keras_bert.tasks and keras_bert.export import
-  (module level or inside a function) belongs to a distribution in setup.cfg's install_requires,
-  or is one of the few optional imports below, which only a function imports.
+- Every third-party module that keras_bert, keras_bert.tasks, keras_bert.export and
+  keras_bert.apps import (module level or inside a function) belongs to a distribution in
+  setup.cfg's install_requires, or is one of the few optional imports below, which only a
+  function imports.
 - With the extras' modules made unimportable (keras-hub, tf-models-official, tf-keras, TF Hub,
   tokenizers, tensorflow-datasets, torch), `import keras_bert` and every module of every
   sub-package import.
@@ -24,7 +25,12 @@ import textwrap
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCES = {"keras_bert": "keras_bert", "keras_bert.tasks": "tasks", "keras_bert.export": "export"}
+SOURCES = {
+    "keras_bert": "keras_bert",
+    "keras_bert.tasks": "tasks",
+    "keras_bert.export": "export",
+    "keras_bert.apps": "apps",
+}
 # Optional at run time, imported inside one function each, with the extra (or package) that brings
 # it.
 OPTIONAL = {
@@ -119,7 +125,12 @@ def library_imports():
                         continue
                     for module in modules:
                         top = module.split(".")[0]
-                        if top not in stdlib and top not in ("keras_bert", "tasks", "export"):
+                        if top not in stdlib and top not in (
+                            "keras_bert",
+                            "tasks",
+                            "export",
+                            "apps",
+                        ):
                             found.setdefault(top, []).append(
                                 (os.path.relpath(path, ROOT), node.lineno, id(node) in nested)
                             )
@@ -182,10 +193,10 @@ BLOCKER = textwrap.dedent("""
     sys.meta_path.insert(0, Blocker())
     import keras_bert
     modules = ["keras_bert"]
-    # The sub-packages one by one: tasks and export are mapped from other folders (package_dir),
-    # which an editable install's keras_bert.__path__ does not list.
+    # The sub-packages one by one: tasks, export and apps are mapped from other folders
+    # (package_dir), which an editable install's keras_bert.__path__ does not list.
     for name in ("layers", "models", "text", "checkpoints", "pretraining", "training", "tasks",
-                 "export"):
+                 "export", "apps"):
         package = importlib.import_module(f"keras_bert.{{name}}")
         modules.append(package.__name__)
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
@@ -306,7 +317,8 @@ def test_wheel_imports_every_subpackage_from_the_install(wheel_venv, tmp_path):
     code = (
         "import importlib, keras_bert; print(keras_bert.__file__)\n"
         "for n in ('layers', 'models', 'text', 'checkpoints', 'pretraining', 'training', 'tasks', "
-        "'export'):\n    m = importlib.import_module('keras_bert.' + n); print(m.__file__)\n"
+        "'export', 'apps'):\n"
+        "    m = importlib.import_module('keras_bert.' + n); print(m.__file__)\n"
     )
     run = subprocess.run(
         [str(venv / "bin" / "python"), "-c", code],
@@ -318,7 +330,7 @@ def test_wheel_imports_every_subpackage_from_the_install(wheel_venv, tmp_path):
         timeout=300,
     )
     assert run.returncode == 0, run.stdout[-5000:]
-    files = run.stdout.split()[-9:]
+    files = run.stdout.split()[-10:]
     assert all(f.startswith(site) for f in files), files  # From the wheel, not from this checkout.
 
 

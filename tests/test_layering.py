@@ -1,8 +1,9 @@
 """The package's import graph: no cycles, no layer importing a higher one, and every checkpoint
 format read or written only under keras_bert/checkpoints/.
 
-Every module of keras_bert/, tasks/ (installed as keras_bert.tasks) and export/ (keras_bert.export)
-is parsed, function-local imports included. The layers, lowest first:
+Every module of keras_bert/, tasks/ (installed as keras_bert.tasks), export/ (keras_bert.export)
+and apps/ (keras_bert.apps) is parsed, function-local imports included
+(`keras_bert.apps.source_graph`). The layers, lowest first:
 
 0. base: the package root (its names load lazily, by strings), _lazy, errors, paths, io_utils,
    inputs (the encoder's input names), cli (flag helpers)
@@ -16,7 +17,7 @@ is parsed, function-local imports included. The layers, lowest first:
 6. pretraining
 7. tasks
 8. export
-9. demo
+9. apps (the demo): installed as keras_bert.apps from apps/; nothing below imports it
 A module may import its own layer (without a cycle) and any lower one; the one way up is
 `UPWARD_CALLS`, function-local imports only.
 """
@@ -27,8 +28,15 @@ import os
 
 import pytest
 
+from keras_bert.apps import source_graph
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCES = {"keras_bert": "keras_bert", "tasks": "keras_bert.tasks", "export": "keras_bert.export"}
+SOURCES = {
+    "keras_bert": "keras_bert",
+    "tasks": "keras_bert.tasks",
+    "export": "keras_bert.export",
+    "apps": "keras_bert.apps",
+}
 LAYERS = (
     (
         "keras_bert",
@@ -50,7 +58,7 @@ LAYERS = (
     ("keras_bert.pretraining",),
     ("keras_bert.tasks",),
     ("keras_bert.export",),
-    ("keras_bert.demo",),
+    ("keras_bert.apps",),
 )
 CHECKPOINTS = "keras_bert.checkpoints"
 # The sanctioned way up, inside functions only: `from_preset` (STYLE 14: every model, tokenizer
@@ -83,71 +91,17 @@ CHECKPOINT_MODULES = ("safetensors", "torch")
 MODEL_NAMES = ("model", "encoder", "pretrainer", "trainer")
 
 
-def _modules():
-    """Dict module name -> (file path, parsed tree)."""
-    modules = {}
-    for top, package in SOURCES.items():
-        for directory, _, names in os.walk(os.path.join(ROOT, top)):
-            for name in names:
-                if name.endswith(".py"):
-                    path = os.path.join(directory, name)
-                    relative = os.path.relpath(path, os.path.join(ROOT, top))[:-3].replace(
-                        os.sep, "."
-                    )
-                    module = (
-                        package
-                        if relative == "__init__"
-                        else f"{package}.{relative.removesuffix('.__init__')}"
-                    )
-                    with open(path, encoding="utf-8") as f:
-                        modules[module] = (path, ast.parse(f.read(), path))
-    return modules
-
-
-MODULES = _modules()
-
-
-def _resolve(name):
-    """The module (or its package) of a dotted import name, or None outside the package."""
-    while name and name not in MODULES:
-        name = name.rpartition(".")[0]
-    return name or None
+MODULES = source_graph.parse_modules(ROOT, SOURCES)
 
 
 def _imports(module):
     """The package's modules that `module` imports anywhere in its file."""
-    path, tree = MODULES[module]
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(_resolve(a.name) for a in node.names if a.name.startswith("keras_bert"))
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module if path.endswith("__init__.py") else module.rpartition(".")[0]
-                for _ in range(node.level - 1):
-                    base = base.rpartition(".")[0]
-                name = base + (f".{node.module}" if node.module else "")
-            else:
-                name = node.module or ""
-            if name.startswith("keras_bert"):
-                for alias in node.names:
-                    full = f"{name}.{alias.name}"
-                    found.add(full if full in MODULES else _resolve(name))
-    found.discard(None)
-    found.discard(module)
-    return found
+    return source_graph.imports(module, MODULES)
 
 
 def _module_level_imports(module):
     """The package's modules imported at the top level of `module` (outside functions)."""
-    _, tree = MODULES[module]
-    found = set()
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("keras_bert"):
-            found.update(_resolve(f"{node.module}.{a.name}") for a in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(_resolve(a.name) for a in node.names)
-    return found
+    return source_graph.module_level_imports(module, MODULES)
 
 
 GRAPH = {
@@ -251,6 +205,18 @@ def test_no_import_cycle():
 def test_no_module_imports_a_higher_layer(module):
     higher = sorted(m for m in GRAPH[module] if _layer(m) > _layer(module))
     assert not higher, f"{module} (layer {_layer(module)}) imports higher layers: {higher}"
+
+
+def test_nothing_below_the_applications_imports_them():
+    """keras_bert/, tasks/ and export/ never import apps/, function-local imports included, with no
+    exemption."""
+    apps = LAYERS[-1][0]
+    below = [m for m in MODULES if not (m == apps or m.startswith(apps + "."))]
+    importers = sorted(
+        m for m in below if any(t == apps or t.startswith(apps + ".") for t in _imports(m))
+    )
+    assert importers == [], f"modules below {apps} import it: {importers}"
+    assert "keras_bert.apps.demo.__main__" in MODULES  # The walk saw the applications.
 
 
 def test_checkpoint_formats_are_read_and_written_only_in_checkpoints():
