@@ -81,8 +81,10 @@ from keras_bert.export import (
     RepresentativeTexts,
     channel_groups,
     integer,
+    integer_check,
     ops,
     quantization,
+    quantization_report,
     versions,
 )
 from keras_bert.export.saved_model import PROBE_TEXTS
@@ -254,17 +256,19 @@ def _write_tflite(
     flatbuffer = convert(source, functions, quantize, representative_texts)
     found = check_tflite_ops(flatbuffer)
     if quantize in quantization.INTEGER_ONLY:
-        quantization.check_integer_only(flatbuffer, quantize)
+        integer_check.check_integer_only(flatbuffer, quantize)
     verify(flatbuffer, functions, probe_texts(functions), exact=quantize == "none")
     info = task_info(source, functions, quantize, found)
     if quantize in CALIBRATED:
-        info["quantization"] = quantization.summary(flatbuffer, quantize, source.kind)
+        info["quantization"] = quantization_report.summary(flatbuffer, quantize, source.kind)
         if groups is not None:
             info["quantization"]["channel_groups"] = groups.sizes
         info["quantization"]["calibration_texts"] = min(
             len(load_texts(representative_texts)), REPRESENTATIVE_LIMIT
         )
-        logging.info("quantize=%r:\n%s", quantize, quantization.describe(info["quantization"]))
+        logging.info(
+            "quantize=%r:\n%s", quantize, quantization_report.describe(info["quantization"])
+        )
     with versions.new_version(export_dir, version) as (tmp, final):
         with tf.io.gfile.GFile(os.path.join(tmp, MODEL_FILE), "wb") as f:
             f.write(with_metadata(flatbuffer, {METADATA_NAME: json.dumps(info, indent=1).encode()}))
@@ -319,7 +323,7 @@ def convert(source, functions, quantize="none", representative_texts=None):
 
 def calibrate(functions, samples):
     """The float flatbuffer of `functions` with the converter's calibration statistics (the
-    places `keras_bert.export.quantization` measures: the converter's calibration run on a few of
+    places `keras_bert.export.calibration` measures: the converter's calibration run on a few of
     `samples`, a `representative_dataset`, gives them; its ranges vary from run to run)."""
     converter = _converter(functions)
     _int8(converter, lambda: itertools.islice(samples(), CONVERTER_CALIBRATION))
