@@ -130,13 +130,14 @@ def _prediction_files(task, run_dir):
 def _majority(plan, task):
     """WNLI as the paper handled it: the training set's majority class, on dev and test."""
     from keras_bert.tasks.glue import data as glue
+    from keras_bert.tasks.glue.metrics import compute_metrics
 
     config, spec = plan.configs[task], glue.SPECS[task]
     train = glue.read_examples(spec, config.data_dir, "train")
     counts = collections.Counter(e.label for e in train)
     label = max(spec.labels, key=lambda value: (counts[value], -spec.labels.index(value)))
     dev = glue.read_examples(spec, config.data_dir, "dev")
-    metrics = glue.compute_metrics(spec, [e.label for e in dev], [label] * len(dev))
+    metrics = compute_metrics(spec, [e.label for e in dev], [label] * len(dev))
     predictions = {}
     if plan.submission:
         out_dir = os.path.join(config.model_dir, "predictions")
