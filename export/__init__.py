@@ -15,7 +15,8 @@ Modules: `source` (what is exported: a fine-tuned model dir or a pre-trained enc
 (one builder per kind of task), `saved_model` (TF Serving versions), `hub` (the TF Hub pair),
 `ops` (the op inventory and check), `versions` (atomic version directories), `rest` (TF
 Serving REST bodies -> signature inputs), `warmup` (TF Serving's warmup requests), `batching`
-(TF Serving's batching, measured), `tflite` (TFLite models).
+(TF Serving's batching, measured), `tflite` (TFLite models), `quantization` (its calibrated
+integer quantizations, and the modules it names by job).
 """
 
 from __future__ import annotations

@@ -129,9 +129,9 @@ def main(argv):
     )
     print(path)
     if FLAGS.format == "tflite" and FLAGS.quantize.startswith("int8"):
-        from keras_bert.export import quantization
+        from keras_bert.export import quantization_report
 
-        print(f"quantize={FLAGS.quantize}:\n{quantization.describe_export(path)}")
+        print(f"quantize={FLAGS.quantize}:\n{quantization_report.describe_export(path)}")
     elif FLAGS.format == "saved_model" and FLAGS.quantize != "none":
         from keras_bert.export.saved_model import EXTRA_DIR
 

@@ -142,7 +142,7 @@ def layer_norm(layer, parts, groups: ChannelGroups, recorder=None):
         # takes that level's sum. Each level's BATCH_MATMULs take other operands than the coarse
         # one's and each other's (c as a row or a column), so that the converter keeps them apart;
         # each saturates at its bound, where its MINIMUM's int8 grid ends
-        # (`keras_bert.export.quantization.saturating_minimums`).
+        # (`keras_bert.export.integer_flatbuffer.saturating_minimums`).
         columns = [tf.expand_dims(c * shrink, 2) for c in centered]  # (T, n_g, 1)
         operands = [  # c.c as (row, column) and as (column^T, column).
             lambda r, column: tf.matmul(r, column),

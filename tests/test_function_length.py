@@ -1,5 +1,6 @@
-"""Functions stay short (STYLE: functions do one thing): none in the library, tasks/, export/ or
-apps/ is 80 lines or longer, docstring included."""
+"""Functions and modules stay short (STYLE: functions do one thing, one concept per module): no
+function in the library, tasks/, export/ or apps/ is 80 lines or longer, docstring included, and no
+module is over 600 lines."""
 
 import ast
 import pathlib
@@ -7,6 +8,7 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SOURCES = ("keras_bert", "tasks", "export", "apps")
 LIMIT = 80
+MODULE_LIMIT = 600
 
 
 def function_lengths():
@@ -24,3 +26,21 @@ def test_every_function_is_under_80_lines():
     assert lengths, "no functions found"
     too_long = [f"{name} ({lines} lines)" for lines, name in lengths if lines >= LIMIT]
     assert not too_long, f"functions of {LIMIT} lines or more: {', '.join(too_long)}"
+
+
+def module_lengths():
+    """(lines, "path") of every module of the sources."""
+    for source in SOURCES:
+        for path in sorted((ROOT / source).rglob("*.py")):
+            yield len(path.read_text().splitlines()), path.relative_to(ROOT).as_posix()
+
+
+def test_every_module_is_at_most_600_lines():
+    lengths = sorted(module_lengths(), reverse=True)
+    assert lengths, "no modules found"
+    too_long = [
+        f"{name} ({lines} lines)"
+        for lines, name in lengths
+        if lines > MODULE_LIMIT
+    ]
+    assert not too_long, f"modules over {MODULE_LIMIT} lines: {', '.join(too_long)}"

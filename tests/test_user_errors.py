@@ -326,8 +326,8 @@ def test_tfds_without_its_extra_names_the_install_command(tmp_path):
 
 def test_tfds_without_its_extra_from_the_api(monkeypatch):
     from keras_bert.errors import MissingExtraError
-    from keras_bert.tasks.glue import data as glue
+    from keras_bert.tasks.glue import tfds_data
 
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)
     with pytest.raises(MissingExtraError, match=r"keras3-bert\[tfds\]"):
-        glue.read_tfds("sst2", "dev")
+        tfds_data.read_tfds("sst2", "dev")

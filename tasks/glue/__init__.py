@@ -1,2 +1,3 @@
-"""GLUE's nine tasks: `data` (GlueSpec, the files and tensorflow-datasets, metrics, submission
-files) and `task` (`GlueClassification`, the model side for the runner)."""
+"""GLUE's nine tasks: `data` (GlueSpec, the files, submission files), `tfds_data`
+(tensorflow-datasets), `metrics` and `task` (`GlueClassification`, the model side for the
+runner)."""

@@ -1,9 +1,10 @@
-"""The GLUE benchmark's nine tasks, data side: examples, metrics and submission files.
+"""The GLUE benchmark's nine tasks, data side: the tasks' specs, examples and submission files.
 
 Examples come from the files of the GLUE distribution (as `download_glue_data.py` lays them out:
 one folder per task with train.tsv, dev.tsv and test.tsv; MNLI with dev_matched.tsv,
 dev_mismatched.tsv, test_matched.tsv and test_mismatched.tsv; the diagnostic set AX in a sibling
-folder, diagnostic/diagnostic.tsv) or from tensorflow-datasets (`glue/<task>`).
+folder, diagnostic/diagnostic.tsv) or from tensorflow-datasets (`glue/<task>`,
+`keras_bert.tasks.glue.tfds_data`). The metrics are `keras_bert.tasks.glue.metrics`'.
 
 Reading rules (the original run_classifier's processors, made strict):
 
@@ -32,26 +33,11 @@ import posixpath
 import numpy as np
 import tensorflow as tf
 from absl import logging
-from scipy import stats
-from sklearn import metrics as sk_metrics
 
-from keras_bert import extras
 from keras_bert.io_utils import write_atomic
 
 SUBMISSION_HEADER = ("index", "prediction")
 STSB_RANGE = (0.0, 5.0)
-
-# Our split names -> tensorflow-datasets split names ("ax" is the test split of glue/ax).
-TFDS_SPLITS = {
-    "train": "train",
-    "dev": "validation",
-    "test": "test",
-    "dev_matched": "validation_matched",
-    "dev_mismatched": "validation_mismatched",
-    "test_matched": "test_matched",
-    "test_mismatched": "test_mismatched",
-    "ax": "test",
-}
 
 # Where the diagnostic set may sit, relative to the MNLI folder.
 AX_FILES = ("diagnostic.tsv", "AX.tsv", os.path.join("..", "diagnostic", "diagnostic.tsv"))
@@ -313,10 +299,14 @@ def read_examples(task, data_dir, split, skip_malformed=None, file=None):
                     f"({', '.join(header)}), found {len(fields)}."
                 )
             texts = [
-                None if p is None else _text(fields[p], header[p], where) for p in text_positions
+                None if p is None else nonempty_text(fields[p], header[p], where)
+                for p in text_positions
             ]
             if is_test:
-                guid, label = _text(fields[key_position], header[key_position], where).strip(), None
+                guid, label = (
+                    nonempty_text(fields[key_position], header[key_position], where).strip(),
+                    None,
+                )
             else:
                 guid, label = f"{split}-{number}", parse_label(task, fields[key_position], where)
             examples.append(InputExample(guid, texts[0], texts[1], label))
@@ -370,13 +360,13 @@ def parse_label(task, value, where):
             score = float(value)
         except ValueError:
             raise GlueDataError(f"{where}: score {value!r} is not a number.") from None
-        return _check_score(score, where)
+        return check_score(score, where)
     if value not in task.labels:
         raise GlueDataError(f"{where}: label {value!r} is not one of {', '.join(task.labels)}.")
     return value
 
 
-def _check_score(score, where):
+def check_score(score, where):
     if not STSB_RANGE[0] <= score <= STSB_RANGE[1]:  # Also rejects NaN.
         raise GlueDataError(f"{where}: score {score!r} is not in {list(STSB_RANGE)}.")
     return score
@@ -418,137 +408,10 @@ def _column(path, header, names):
     raise GlueDataError(f"{path}:1: no column {names!r} in the header ({', '.join(header)}).")
 
 
-def _text(value, name, where):
+def nonempty_text(value, name, where):
     if not value.strip():
         raise GlueDataError(f"{where}: empty {name!r}.")
     return value
-
-
-# === tensorflow-datasets ===
-
-
-def read_tfds(task, split, data_dir=None):
-    """Reads one split from tensorflow-datasets `glue/<task>` (downloads and prepares it if needed).
-
-    Args:
-        task: task name or `GlueSpec`.
-        split: our split name (see `TFDS_SPLITS`; MNLI's "ax" reads glue/ax).
-        data_dir: str, the tfds data directory, or None for tfds' default.
-
-    Returns:
-        list of `InputExample` sorted by tfds' `idx` (the file order); labels mapped by name.
-    """
-    tfds = extras.import_tfds()
-
-    task = get_spec(task)
-    check_split(task, split)
-    name = "glue/ax" if split == "ax" else task.tfds_name
-    builder = tfds.builder(name, data_dir=data_dir)
-    builder.download_and_prepare()
-    label_names = None if task.is_regression else builder.info.features["label"].names
-    dataset = builder.as_dataset(split=TFDS_SPLITS[split], shuffle_files=False)
-    rows = sorted(tfds.as_numpy(dataset), key=lambda features: int(features["idx"]))
-    return [
-        example_from_tfds(task, split, features, label_names, where=f"{name}[{TFDS_SPLITS[split]}]")
-        for features in rows
-    ]
-
-
-def example_from_tfds(task, split, features, label_names, where="tfds"):
-    """One tfds GLUE example (a dict of NumPy values) as an `InputExample`.
-
-    Args:
-        task: task name or `GlueSpec`.
-        split: our split name; predict splits get label None (tfds stores -1 there).
-        features: dict with the task's `tfds_text_features` (bytes), "label" and "idx".
-        label_names: the dataset's ClassLabel names (`builder.info.features["label"].names`), in the
-            dataset's own order; None for STS-B. Label ids are mapped through these names.
-        where: str naming the dataset in errors.
-
-    Raises:
-        GlueDataError: an empty text, a label id outside the names, or a name with no counterpart.
-    """
-    task = get_spec(task)
-    idx = int(features["idx"])
-    where = f"{where} idx {idx}"
-    texts = [
-        None if name is None else _text(_decode(features[name]), name, where)
-        for name in task.tfds_text_features
-    ]
-    if split in task.predict_splits:
-        return InputExample(str(idx), texts[0], texts[1], None)
-    if task.is_regression:
-        label = _check_score(float(features["label"]), where)
-    else:
-        label_id = int(features["label"])
-        if not 0 <= label_id < len(label_names):
-            raise GlueDataError(f"{where}: label id {label_id} outside {list(label_names)}.")
-        name = label_names[label_id]
-        label = parse_label(
-            task, task.tfds_label_names.get(name, name), f"{where} (tfds label {name!r})"
-        )
-    return InputExample(f"{split}-{idx}", texts[0], texts[1], label)
-
-
-def _decode(value):
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
-
-# === Metrics ===
-
-_METRICS = {
-    "accuracy": sk_metrics.accuracy_score,
-    "f1": lambda y, p: sk_metrics.f1_score(y, p, pos_label="1", zero_division=0.0),
-    "matthews_correlation": sk_metrics.matthews_corrcoef,
-    "pearson": lambda y, p: _correlation(stats.pearsonr, y, p),
-    "spearman": lambda y, p: _correlation(stats.spearmanr, y, p),
-}
-
-
-def _correlation(function, labels, predictions):
-    """scipy's correlation, or 0.0 when either side is constant (scipy's NaN: undefined, and a NaN
-    would never compare as better, so a run whose first epoch predicts a constant kept it as
-    best)."""
-    if np.ptp(labels) == 0 or np.ptp(predictions) == 0:
-        logging.warning(
-            "Constant %s: the correlation is undefined, reported as 0.0.",
-            "labels" if np.ptp(labels) == 0 else "predictions",
-        )
-        return 0.0
-    return function(labels, predictions)[0]
-
-
-def compute_metrics(task, labels, predictions):
-    """The task's metrics (scikit-learn, scipy) of predictions against gold labels.
-
-    Args:
-        task: task name or `GlueSpec`.
-        labels: sequence of gold labels: label strings, or floats for STS-B.
-        predictions: sequence of the same kind and length.
-
-    Returns:
-        dict metric name -> float, plain names (no split suffix): `task.metrics`. F1 is that of the
-        positive class "1".
-
-    Raises:
-        GlueDataError: lengths differ, no examples, or a value outside the label set.
-    """
-    task = get_spec(task)
-    if len(labels) != len(predictions) or len(labels) == 0:
-        raise GlueDataError(
-            f"{task.name}: {len(labels)} labels and {len(predictions)} predictions; "
-            "need the same non-zero number."
-        )
-    if task.is_regression:
-        labels, predictions = np.asarray(labels, np.float64), np.asarray(predictions, np.float64)
-    else:
-        labels, predictions = list(labels), list(predictions)
-        for value in labels + predictions:
-            if value not in task.labels:
-                raise GlueDataError(
-                    f"{task.name}: {value!r} is not one of {', '.join(task.labels)}."
-                )
-    return {name: float(_METRICS[name](labels, predictions)) for name in task.metrics}
 
 
 # === Submission files ===

@@ -1,7 +1,8 @@
 """GLUE's nine tasks on the runner: sentence and sentence-pair classification, STS-B regression.
 
-The data, metrics and submission files are `keras_bert.tasks.glue.data`'s; this module is the
-model side: features from `features.encode_texts`, a `BertClassifier` on `pooled_output`,
+The data and submission files are `keras_bert.tasks.glue.data`'s (tensorflow-datasets:
+`keras_bert.tasks.glue.tfds_data`), the metrics `keras_bert.tasks.glue.metrics`'; this module is
+the model side: features from `features.encode_texts`, a `BertClassifier` on `pooled_output`,
 cross-entropy (or mean-squared error for STS-B). Long texts are truncated, or read in windows
 whose logits are pooled per example (`keras_bert.tasks.long_text`; options `long_text`,
 `doc_stride`, `max_windows`, `window_pooling`).
@@ -16,6 +17,8 @@ from keras_bert.models.documents import DocumentClassifier
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.glue import data as glue
+from keras_bert.tasks.glue.metrics import compute_metrics
+from keras_bert.tasks.glue.tfds_data import read_tfds
 from keras_bert.tasks.long_text import LongTextOptions, document_level, resolve_stride
 from keras_bert.tasks.task import Task, sparse_xent_sums
 
@@ -49,7 +52,7 @@ class GlueClassification(Task):
                 f"GLUE distribution); train_file/eval_file are for SQuAD, CoNLL-2003 and SWAG."
             )
         if use_tfds:
-            return glue.read_tfds(self.spec, split, data_dir=data_dir)
+            return read_tfds(self.spec, split, data_dir=data_dir)
         if not data_dir:
             raise ValueError(f"Task {self.name} needs data_dir (the GLUE task folder) or tfds.")
         return glue.read_examples(self.spec, data_dir, split)
@@ -113,7 +116,7 @@ class GlueClassification(Task):
         return [self.spec.labels[i] for i in np.argmax(logits, axis=-1)]
 
     def evaluate(self, examples, features, outputs):
-        return glue.compute_metrics(
+        return compute_metrics(
             self.spec, [e.label for e in examples], self.predictions(examples, features, outputs)
         )
 

@@ -11,7 +11,7 @@ from tensorflow.lite.python import convert as lite_convert
 from tensorflow.lite.python import schema_py_generated as schema
 
 import keras_bert
-from keras_bert.export import channel_groups, quantization
+from keras_bert.export import calibration, channel_groups, flatbuffer_edit
 
 OUTLIER, OUTLIER_SIZE = 5, 40.0  # Channel 5 of layer 0's feed-forward output, as MiniLM's 99.
 
@@ -123,14 +123,18 @@ def test_a_minimum_by_a_constant_saturates_its_input_grid():
     converter.experimental_mlir_quantizer = True
     converter._experimental_calibrate_only = True
     calibrated = converter.convert()
-    model = quantization._model_object(calibrated)
+    model = flatbuffer_edit.model_object(calibrated)
     (minimum,) = _minimums(model)
     graph = model.subgraphs[0]
-    sums = [i for i in minimum.inputs if quantization._constant(model, graph.tensors[i]) is None]
+    sums = [
+        i
+        for i in minimum.inputs
+        if flatbuffer_edit.constant_values(model, graph.tensors[i]) is None
+    ]
     # The ranges as the export measures them: the sums 16 times wider than the bound.
     measured = {(0, sums[0]): (0.0, 16 * bound), (0, minimum.outputs[0]): (0.0, bound)}
-    quantized = lite_convert.mlir_quantize(quantization.with_ranges(calibrated, measured))
-    model = quantization._model_object(quantized)
+    quantized = lite_convert.mlir_quantize(calibration.with_ranges(calibrated, measured))
+    model = flatbuffer_edit.model_object(quantized)
     (minimum,) = _minimums(model)
     for index in (*minimum.inputs, minimum.outputs[0]):
         scale = float(model.subgraphs[0].tensors[index].quantization.scale[0])
@@ -151,5 +155,5 @@ def _minimums(model):
     return [
         op
         for op in graph.operators
-        if quantization._builtin(model, op) == schema.BuiltinOperator.MINIMUM
+        if flatbuffer_edit.op_builtin(model, op) == schema.BuiltinOperator.MINIMUM
     ]

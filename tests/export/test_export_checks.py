@@ -117,20 +117,20 @@ def test_quantized_tflite_outputs_near_the_float_ones_on_their_scale():
     """A quantized TFLite model's float outputs must stay within half their largest magnitude
     of TensorFlow's where both are finite (8-bit products move them by a few percent); rows,
     NaN and shapes as before."""
-    from keras_bert.export import tflite
+    from keras_bert.export import tflite_runtime
 
     rng = np.random.default_rng(1)
     want = rng.normal(0.0, 3.0, [8, 2]).astype(np.float32)
     scale = float(np.abs(want).max())
     close = want + rng.uniform(-0.05, 0.05, want.shape).astype(np.float32) * scale
-    assert tflite._quantized_difference(close, want) is None
+    assert tflite_runtime._quantized_difference(close, want) is None
     scores = np.concatenate([want, np.full([8, 1], -np.inf, np.float32)], 1)
     # Another ranking: the -inf moved.
     ranked = np.concatenate([close, np.zeros([8, 1], np.float32)], 1)
-    assert tflite._quantized_difference(ranked, scores) is None
+    assert tflite_runtime._quantized_difference(ranked, scores) is None
     garbage = want.copy()
     garbage[3, 1] = want[3, 1] + 0.8 * scale
-    assert "at [3, 1]" in tflite._quantized_difference(garbage, want)
-    assert "NaN" in tflite._quantized_difference(np.full_like(want, np.nan), want)
-    assert "7 rows where 8" in tflite._quantized_difference(want[:7], want)
-    assert tflite._quantized_difference(np.array([b"PER"]), np.array([b"LOC"])) is None
+    assert "at [3, 1]" in tflite_runtime._quantized_difference(garbage, want)
+    assert "NaN" in tflite_runtime._quantized_difference(np.full_like(want, np.nan), want)
+    assert "7 rows where 8" in tflite_runtime._quantized_difference(want[:7], want)
+    assert tflite_runtime._quantized_difference(np.array([b"PER"]), np.array([b"LOC"])) is None

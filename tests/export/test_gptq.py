@@ -1,11 +1,11 @@
-"""GPTQ rounding of the int8 weights (`keras_bert.export.quantization.gptq`) and its use by
+"""GPTQ rounding of the int8 weights (`keras_bert.export.weight_rounding.gptq`) and its use by
 `per_call_int8`."""
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.lite.python import schema_py_generated as schema
 
-from keras_bert.export import quantization, tflite
+from keras_bert.export import int8_flatbuffer, smoothquant, tflite, weight_rounding
 
 
 def _nearest(kernel):
@@ -49,7 +49,7 @@ def test_gptq_matches_the_step_by_step_reference():
     rng = np.random.default_rng(0)
     x = _correlated_inputs(rng, 400, 48)
     kernel = rng.normal(size=(24, 48))
-    values, scale = quantization.gptq(kernel, x.T @ x)
+    values, scale = weight_rounding.gptq(kernel, x.T @ x)
     want, want_scale = _obq_reference(kernel, x.T @ x)
     assert values.dtype == np.int8 and scale.dtype == np.float32
     np.testing.assert_allclose(scale, want_scale, rtol=1e-6)
@@ -69,7 +69,7 @@ def test_gptq_matches_keras_blocked_gptq():
     x[:, 7] = 0.0  # An input that is always 0 (a dead channel).
     kernel = rng.normal(size=(40, 300))
     gram = x.T @ x
-    values, scale = quantization.gptq(kernel, gram)
+    values, scale = weight_rounding.gptq(kernel, gram)
     order = np.argsort(-np.diag(gram), kind="stable")
     h = gram[np.ix_(order, order)]
     h[np.diag(h) == 0, np.diag(h) == 0] = 1.0
@@ -96,7 +96,7 @@ def test_gptq_of_uncorrelated_inputs_is_rounding_to_nearest():
     """With a diagonal X^T X no channel can absorb another's error: GPTQ rounds to nearest."""
     rng = np.random.default_rng(1)
     kernel = rng.normal(size=(16, 32))
-    values, scale = quantization.gptq(kernel, np.diag(rng.uniform(0.5, 4.0, size=32)))
+    values, scale = weight_rounding.gptq(kernel, np.diag(rng.uniform(0.5, 4.0, size=32)))
     want, want_scale = _nearest(kernel)
     np.testing.assert_array_equal(values, want)
     np.testing.assert_allclose(scale, want_scale, rtol=1e-6)
@@ -107,7 +107,7 @@ def test_gptq_keeps_the_matmul_closer_to_float_than_rounding_to_nearest():
     kernel = rng.normal(size=(32, 64))
     mix = rng.normal(size=(64, 64)) * 0.3 + np.eye(64)  # Texts of one kind: the same mix.
     calibration, held_out = (_correlated_inputs(rng, 600, 64, mix) for _ in range(2))
-    values, scale = quantization.gptq(kernel, calibration.T @ calibration)
+    values, scale = weight_rounding.gptq(kernel, calibration.T @ calibration)
     nearest, _ = _nearest(kernel)
 
     def error(x, steps):
@@ -121,7 +121,7 @@ def test_gptq_takes_inputs_that_are_always_zero():
     rng = np.random.default_rng(3)
     x = _correlated_inputs(rng, 200, 16)
     x[:, 5] = 0.0
-    values, scale = quantization.gptq(rng.normal(size=(8, 16)), x.T @ x)
+    values, scale = weight_rounding.gptq(rng.normal(size=(8, 16)), x.T @ x)
     assert np.isfinite(scale).all() and np.abs(values.astype(int)).max() <= 127
 
 
@@ -138,17 +138,17 @@ def test_per_call_int8_rounds_by_gptq_the_matmuls_it_has_grams_for():
         [f.get_concrete_function()], tf.Module()
     )
     flatbuffer = converter.convert()
-    sites = quantization.matmul_sites(flatbuffer)
+    sites = smoothquant.matmul_sites(flatbuffer)
     assert list(sites) == ["head"] and len(sites["head"]) == 1
     gram = x.T.astype(np.float64) @ x
     outputs = {}
     cases = (("gptq", {"head": [gram]}), ("nearest", None), ("unmeasured", {"head": [None]}))
     for name, grams in cases:  # An input no calibration text reached is rounded to nearest.
-        quantized = quantization.per_call_int8(flatbuffer, grams)
+        quantized = int8_flatbuffer.per_call_int8(flatbuffer, grams)
         model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(quantized, 0))
         (weights,) = [t for t in model.subgraphs[0].tensors if t.type == schema.TensorType.INT8]
         stored = np.frombuffer(np.asarray(model.buffers[weights.buffer].data).tobytes(), np.int8)
-        want = quantization.gptq(kernel.T, gram)[0] if name == "gptq" else _nearest(kernel.T)[0]
+        want = weight_rounding.gptq(kernel.T, gram)[0] if name == "gptq" else _nearest(kernel.T)[0]
         np.testing.assert_array_equal(stored.reshape(want.shape), want)
         runner = tflite.load_interpreter(model_content=quantized).get_signature_runner()
         outputs[name] = runner(inputs=x)["y"]
@@ -161,7 +161,7 @@ def test_smoothed_grams_are_those_of_the_smoothed_inputs():
     rng = np.random.default_rng(5)
     x, s = rng.normal(size=(50, 6)), rng.uniform(0.5, 3.0, size=6)
     grams = {"qkv": [x.T @ x, None], "head": [x.T @ x]}
-    got = quantization.smoothed_grams(grams, {"qkv": [s, s]})
+    got = smoothquant.smoothed_grams(grams, {"qkv": [s, s]})
     np.testing.assert_allclose(got["qkv"][0], (x / s).T @ (x / s), rtol=1e-10)
     assert got["qkv"][1] is None  # Not measured: stays so.
     np.testing.assert_array_equal(got["head"][0], x.T @ x)  # Not smoothed: its own.

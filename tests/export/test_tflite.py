@@ -25,7 +25,16 @@ from text.corpus import build_test_vocabulary, generate_corpus
 
 import keras_bert
 from keras_bert import checkpoints
-from keras_bert.export import export, integer, quantization, tflite, versions
+from keras_bert.export import (
+    calibration,
+    export,
+    int8_flatbuffer,
+    integer,
+    integer_check,
+    quantization_report,
+    tflite,
+    versions,
+)
 from keras_bert.export.source import load_source
 from keras_bert.export.text_inputs import TextPacker
 from keras_bert.layers.transformer import attention_bias
@@ -260,20 +269,20 @@ def _flatbuffer(path):
 
 
 def test_mean_calibration_keeps_the_overall_range_of_tensors_with_few_values():
-    few = quantization.FEW_VALUES - 1  # E.g. one channel group's [CLS] state: 1 value a text.
+    few = calibration.FEW_VALUES - 1  # E.g. one channel group's [CLS] state: 1 value a text.
     seen = {
         (0, 1): [(-1.0, 1.0, 100), (-3.0, 3.0, 100)],
         (0, 2): [(0.5, 0.5, few), (2.0, 2.0, few), (-1.0, -1.0, few)],
     }
-    mean = quantization.reduce_ranges(seen, "mean")
+    mean = calibration.reduce_ranges(seen, "mean")
     assert mean == {(0, 1): (-2.0, 2.0), (0, 2): (-1.0, 2.0)}  # Not (0.5, 0.5): a grid of 0.
-    assert quantization.reduce_ranges(seen, "minmax") == {(0, 1): (-3.0, 3.0), (0, 2): (-1.0, 2.0)}
+    assert calibration.reduce_ranges(seen, "minmax") == {(0, 1): (-3.0, 3.0), (0, 2): (-1.0, 2.0)}
 
 
 def test_int8_integer_only_has_no_float_op(classifier):
     flatbuffer = _flatbuffer(classifier["paths"]["int8_integer_only"])
-    types = quantization.check_integer_only(flatbuffer)  # Raises naming any float op.
-    assert quantization.float_ops(flatbuffer) == []
+    types = integer_check.check_integer_only(flatbuffer)  # Raises naming any float op.
+    assert integer_check.float_ops(flatbuffer) == []
     # With and without a bias: the channel groups' partial products (`channel_groups`).
     assert types["FULLY_CONNECTED"] == ["INT8, INT8 -> INT8", "INT8, INT8, INT32 -> INT8"]
     assert types["BATCH_MATMUL"] == ["INT8, INT8 -> INT8"]  # Attention, sums of squares.
@@ -291,8 +300,8 @@ def test_int8_integer_only_has_no_float_op(classifier):
 def test_int16x8_integer_only_is_integer_with_int16_activations(classifier):
     path = classifier["paths"]["int16x8_integer_only"]
     flatbuffer = _flatbuffer(path)
-    types = quantization.check_integer_only(flatbuffer, "int16x8_integer_only")
-    assert quantization.float_ops(flatbuffer) == []
+    types = integer_check.check_integer_only(flatbuffer, "int16x8_integer_only")
+    assert integer_check.float_ops(flatbuffer) == []
     # int16 activations, int8 weights (per channel), int32 biases; the answers dequantized.
     assert types["FULLY_CONNECTED"] == ["INT16, INT8, INT32 -> INT16"]
     assert types["BATCH_MATMUL"] == ["INT16, INT16 -> INT16"]
@@ -316,19 +325,19 @@ def test_int16x8_integer_only_is_integer_with_int16_activations(classifier):
     # FLOAT32: the answers' DEQUANTIZE outputs alone (float_ops is empty).
     assert info["tensor_types"] == ["FLOAT32", "INT16", "INT32", "INT64", "INT8"]
     assert info["matmul_tensor_types"]["FULLY_CONNECTED"] == types["FULLY_CONNECTED"]
-    assert "INT16" in quantization.describe(info)
+    assert "INT16" in quantization_report.describe(info)
 
 
 def test_int8_has_int8_matmuls_and_lists_its_float_ops(classifier):
     flatbuffer = _flatbuffer(classifier["paths"]["int8"])
-    types = quantization.op_tensor_types(flatbuffer)
+    types = integer_check.op_tensor_types(flatbuffer)
     # Calibrated int8 (weights, activations, int32 bias) and, for the feed-forward output, int8
     # weights with activations quantized per call: no float weights in any FULLY_CONNECTED.
     assert types["FULLY_CONNECTED"] == [
         "FLOAT32, INT8, FLOAT32 -> FLOAT32",
         "INT8, INT8, INT32 -> INT8",
     ]
-    floats = quantization.float_ops(flatbuffer)
+    floats = integer_check.float_ops(flatbuffer)
     assert {"SOFTMAX", "GELU", "MEAN", "ADD", "BATCH_MATMUL"} <= set(floats)
     with open(os.path.join(classifier["paths"]["int8"], "task.json")) as f:
         info = json.load(f)["quantization"]
@@ -338,8 +347,8 @@ def test_int8_has_int8_matmuls_and_lists_its_float_ops(classifier):
     assert info["matmul_tensor_types"]["FULLY_CONNECTED"] == types["FULLY_CONNECTED"]
     metadata = json.loads(tflite.read_metadata(flatbuffer)[tflite.METADATA_NAME])
     assert metadata["quantization"] == info
-    with pytest.raises(quantization.IntegerOnlyError, match="SOFTMAX .*FLOAT32"):
-        quantization.check_integer_only(flatbuffer)
+    with pytest.raises(integer_check.IntegerOnlyError, match="SOFTMAX .*FLOAT32"):
+        integer_check.check_integer_only(flatbuffer)
 
 
 def test_int8_passes_take_subgraphs_without_ops():
@@ -362,9 +371,9 @@ def test_int8_passes_take_subgraphs_without_ops():
     assert len(passing) == 1  # The pass-through branch, written without an op list (read
     passing[0].operators = None  # as None; an int8 export of the tokenizer's IFs met that).
     flatbuffer = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
-    flatbuffer = quantization.float_after_matmuls(flatbuffer)
-    flatbuffer = quantization.int8_tables(quantization.per_call_int8(flatbuffer))
-    types = quantization.op_tensor_types(flatbuffer)
+    flatbuffer = int8_flatbuffer.float_after_matmuls(flatbuffer)
+    flatbuffer = int8_flatbuffer.int8_tables(int8_flatbuffer.per_call_int8(flatbuffer))
+    types = integer_check.op_tensor_types(flatbuffer)
     assert types["FULLY_CONNECTED"] == ["FLOAT32, INT8 -> FLOAT32"]  # Quantized, then run:
     runner = tflite.load_interpreter(model_content=flatbuffer).get_signature_runner()
     for ids in ([1, 5, 30], [1, 40]):
@@ -401,7 +410,7 @@ def test_integer_friendly_forms_equal_the_float_layers():
 def test_float_export_unchanged_after_an_integer_only_export(classifier, tmp_path):
     again = tflite.export_tflite(classifier["model_dir"], str(tmp_path / "again"))
     first = classifier["paths"]["none"]  # Exported before the integer ones.
-    assert quantization.op_tensor_types(_flatbuffer(again)) == quantization.op_tensor_types(
+    assert integer_check.op_tensor_types(_flatbuffer(again)) == integer_check.op_tensor_types(
         _flatbuffer(first)
     )
     for key, value in run(first, "serving_default", text=LABEL_TEXTS).items():

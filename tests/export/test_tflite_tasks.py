@@ -30,7 +30,16 @@ from test_task_signatures import (
     _words,
 )
 
-from keras_bert.export import quantization, tflite
+from keras_bert.export import (
+    calibration,
+    flatbuffer_edit,
+    int8_flatbuffer,
+    integer_check,
+    quantization_recipes,
+    quantization_report,
+    smoothquant,
+    tflite,
+)
 from keras_bert.export.source import load_source
 from keras_bert.tasks import runner
 from keras_bert.tasks.swag.task import SwagExample, SwagTask
@@ -394,10 +403,10 @@ def _op_types(path):
     hybrid = matmuls = 0
     for i in range(graph.OperatorsLength()):  # FULLY_CONNECTEDs with float in and out.
         op = graph.Operators(i)
-        if quantization._op_name(model.OperatorCodes(op.OpcodeIndex())) == "FULLY_CONNECTED":
+        if flatbuffer_edit.op_name(model.OperatorCodes(op.OpcodeIndex())) == "FULLY_CONNECTED":
             matmuls += 1
             hybrid += graph.Tensors(op.Outputs(0)).Type() == schema.TensorType.FLOAT32
-    return quantization.op_tensor_types(flatbuffer), hybrid, matmuls
+    return integer_check.op_tensor_types(flatbuffer), hybrid, matmuls
 
 
 def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_path):
@@ -443,11 +452,11 @@ def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_p
         assert all(kinds.startswith("FLOAT32") for kinds in types[answer_op]), types[answer_op]
         with open(os.path.join(path, "task.json")) as f:
             info = json.load(f)["quantization"]
-        assert info["per_call_int8_layers"] == list(quantization.LAYER_SITES)
+        assert info["per_call_int8_layers"] == list(quantization_recipes.LAYER_SITES)
         assert info["smoothing"] == {
             "method": "SmoothQuant",
             "alpha": 0.5,
-            "sites": list(quantization.SMOOTH_SITES),
+            "sites": list(quantization_recipes.SMOOTH_SITES),
             "inputs_smoothed": 4 * TINY["num_hidden_layers"] + 1,
         }
         assert (
@@ -459,7 +468,7 @@ def test_int8_squad_and_ner_answer_in_float_from_int8_matmuls(ner, squad2, tmp_p
         )
         gptq = name == "squad2"  # NER's weights are rounded to nearest (INT8_RECIPES).
         assert info["weight_rounding"] == ("GPTQ" if gptq else "nearest")
-        described = quantization.describe(info)
+        described = quantization_report.describe(info)
         assert ("rounded by GPTQ" in described) == gptq
         assert f"SmoothQuant (alpha 0.5) on {4 * TINY['num_hidden_layers'] + 1} matmul" in described
         assert "call (not calibrated): query_key_value, attention_output_dense" in described
@@ -494,7 +503,7 @@ def test_smoothing_keeps_the_float_model(ner):
     functions, texts = ner["functions"], _varied(80, seed=7)
     samples = tflite.representative_dataset(functions, texts[:40])
     calibrated = tflite.calibrate(functions, samples)
-    sites = quantization.matmul_sites(calibrated)
+    sites = smoothquant.matmul_sites(calibrated)
     layers = TINY["num_hidden_layers"]
     assert {site: len(groups) for site, groups in sites.items()} == {
         "qkv": layers,
@@ -505,18 +514,18 @@ def test_smoothing_keeps_the_float_model(ner):
     }
     assert [len(ops) for _, _, ops in sites["qkv"]] == [3] * layers
     inputs = [(g, x) for groups in sites.values() for g, x, _ in groups]
-    _, per_channel, _ = quantization.measure(calibrated, samples(), [], inputs)
+    _, per_channel, _ = calibration.measure(calibrated, samples(), [], inputs)
     highs = {
         site: [np.abs(per_channel[(g, x)]).max(axis=(0, 1)) for g, x, _ in groups]
         for site, groups in sites.items()
     }
-    smoothed, scales = quantization.smooth(calibrated, highs, 0.5)
+    smoothed, scales = smoothquant.smooth(calibrated, highs, 0.5)
     assert sum(map(len, scales.values())) == len(inputs) == 4 * layers + 1
     (g, x), head = inputs[0], sites["head"][0][2][0]
     logits = int(schema.Model.GetRootAsModel(calibrated, 0).Subgraphs(g).Operators(head).Outputs(0))
     before, after = {}, {}
     for flatbuffer, values in ((calibrated, before), (smoothed, after)):
-        interpreter = quantization._keeping_interpreter(flatbuffer)
+        interpreter = calibration._keeping_interpreter(flatbuffer)
         out = interpreter.get_signature_runner("serving_default")(
             text=tflite.as_strings(texts[40:])
         )
@@ -525,8 +534,8 @@ def test_smoothing_keeps_the_float_model(ner):
     for key in ("entity_text", "entity_type", "start_char", "end_char", "entity_count"):
         np.testing.assert_array_equal(after[key], before[key])
     names = _tensor_names(smoothed, g)
-    smoothed_x = names.index(names[x] + quantization.SMOOTHED_SUFFIX)
-    interpreter = quantization._keeping_interpreter(smoothed)
+    smoothed_x = names.index(names[x] + smoothquant.SMOOTHED_SUFFIX)
+    interpreter = calibration._keeping_interpreter(smoothed)
     interpreter.get_signature_runner("serving_default")(text=tflite.as_strings(texts[40:]))
     x_values = interpreter.get_tensor(x, g).reshape(-1, per_channel[(g, x)].shape[-1])
     scaled = interpreter.get_tensor(smoothed_x, g).reshape(x_values.shape)
@@ -538,8 +547,8 @@ def test_int8_tables_hold_each_row_within_half_its_step(ner):
     """`int8_tables`: the embedding tables a GATHER reads become int8 with a scale per row and a
     DEQUANTIZE before the lookup: the looked-up values are the float table's within half a step
     of their row's grid (NumPy), the file shrinks by about three quarters of the tables."""
-    flatbuffer, smaller, tables, _ = _stored_tables(ner, quantization.int8_tables)
-    assert quantization.op_tensor_types(smaller)["DEQUANTIZE"] == ["INT8 -> FLOAT32"]
+    flatbuffer, smaller, tables, _ = _stored_tables(ner, int8_flatbuffer.int8_tables)
+    assert integer_check.op_tensor_types(smaller)["DEQUANTIZE"] == ["INT8 -> FLOAT32"]
     saved = 0
     for want, got in tables:
         step = np.abs(want).max(axis=1, keepdims=True) / 127.0
@@ -552,8 +561,8 @@ def test_float16_tables_hold_each_value_rounded_to_float16(ner):
     """`float16_tables`: the embedding tables a GATHER reads become float16 constants with a
     DEQUANTIZE before the lookup: the looked-up values are the float table's rounded to float16
     (NumPy), the file shrinks by about half the tables; the entities stay float32's."""
-    flatbuffer, smaller, tables, got_entities = _stored_tables(ner, quantization.float16_tables)
-    assert quantization.op_tensor_types(smaller)["DEQUANTIZE"] == ["FLOAT16 -> FLOAT32"]
+    flatbuffer, smaller, tables, got_entities = _stored_tables(ner, int8_flatbuffer.float16_tables)
+    assert integer_check.op_tensor_types(smaller)["DEQUANTIZE"] == ["FLOAT16 -> FLOAT32"]
     saved = 0
     for want, got in tables:
         assert got.dtype == np.float32 and got.shape == want.shape
@@ -561,7 +570,7 @@ def test_float16_tables_hold_each_value_rounded_to_float16(ner):
         assert np.abs(got - want).max() > 0  # Rounded: not the float32 table itself.
         saved += want.size * 2
     assert len(flatbuffer) - len(smaller) >= 0.9 * saved
-    reference = quantization._keeping_interpreter(flatbuffer)
+    reference = calibration._keeping_interpreter(flatbuffer)
     want_entities = reference.get_signature_runner("serving_default")(text=_TABLE_TEXTS)
     assert _rows(got_entities) == _rows(want_entities)
 
@@ -580,7 +589,7 @@ def _stored_tables(ner, store):
     names = _tensor_names(smaller, g)
     dequantized = [t for t, name in enumerate(names) if name.endswith("/dequantized")]
     assert dequantized, names
-    interpreter = quantization._keeping_interpreter(smaller)
+    interpreter = calibration._keeping_interpreter(smaller)
     outputs = interpreter.get_signature_runner("serving_default")(text=_TABLE_TEXTS)
     tables = []
     for t in dequantized:

@@ -7,7 +7,7 @@ import tensorflow as tf
 from finetune_cases import VOCAB, sentiment_rows, write_checkpoint, write_sst2
 
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks import runner
+from keras_bert.tasks import prediction, runner
 from keras_bert.tasks.features import FeatureSet, batch_plan, make_dataset
 from keras_bert.text.tokenizer import BertTokenizer
 
@@ -167,5 +167,5 @@ def test_under_xla_only_the_bucket_shapes_are_compiled(tmp_path):
     assert 1 < len(shapes) <= 4
     # The XLA-compiled inference function was traced (and compiled) once per shape, over both
     # epochs' evaluations.
-    (predict_fn,) = runner._PREDICT_FUNCTIONS[summary["model"]].values()
+    (predict_fn,) = prediction._PREDICT_FUNCTIONS[summary["model"]].values()
     assert predict_fn.experimental_get_tracing_count() <= 4

@@ -13,6 +13,8 @@ from finetune_cases import MNLI_FRONT
 from real_data import REAL_DATA  # noqa: E402
 
 from keras_bert.tasks.glue import data as glue
+from keras_bert.tasks.glue import metrics as glue_metrics
+from keras_bert.tasks.glue import tfds_data
 from keras_bert.tasks.glue.data import GlueDataError, InputExample
 
 QUOTED = 'He said "yes" and left.'
@@ -471,8 +473,8 @@ def test_tfds_mnli_labels_map_by_name():
             "neutral",
             "contradiction",
         ]
-        examples = glue.read_tfds("mnli", "dev_matched")
-        ax = glue.read_tfds("mnli", "ax")
+        examples = tfds_data.read_tfds("mnli", "dev_matched")
+        ax = tfds_data.read_tfds("mnli", "ax")
     assert examples == [  # sorted by idx
         InputExample("dev_matched-2", ACCENTED, QUOTED, "neutral"),
         InputExample("dev_matched-4", QUOTED, PLAIN, "entailment"),
@@ -499,11 +501,11 @@ def test_tfds_stsb_scores_and_unlabelled_test():
     with tfds.testing.mock_data(
         policy=tfds.testing.MockPolicy.USE_CODE, as_dataset_fn=_known_examples(rows)
     ):
-        assert glue.read_tfds("stsb", "dev") == [
+        assert tfds_data.read_tfds("stsb", "dev") == [
             InputExample("dev-0", QUOTED, ACCENTED, 3.25),
             InputExample("dev-1", PLAIN, QUOTED, 0.0),
         ]
-        assert glue.read_tfds("stsb", "test") == [InputExample("0", PLAIN, ACCENTED, None)]
+        assert tfds_data.read_tfds("stsb", "test") == [InputExample("0", PLAIN, ACCENTED, None)]
 
 
 @pytest.mark.parametrize("task", list(glue.SPECS))
@@ -518,7 +520,7 @@ def test_tfds_every_task_and_split(task):
                 tfds.as_numpy(tfds.load(name, split=TFDS_SPLITS[split])), key=lambda r: r["idx"]
             )
             names = None if spec.is_regression else tfds.builder(name).info.features["label"].names
-            examples = glue.read_tfds(task, split)
+            examples = tfds_data.read_tfds(task, split)
             assert len(examples) == len(raw) == 4
             for example, record in zip(examples, raw):
                 texts = [record[k].decode() for k in TFDS_TEXTS[task]]
@@ -538,13 +540,13 @@ def test_tfds_bad_labels():
     rte = glue.get_spec("rte")
     features = {"sentence1": b"a", "sentence2": b"b", "label": 2, "idx": 7}
     with pytest.raises(GlueDataError, match=r"glue/rte idx 7: label id 2 outside"):
-        glue.example_from_tfds(
+        tfds_data.example_from_tfds(
             rte, "dev", features, ["entailment", "not_entailment"], where="glue/rte"
         )
     with pytest.raises(GlueDataError, match=r"'maybe' is not one of entailment, not_entailment"):
-        glue.example_from_tfds(rte, "dev", features, ["entailment", "x", "maybe"])
+        tfds_data.example_from_tfds(rte, "dev", features, ["entailment", "x", "maybe"])
     with pytest.raises(GlueDataError, match=r"idx 7: empty 'sentence2'"):
-        glue.example_from_tfds(
+        tfds_data.example_from_tfds(
             rte, "dev", dict(features, sentence2=b" "), ["entailment", "not_entailment"]
         )
 
@@ -562,23 +564,27 @@ def test_binary_metrics_against_confusion_matrix():
     f1 = 2 * tp / (2 * tp + fp + fn)
     mcc = (tp * tn - fp * fn) / math.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
     assert (accuracy, f1, mcc) == pytest.approx((0.8, 0.75, 14 / 24))
-    assert glue.compute_metrics("mrpc", GOLD, PRED) == pytest.approx(
+    assert glue_metrics.compute_metrics("mrpc", GOLD, PRED) == pytest.approx(
         {"f1": f1, "accuracy": accuracy}
     )
-    assert glue.compute_metrics("qqp", GOLD, PRED) == pytest.approx(
+    assert glue_metrics.compute_metrics("qqp", GOLD, PRED) == pytest.approx(
         {"f1": f1, "accuracy": accuracy}
     )
-    assert glue.compute_metrics("cola", GOLD, PRED) == pytest.approx({"matthews_correlation": mcc})
+    assert glue_metrics.compute_metrics("cola", GOLD, PRED) == pytest.approx(
+        {"matthews_correlation": mcc}
+    )
     for task in ("sst2", "wnli"):
-        assert glue.compute_metrics(task, GOLD, PRED) == pytest.approx({"accuracy": accuracy})
-    assert glue.compute_metrics("cola", GOLD, GOLD) == {"matthews_correlation": 1.0}
+        assert glue_metrics.compute_metrics(task, GOLD, PRED) == pytest.approx(
+            {"accuracy": accuracy}
+        )
+    assert glue_metrics.compute_metrics("cola", GOLD, GOLD) == {"matthews_correlation": 1.0}
 
 
 def test_multiclass_accuracy():
     gold = ["entailment", "neutral", "contradiction", "neutral"]
     pred = ["entailment", "contradiction", "contradiction", "neutral"]
-    assert glue.compute_metrics("mnli", gold, pred) == {"accuracy": 0.75}
-    assert glue.compute_metrics(
+    assert glue_metrics.compute_metrics("mnli", gold, pred) == {"accuracy": 0.75}
+    assert glue_metrics.compute_metrics(
         "rte", ["entailment", "not_entailment"], ["not_entailment"] * 2
     ) == {"accuracy": 0.5}
 
@@ -597,7 +603,7 @@ def test_regression_metrics_against_formulas():
     )  # No ties.
     d2 = ((ranks_gold - ranks_pred) ** 2).sum()
     spearman = 1 - 6 * d2 / (6 * (36 - 1))
-    metrics = glue.compute_metrics("stsb", list(gold), list(pred))
+    metrics = glue_metrics.compute_metrics("stsb", list(gold), list(pred))
     assert metrics == pytest.approx({"pearson": pearson(gold, pred), "spearman": spearman})
     assert spearman == pytest.approx(1 - 12 / 210)
 
@@ -606,17 +612,23 @@ def test_correlation_of_constant_predictions_is_zero_not_nan():
     # A regression head often predicts one value early on: NaN would never be beaten as the best
     # epoch.
     gold = [0.0, 1.5, 2.0, 3.8]
-    assert glue.compute_metrics("stsb", gold, [2.5] * 4) == {"pearson": 0.0, "spearman": 0.0}
-    assert glue.compute_metrics("stsb", [3.0] * 4, gold) == {"pearson": 0.0, "spearman": 0.0}
+    assert glue_metrics.compute_metrics("stsb", gold, [2.5] * 4) == {
+        "pearson": 0.0,
+        "spearman": 0.0,
+    }
+    assert glue_metrics.compute_metrics("stsb", [3.0] * 4, gold) == {
+        "pearson": 0.0,
+        "spearman": 0.0,
+    }
 
 
 def test_metric_input_errors():
     with pytest.raises(GlueDataError, match=r"'2' is not one of 0, 1"):
-        glue.compute_metrics("cola", ["0", "1"], ["0", "2"])
+        glue_metrics.compute_metrics("cola", ["0", "1"], ["0", "2"])
     with pytest.raises(GlueDataError, match=r"2 labels and 1 predictions"):
-        glue.compute_metrics("sst2", ["0", "1"], ["0"])
+        glue_metrics.compute_metrics("sst2", ["0", "1"], ["0"])
     with pytest.raises(GlueDataError, match=r"0 labels"):
-        glue.compute_metrics("stsb", [], [])
+        glue_metrics.compute_metrics("stsb", [], [])
 
 
 # === Submission files ===
@@ -682,7 +694,7 @@ def test_unknown_task_and_split(tmp_path):
     with pytest.raises(GlueDataError, match=r"no split 'dev_matched'; valid: train, dev, test"):
         glue.read_examples("cola", str(tmp_path), "dev_matched")
     with pytest.raises(GlueDataError, match=r"no split 'validation'"):
-        glue.read_tfds("rte", "validation")
+        tfds_data.read_tfds("rte", "validation")
 
 
 def test_missing_file_names_paths_and_expected_names(tmp_path):
