@@ -12,6 +12,7 @@ from absl import logging
 from keras_bert.checkpoints.task_model import find_task_model
 from keras_bert.io_utils import write_atomic
 from keras_bert.models import lora
+from keras_bert.models.task_models import center_regression_head
 from keras_bert.tasks import quantization_aware
 from keras_bert.tasks.trainer import TaskTrainer
 from keras_bert.training import run as training_run
@@ -148,11 +149,14 @@ def build_and_compile(run, encoder, num_train_steps, train=None, tuned=None):
     `tuned` (a fine-tuned task model around `encoder`) copied; with lora_rank, LoRA on the
     encoder (the rest of it frozen) before the optimizer is made; with quantization_aware, a
     `QuantizationAwareTrainer` whose ranges start from the first batch of `train` (examples,
-    FeatureSet)."""
+    FeatureSet); a new regression head starts at the mean training score
+    (`center_regression_head`)."""
     config, task = run.config, run.config.task_object
     rank, alpha = _lora_settings(run)
     with run.strategy.scope():
         model = task.build_model(encoder, config.dropout)
+        if train and task.info().get("problem") == "regression":
+            center_regression_head(model, train[1].labels["label"])
         if tuned is not None:
             _copy_head(model, tuned)
         if rank is not None:

@@ -38,9 +38,5 @@ def module_lengths():
 def test_every_module_is_at_most_600_lines():
     lengths = sorted(module_lengths(), reverse=True)
     assert lengths, "no modules found"
-    too_long = [
-        f"{name} ({lines} lines)"
-        for lines, name in lengths
-        if lines > MODULE_LIMIT
-    ]
+    too_long = [f"{name} ({lines} lines)" for lines, name in lengths if lines > MODULE_LIMIT]
     assert not too_long, f"modules over {MODULE_LIMIT} lines: {', '.join(too_long)}"

@@ -87,3 +87,29 @@ def test_predictions_are_the_raw_scores_and_the_metrics_scipys():
     gold = [e.label for e in examples]
     assert metrics["pearson"] == pytest.approx(stats.pearsonr(scores[:, 0], gold)[0])
     assert metrics["spearman"] == pytest.approx(stats.spearmanr(scores[:, 0], gold)[0])
+
+
+def test_a_new_regression_head_starts_at_the_mean_score():
+    """`center_regression_head`: a new one-unit head's bias becomes the mean training score (its
+    outputs move by exactly that); a trained bias, a classifier and empty scores are left alone."""
+    from keras_bert.models.task_models import center_regression_head
+
+    config = BertConfig.preset("tiny", vocab_size=len(VOCAB))
+    model = BertClassifier(BertEncoder(config), num_classes=1, dropout=0.0)
+    ids = {
+        "input_word_ids": np.array([[2, 5, 6, 3]], np.int32),
+        "input_mask": np.ones([1, 4], np.int32),
+        "input_type_ids": np.zeros([1, 4], np.int32),
+    }
+    before = model(ids)["logits"].numpy()
+    scores = np.array([4.6, 0.2, 2.75, 1.4, 0.0], np.float32)
+    assert center_regression_head(model, scores)
+    np.testing.assert_allclose(model.get_layer("classifier").bias.numpy(), [np.mean(scores)])
+    np.testing.assert_allclose(model(ids)["logits"].numpy(), before + np.mean(scores), rtol=1e-6)
+    assert not center_regression_head(model, [5.0, 5.0])  # Already set: a trained head stays.
+    np.testing.assert_allclose(model.get_layer("classifier").bias.numpy(), [np.mean(scores)])
+    classifier = BertClassifier(BertEncoder(config), num_classes=3)
+    assert not center_regression_head(classifier, scores)
+    assert not np.any(classifier.get_layer("classifier").bias.numpy())
+    fresh = BertClassifier(BertEncoder(config), num_classes=1)
+    assert not center_regression_head(fresh, [])
