@@ -1,6 +1,6 @@
 """bench/bench_serving_load.py --url: its REST client (row format, strings as {"b64": ...})
 driven by concurrent clients against an HTTP server answering TF Serving's REST API from the
-export (keras_bert.export.rest, as tests/export/serve_fresh.py): every answer the export's."""
+export (keras_bert.export.rest, as keras_bert/testing/serve_fresh.py): every answer the export's."""
 
 import http.server
 import importlib.util

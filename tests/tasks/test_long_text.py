@@ -299,7 +299,7 @@ def test_minilm_reads_real_long_documents_in_windows_and_not_truncated(tmp_path)
     runner's document labels."""
     import sys
 
-    from real_data import minilm_dir, real_file
+    from keras_bert.testing.real_data import minilm_dir, real_file
 
     model, squad = minilm_dir(), real_file("squad_v1.1", "dev-v1.1.json")
     if not (model and squad):
@@ -504,7 +504,7 @@ def test_minilm_learns_one_sentence_documents_at_document_level(tmp_path):
     recipe: 0.887 where truncation is 0.500), and the SavedModel gives the runner's accuracy."""
     import sys
 
-    from real_data import minilm_dir, real_file
+    from keras_bert.testing.real_data import minilm_dir, real_file
 
     model, squad, conll = (
         minilm_dir(),
