@@ -29,6 +29,7 @@ shape of the run, not a measurement).
 import os
 import statistics
 import tempfile
+import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -164,7 +165,9 @@ def score(task, runner, names, examples):
         ]
         return entity_metrics([e.tags for e in examples], predicted, ())
     logits = np.concatenate([logits_of(out) for _, out in batches])
-    return {k: float(v) for k, v in task.evaluate(examples, None, {"logits": logits}).items()}
+    # One row per example (the export pools windows): the features are the examples themselves.
+    one_each = types.SimpleNamespace(example_index=np.arange(len(examples)))
+    return {k: float(v) for k, v in task.evaluate(examples, one_each, {"logits": logits}).items()}
 
 
 def time_rounds(runners, names, rows, repeat):
