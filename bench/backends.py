@@ -192,11 +192,11 @@ def start(parse_args, argv, details):
     Returns:
         (argv, args, backend names, BertConfig of `args.size`).
     """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)  # --help answers before Keras loads.
+    names = parse_backends(args.backend)
     from keras_bert.config import BertConfig
 
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(argv)
-    names = parse_backends(args.backend)
     config = BertConfig.preset(args.size)
     print(
         f"BERT {args.size}: L={config.num_hidden_layers} H={config.hidden_size} "
@@ -338,7 +338,6 @@ def matmul_roofline(dtype="float32", n=2048, iters=8):
 
 
 def _worker_main(argv):
-    sys.path.insert(0, HERE)
     if os.environ.get("KERAS_BACKEND") != "tensorflow":
         import tensorflow as tf  # Imported by the benchmarks for tf.data and helpers only:
 

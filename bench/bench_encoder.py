@@ -18,13 +18,13 @@ backend in the same run.
 
 import argparse
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import backends  # noqa: E402
+import backends  # noqa: E402  (bench/: the script's own folder)
 import common  # noqa: E402
+
+from keras_bert.testing.keras_hub_weights import keras_hub_inputs  # noqa: E402
 
 OUTPUT = "sequence_output"
 MATMUL_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
@@ -41,7 +41,7 @@ def build_ours(config, dtype):
 def build_keras_hub(config, dtype):
     """keras_hub.models.BertBackbone with the same sizes."""
     model = common.keras_hub_backbone(config, dtype)
-    return model, lambda inputs: model(common.keras_hub_inputs(inputs), training=False)[OUTPUT]
+    return model, lambda inputs: model(keras_hub_inputs(inputs), training=False)[OUTPUT]
 
 
 def build_tf_models(config, dtype):

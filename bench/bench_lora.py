@@ -32,9 +32,6 @@ def measure(args):
     import keras
     import tensorflow as tf
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import common
-
     import keras_bert
     from keras_bert.models import lora
     from keras_bert.models.task_models import BertClassifier

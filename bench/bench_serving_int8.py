@@ -1,8 +1,9 @@
 """The CPU server path side by side: our SavedModel in float32 and int8 against ONNX Runtime in
 float32 and dynamic int8, on the same weights, real dev texts in, one run.
 
-A fine-tuned classifier's `model/` (`--model_dir`, default /work/runs/mrpc_tf/model: all-MiniLM-
-L6-v2 fine-tuned on MRPC) is exported here:
+A fine-tuned classifier's `model/` (`--model_dir`, default runs/mrpc/model: all-MiniLM-L6-v2
+fine-tuned on MRPC, which `make bench-model` makes; `--data` its dev file, by default the real data
+folder's mrpc/dev.tsv) is exported here:
 
 - `savedmodel_fp32`, `savedmodel_int8`: `export_saved_model(..., quantize="none" / "int8")`,
   reloaded with `tf.saved_model.load`, `serving_default` on raw strings (tokenized in the graph,
@@ -47,18 +48,15 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MRPC_MODEL = "/work/runs/mrpc_tf/model"
-MRPC_DEV = "/work/shared/data/mrpc/dev.tsv"
 DECIDED = 0.6  # Float top probability from which a row counts as decided.
 BASE = "ort_int8"
 
 
 def read_rows(path):
     """Rows of texts of a GLUE dev file (SST-2: (sentence,); MRPC: (string 1, string 2))."""
-    sys.path.insert(0, HERE)
     from bench_tflite import read_dev
 
     return read_dev(path)[0]
@@ -240,7 +238,6 @@ def worker(spec):
     threads = spec["threads"]
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    sys.path.insert(0, HERE)
     rows = [tuple(r) for r in spec["rows"]]
     calls = peers(
         spec["paths"],
@@ -298,10 +295,10 @@ def print_table(threads, size, summary):
         )
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model_dir", default=MRPC_MODEL)
-    parser.add_argument("--data", default=MRPC_DEV)
+def parse_args(argv=None):
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n\n")[0])
+    common.add_classifier_args(parser)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--batch_sizes", default="1,32")
     parser.add_argument("--rounds", type=int, default=3)
@@ -323,13 +320,18 @@ def main():
     )
     parser.add_argument("--work", help="Reuse the exports of an earlier run's directory.")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if not args.worker:
+        common.require_model(args.model_dir)
+        common.require_data(args.data, "--data")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     if args.worker:
         with open(args.worker) as f:
             worker(json.load(f))
-        return
-    if not os.path.exists(args.data) or not os.path.exists(args.model_dir):
-        print(f"skipped: {args.data} or {args.model_dir} is missing")
         return
     with open(os.path.join(args.model_dir, "task.json")) as f:
         lower_case = json.load(f)["lower_case"]

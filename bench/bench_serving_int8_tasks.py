@@ -3,7 +3,8 @@ int8 bar's metrics, `bench_tflite_tasks.py`), and metrics against gold.
 
 The models are fine-tuned `model/` directories: `--squad_model` (SQuAD v1.1, with `--squad_data`
 a dev JSON it was not trained on) and `--conll_model` (CoNLL-2003, with `--conll_data`); either
-may be left out. Each is exported by `export_saved_model` in float32 and int8 (one int8 export
+may be left out (`--help` gives the commands that make them; the data default to the real data
+folder's dev sets). Each is exported by `export_saved_model` in float32 and int8 (one int8 export
 per `--float_layers` regex: the Dense layers, by path, kept in float; "default": the module's
 `int8_saved_model.FLOAT_LAYERS`), reloaded, and `serving_default` answers every input (raw text
 in, batches of 16).
@@ -15,8 +16,8 @@ in, batches of 16).
   character) equals float32's; the micro F1 of the entities against float32's; entity F1
   against the gold tags (seqeval).
 
-    .venv/bin/python bench/bench_serving_int8_tasks.py --squad_model squad/model
-        --squad_data held_out-v1.1.json --conll_model conll/model --conll_data held_out.txt
+    .venv/bin/python bench/bench_serving_int8_tasks.py --squad_model runs/squad/model
+        [--squad_data held_out-v1.1.json] --conll_model runs/conll/model [--conll_data held_out.txt]
         [--questions 0] [--sentences 0] [--float_layers default --float_layers 'REGEX']
 
 Measured 2026-11-27 (TensorFlow 2.20, 2 shared cores; the recipe rows on the final code):
@@ -40,19 +41,14 @@ The same models' TFLite int8 (`bench_tflite_tasks.py`): SQuAD 97.50% (first 800 
 per-row inputs give 96.6-97.3% there), CoNLL-2003 98.39%.
 """
 
-import argparse
 import os
-import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import common  # noqa: E402
 from bench_tflite_tasks import conll_inputs, entity_overlap, squad_answers, squad_inputs  # noqa: E402
 
 BATCH = 16  # Inputs per serving_default call.
@@ -133,12 +129,10 @@ def measure(task, args, directory):
     return len(rows), common.format_table(["SavedModel", *header], table)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--squad_model", help="A fine-tuned SQuAD v1.1 model/.")
-    parser.add_argument("--squad_data", help="A SQuAD v1.1 JSON it was not trained on.")
-    parser.add_argument("--conll_model", help="A fine-tuned CoNLL-2003 model/.")
-    parser.add_argument("--conll_data", help="A CoNLL-2003 file it was not trained on.")
+def parse_args(argv=None):
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n\n")[0])
+    common.add_task_args(parser, "A file it was not trained on")
     parser.add_argument("--questions", type=int, default=0, help="SQuAD questions (0: all).")
     parser.add_argument("--sentences", type=int, default=0, help="CoNLL sentences (0: all).")
     parser.add_argument(
@@ -148,7 +142,13 @@ def main(argv=None):
         "default: the module's).",
     )
     args = parser.parse_args(argv)
-    tasks = common.task_args(parser, args, "a dev file")
+    args.tasks = common.task_args(parser, args)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    tasks = args.tasks
     with tempfile.TemporaryDirectory() as tmp:
         for task in tasks:
             inputs, text = measure(task, args, os.path.join(tmp, task))

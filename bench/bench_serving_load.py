@@ -1,9 +1,10 @@
 """Serving under load: throughput and p50/p95/p99 latency against concurrent clients and batch size.
 
 The model is the real all-MiniLM-L6-v2 fine-tuned on MRPC (`--model_dir`, a fine-tuning run's
-`model/`; copied and exported with `--tune_batching`). The requests are real text pairs in a
-realistic mix of lengths: `--short` (0.8) of them SST-2 dev sentences paired with the next one,
-the rest SQuAD v1.1 dev questions paired with their paragraph (truncated to seq_length 128), in
+`model/`, by default runs/mrpc/model, which `make bench-model` makes; copied and exported with
+`--tune_batching`). The requests are real text pairs in a realistic mix of lengths (from `--data`,
+the real data folder): `--short` (0.8) of them SST-2 dev sentences paired with the next one, the
+rest SQuAD v1.1 dev questions paired with their paragraph (truncated to seq_length 128), in
 requests of `--batch` rows (1 and 8), shuffled with a fixed seed.
 
 Each client sends its requests back to back (closed loop) for `--seconds`; `--clients` of them at
@@ -26,35 +27,25 @@ Rounds (`--repeat`) interleave peers and settings; the table gives medians over 
 spread (max - min) / median of throughput. A plot goes to `--plot`.
 
     .venv/bin/python bench/bench_serving_load.py [--clients 1,2,4,8] [--batch 1,8] [--seconds 5]
-        [--repeat 3] [--model_dir /work/wt/teachers/mrpc/model] [--url URL] [--no-hub]
+        [--repeat 3] [--model_dir runs/mrpc/model] [--data ../shared/data] [--url URL] [--no-hub]
         [--plot bench/out/serving_load.png]
 """
 
-import argparse
 import base64
 import csv
 import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import urllib.request
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path[1:1] = [os.path.join(HERE, "..", "tests"), os.path.join(HERE, "..", "tests", "models")]
-import common  # noqa: E402
-
-from keras_bert.export import batching, export_saved_model  # noqa: E402
-
-DATA = "/work/shared/data"
-MODEL_DIR = "/work/wt/teachers/mrpc/model"
+from keras_bert.export import batching  # noqa: E402
 
 
 def read_pairs(data, short_share, seed=0):
@@ -91,6 +82,8 @@ def make_requests(pairs, batch):
 def export(model_dir, directory, pairs):
     """Copies the model dir and exports it (warmup records and measured batching on the real
     `pairs`); returns the version directory."""
+    from keras_bert.export import export_saved_model
+
     copy = shutil.copytree(model_dir, os.path.join(directory, "model"))
     return export_saved_model(
         copy, os.path.join(directory, "serving"), warmup_texts=pairs, tune_batching=True
@@ -122,6 +115,7 @@ def probabilities_of(signature):
 
 def keras_hub_peer(model_dir):
     """keras-hub's preprocessor + BertTextClassifier, the fine-tuned weights, one tf.function."""
+    import tensorflow as tf
     from bench_serving import keras_hub_classifier
 
     from keras_bert.checkpoints.task_model import load_task_model
@@ -181,6 +175,8 @@ def check_answers(name, result, reference, exact):
 def peers(args, directory, pairs):
     """name -> (callable(text, text_b) for every request batch, or None where it does not
     apply), and the export's batching options."""
+    import tensorflow as tf
+
     if args.url:
         return {"TF Serving REST": rest_peer(args.url)}, None
     path = export(args.model_dir, directory, pairs)
@@ -301,10 +297,16 @@ def plot(path, rows):
     plt.close(fig)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model_dir", default=MODEL_DIR)
-    parser.add_argument("--data", default=DATA)
+def parse_args(argv=None):
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n")[0])
+    common.add_model_arg(parser, "A fine-tuned MRPC classifier's model/")
+    parser.add_argument(
+        "--data",
+        default=common.DATA,
+        help="The folder of sst2/dev.tsv and squad_v1.1/dev-v1.1.json (default: the real data "
+        "folder, %(default)s).",
+    )
     parser.add_argument("--clients", default="1,2,4,8")
     parser.add_argument("--batch", default="1,8")
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -318,11 +320,17 @@ def main(argv=None):
     parser.add_argument("--plot", default="bench/out/serving_load.png")
     args = parser.parse_args(argv)
     args.clients = [int(c) for c in args.clients.split(",")]
-    needed = [os.path.join(args.data, "sst2"), os.path.join(args.data, "squad_v1.1")]
-    for path in needed + ([] if args.url else [args.model_dir]):
-        if not os.path.exists(path):
-            print(f"SKIP bench_serving_load: {path} is missing.")
-            return
+    for parts in (("sst2", "dev.tsv"), ("squad_v1.1", "dev-v1.1.json")):
+        common.require_data(os.path.join(args.data, *parts), "--data")
+    if not args.url:
+        common.require_model(args.model_dir)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import tensorflow as tf
+
     tf.config.threading.set_intra_op_parallelism_threads(0)  # TF Serving's defaults.
     tf.config.threading.set_inter_op_parallelism_threads(0)
     pairs = read_pairs(args.data, args.short)

@@ -12,32 +12,20 @@ examples with the same number of windows, of features with identical input ids a
 of features with the same start and end positions.
 
     .venv/bin/python bench/bench_squad_features.py [--squad_file dev-v1.1.json] [--vocab vocab.txt]
+
+Both files default to the real data folder's (SQuAD v1.1 dev, the uncased vocabulary).
 """
 
-import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import logging  # noqa: E402
-from official.nlp.data import squad_lib  # noqa: E402
-from official.nlp.tools import tokenization  # noqa: E402
-
-from keras_bert.tasks.squad.task import SquadTask  # noqa: E402
-from keras_bert.text import BertTokenizer  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (bench/: the script's own folder)
 from common import format_table  # noqa: E402
-
-DATA = os.environ.get("KERAS_BERT_REAL_DATA") or os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"
-)
 
 
 def first_answers_copy(path, limit=None):
@@ -62,6 +50,8 @@ def first_answers_copy(path, limit=None):
 
 
 def ours(path, tokenizer, args):
+    from keras_bert.tasks.squad.task import SquadTask
+
     task = SquadTask("1.1", doc_stride=args.doc_stride, max_query_length=args.max_query_length)
     return task.encode(
         task.read(None, "train", file=path), tokenizer, args.max_seq_length, training=True
@@ -69,6 +59,8 @@ def ours(path, tokenizer, args):
 
 
 def original(path, tokenizer, args):
+    from official.nlp.data import squad_lib
+
     examples = squad_lib.read_squad_examples(path, is_training=True, version_2_with_negative=False)
     features = []
     squad_lib.convert_examples_to_features(
@@ -109,20 +101,34 @@ def agreement(ours_features, original_features):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--squad_file", default=os.path.join(DATA, "squad_v1.1", "dev-v1.1.json"))
-    parser.add_argument("--vocab", default=os.path.join(DATA, "bert_uncased", "vocab.txt"))
+    parser = common.argument_parser(__doc__.splitlines()[0])
+    parser.add_argument(
+        "--squad_file",
+        default=common.data_file("squad_v1.1", "dev-v1.1.json"),
+        help=common.data_help("A SQuAD v1.1 file"),
+    )
+    parser.add_argument(
+        "--vocab",
+        default=common.data_file("bert_uncased", "vocab.txt"),
+        help=common.data_help("The uncased vocab.txt"),
+    )
     parser.add_argument("--examples", type=int, default=None, help="Use only the first questions.")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max_seq_length", type=int, default=384)
     parser.add_argument("--doc_stride", type=int, default=128)
     parser.add_argument("--max_query_length", type=int, default=64)
     args = parser.parse_args()
+    common.require_data(args.squad_file, "--squad_file")
+    common.require_data(args.vocab, "--vocab")
+    # Every import before anything is timed (`ours` and `original` import theirs again, cached).
+    import official.nlp.data.squad_lib  # noqa: F401
+    from absl import logging
+    from official.nlp.tools import tokenization
+
+    import keras_bert.tasks.squad.task  # noqa: F401
+    from keras_bert.text import BertTokenizer
+
     logging.set_verbosity(logging.WARNING)  # The original logs its first 20 features.
-    missing = [p for p in (args.squad_file, args.vocab) if not os.path.exists(p)]
-    if missing:
-        print(f"skipped: {', '.join(missing)} not found (pass --squad_file and --vocab).")
-        return
 
     path = first_answers_copy(args.squad_file, args.examples)
     our_tokenizer = BertTokenizer(args.vocab, lower_case=True)

@@ -15,40 +15,47 @@ export of the same quantization (median of per-round ratios), and the file size;
 (`--out`) plots the metric against latency and against size.
 
     .venv/bin/python bench/bench_students.py --teacher runs/mrpc/model \\
-        --students runs/mrpc-3/model --data_dir /work/shared/data/mrpc \\
+        --students runs/mrpc-3/model [--data_dir ../shared/data/mrpc] \\
         [--texts 50] [--repeat 3] [--threads 1] [--eval_examples 0] [--quantize all]
 
-Without --teacher, a tiny teacher and a 1-layer student are trained here on generated
-sentiment sentences (seconds; the shape of the run, not a measurement).
+The teacher runs/mrpc/model is what `make bench-model` makes (all-MiniLM-L6-v2 fine-tuned on
+MRPC); a student, `keras-bert-distill --teacher=runs/mrpc/model --student_layers=3
+--data_dir=../shared/data/mrpc --model_dir=runs/mrpc-3 --do_train --do_eval`. `--data_dir`
+defaults to the real data folder's mrpc/ (its train and dev files). Without --teacher, a tiny
+teacher and a 1-layer student are trained here on generated sentiment sentences (seconds; the
+shape of the run, not a measurement).
 """
 
-import argparse
 import os
 import statistics
-import sys
 import tempfile
+import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+
+from keras_bert.export import QUANTIZATIONS  # noqa: E402
+from keras_bert.tasks import registry  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path[1:1] = [os.path.join(HERE, "..", "tests")]
-import common  # noqa: E402
-
-import keras_bert.export  # noqa: E402
-from keras_bert.checkpoints.task_model import read_task_info, require_task_model  # noqa: E402
-from keras_bert.export import quantization, tflite  # noqa: E402
-from keras_bert.tasks import registry  # noqa: E402
 
 
 def parse(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--teacher", help="The teacher's model/ directory.")
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--teacher",
+        help="The teacher's model/ directory, e.g. runs/mrpc/model, which "
+        f"{common.mrpc_model_command()} makes (default: a tiny teacher trained here).",
+    )
     parser.add_argument("--students", default="", help="Comma-separated students' model/ dirs.")
-    parser.add_argument("--data_dir", help="The task's data folder (train and dev files).")
+    parser.add_argument(
+        "--data_dir",
+        default=common.data_file("mrpc"),
+        help=common.data_help("With --teacher: the task's data folder (train and dev files)"),
+    )
     parser.add_argument("--texts", type=int, default=50, help="Dev inputs timed at batch 1.")
     parser.add_argument("--repeat", type=int, default=3, help="Interleaved rounds.")
     parser.add_argument("--threads", type=int, default=1, help="TFLite interpreter threads.")
@@ -59,7 +66,13 @@ def parse(argv):
         "--quantize", default="all", help="Comma-separated QUANTIZATIONS (default all of them)."
     )
     parser.add_argument("--out", default=os.path.join(HERE, "out", "students.png"))
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.teacher:
+        common.require(args.teacher, "--teacher", f"run {common.mrpc_model_command()}")
+        for student in (s for s in args.students.split(",") if s):
+            common.require(student, "--students", "run keras-bert-distill (see --help)")
+        common.require_data(args.data_dir, "--data_dir")
+    return args
 
 
 def rows_of(task, examples):
@@ -74,9 +87,13 @@ def input_names(info):
     return tuple(info.get("text_inputs") or ("text",))
 
 
-def call(runner, names, rows):
-    """serving_default on a batch of rows -> its outputs."""
-    return runner(**{name: tflite.as_strings([r[i] for r in rows]) for i, name in enumerate(names)})
+def caller(runner, names):
+    """A function: a batch of rows -> serving_default's outputs."""
+    from keras_bert.export import tflite
+
+    return lambda rows: runner(
+        **{name: tflite.as_strings([r[i] for r in rows]) for i, name in enumerate(names)}
+    )
 
 
 def logits_of(out):
@@ -90,6 +107,10 @@ def logits_of(out):
 def export_all(models, quantizations, calibration, tmp, threads):
     """{(model name, quantization): (signature runner, size in bytes)}; quantizations the export
     refuses for the task's kind (`quantization.UNSUPPORTED_KINDS`) are left out."""
+    import keras_bert.export
+    from keras_bert.checkpoints.task_model import read_task_info
+    from keras_bert.export import quantization, tflite
+
     runners = {}
     kind = read_task_info(models["teacher"]).get("problem")
     for name, model_dir in models.items():
@@ -124,9 +145,9 @@ def score(task, runner, names, examples):
     from keras_bert.tasks.ner.task import entity_metrics
     from keras_bert.tasks.squad import metrics as squad_metrics
 
-    rows, batches = rows_of(task, examples), []
+    rows, batches, call = rows_of(task, examples), [], caller(runner, names)
     for i in range(0, len(rows), 32):
-        batches.append((examples[i : i + 32], call(runner, names, rows[i : i + 32])))
+        batches.append((examples[i : i + 32], call(rows[i : i + 32])))
     kind = task.info().get("problem")
     if kind == "span":
         answers = {
@@ -144,13 +165,15 @@ def score(task, runner, names, examples):
         ]
         return entity_metrics([e.tags for e in examples], predicted, ())
     logits = np.concatenate([logits_of(out) for _, out in batches])
-    return {k: float(v) for k, v in task.evaluate(examples, None, {"logits": logits}).items()}
+    # One row per example (the export pools windows): the features are the examples themselves.
+    one_each = types.SimpleNamespace(example_index=np.arange(len(examples)))
+    return {k: float(v) for k, v in task.evaluate(examples, one_each, {"logits": logits}).items()}
 
 
 def time_rounds(runners, names, rows, repeat):
     """{key: [time_call result per round]}, the keys interleaved within each round."""
     cases = {
-        key: (lambda r: lambda: [call(r, names, [row]) for row in rows])(runner)
+        key: (lambda call: lambda: [call([row]) for row in rows])(caller(runner, names))
         for key, (runner, _) in runners.items()
     }
     for fn in cases.values():
@@ -228,10 +251,9 @@ def plot(path, task, runners, metrics, rounds, n_timed):
 
 def tiny_models(tmp):
     """(teacher dir, [student dir], data_dir): a tiny teacher and a distilled 1-layer student."""
-    from finetune_cases import write_checkpoint, write_sst2
-
     from keras_bert.tasks.distillation.runner import run_distillation
     from keras_bert.tasks.runner import run_finetuning
+    from keras_bert.testing.tiny_tasks import write_checkpoint, write_sst2
 
     data_dir = write_sst2(os.path.join(tmp, "SST-2"))
     quiet = dict(do_train=True, batch_size=16, verbose=False, plot=False)
@@ -259,6 +281,10 @@ def tiny_models(tmp):
 
 def main(argv=None):
     args = parse(argv)
+    import tensorflow as tf
+
+    from keras_bert.checkpoints.task_model import read_task_info, require_task_model
+
     with tempfile.TemporaryDirectory() as tmp:
         if args.teacher:
             teacher, students = args.teacher, [s for s in args.students.split(",") if s]
@@ -274,11 +300,7 @@ def main(argv=None):
         train = task.read(data_dir, task.train_split)
         dev = task.read(data_dir, next(iter(task.eval_splits)))
         dev = dev[: args.eval_examples] if args.eval_examples else dev
-        quantizations = (
-            list(keras_bert.export.QUANTIZATIONS)
-            if args.quantize == "all"
-            else args.quantize.split(",")
-        )
+        quantizations = list(QUANTIZATIONS) if args.quantize == "all" else args.quantize.split(",")
         print(
             f"{task.name}: {len(models)} models x {len(quantizations)} quantizations; dev "
             f"{len(dev)} examples, {args.texts} timed at batch 1, {args.threads} thread(s), "

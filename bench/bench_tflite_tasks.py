@@ -3,7 +3,8 @@ kept, metrics against gold, latency.
 
 The models are fine-tuned `model/` directories: `--squad_model` (SQuAD v1.1, with `--squad_data`
 its dev JSON) and `--conll_model` (CoNLL-2003, with `--conll_data` its dev file); either may be
-left out. Each is exported (`keras_bert.export.tflite.export_tflite`) in each of `--quantize`
+left out (`--help` gives the commands that make them; the dev files default to the real data
+folder's). Each is exported (`keras_bert.export.tflite.export_tflite`) in each of `--quantize`
 (default float32, dynamic range, int8 and int8_integer_only, skipped where the kind refuses it;
 the integer ones calibrate on the training texts the fine-tuning run recorded in `model/`, or
 `--calibration_squad` / `--calibration_conll`, files of rows with texts tab-separated) and run by
@@ -23,32 +24,22 @@ answer out, on the first `--questions` questions and `--sentences` sentences (0:
   all rounds and the spread of the round totals; the ratios are medians of per-round ratios to
   dynamic range.
 
-    .venv/bin/python bench/bench_tflite_tasks.py --squad_model squad/model
-        --squad_data dev-v1.1.json --conll_model conll/model --conll_data dev.txt
+    .venv/bin/python bench/bench_tflite_tasks.py --squad_model runs/squad/model
+        [--squad_data dev-v1.1.json] --conll_model runs/conll/model [--conll_data dev.txt]
         [--questions 300] [--sentences 300] [--texts 50] [--repeat 3] [--threads 1]
         [--quantize none,dynamic_range,int8,int8_integer_only]
 """
 
-import argparse
 import os
 import statistics
-import sys
 import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import common  # noqa: E402
 from bench_tflite import interleaved  # noqa: E402
-
-from keras_bert.export import tflite  # noqa: E402
-from keras_bert.tasks.ner.task import entity_metrics, read_conll  # noqa: E402
-from keras_bert.tasks.squad.data import read_squad  # noqa: E402
-from keras_bert.tasks.squad.metrics import evaluate_v1, f1_score, gold_answers  # noqa: E402
 
 FLOAT = "none"
 BATCH = 16  # Inputs per call when measuring the answers (latency is at batch 1).
@@ -57,6 +48,8 @@ BATCH = 16  # Inputs per call when measuring the answers (latency is at batch 1)
 def squad_inputs(path, n):
     """(SquadExamples, input rows {question, context}) of a SQuAD v1.1 file, the first n (0:
     all)."""
+    from keras_bert.tasks.squad.data import read_squad
+
     examples = read_squad(path, "1.1")
     examples = examples[:n] if n else examples
     return examples, [{"question": e.question, "context": e.context} for e in examples]
@@ -64,6 +57,8 @@ def squad_inputs(path, n):
 
 def conll_inputs(path, n):
     """(NerExamples, input rows {text}) of a CoNLL-2003 file, the first n sentences (0: all)."""
+    from keras_bert.tasks.ner.task import read_conll
+
     examples, _ = read_conll(path)
     examples = examples[:n] if n else examples
     return examples, [{"text": " ".join(e.words)} for e in examples]
@@ -86,6 +81,8 @@ def entity_overlap(got, want):
 
 def runner_call(path, threads, read):
     """rows -> answers, for the TFLite model at `path` (`read`: outputs -> answers)."""
+    from keras_bert.export import tflite
+
     runner = tflite.load_interpreter(
         os.path.join(path, tflite.MODEL_FILE), num_threads=threads
     ).get_signature_runner("serving_default")
@@ -96,6 +93,8 @@ def runner_call(path, threads, read):
 
 def export_all(model_dir, directory, quantizations, calibration):
     """quantize -> version path of each export of `model_dir`."""
+    from keras_bert.export import tflite
+
     paths = {}
     for quantize in quantizations:
         start = time.time()
@@ -115,6 +114,10 @@ def export_all(model_dir, directory, quantizations, calibration):
 
 def measure(task, args, directory):
     """The table rows of one task: answers kept, gold metrics, latency, size."""
+    from keras_bert.export import tflite
+    from keras_bert.tasks.ner.task import entity_metrics
+    from keras_bert.tasks.squad.metrics import evaluate_v1, f1_score, gold_answers
+
     if task == "squad":
         examples, rows = squad_inputs(args.squad_data, args.questions)
         model_dir, calibration, read = args.squad_model, args.calibration_squad, squad_answers
@@ -166,15 +169,13 @@ def measure(task, args, directory):
     return len(rows), len(timed), common.format_table(header, table)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--squad_model", help="A fine-tuned SQuAD v1.1 model/.")
-    parser.add_argument("--squad_data", help="Its dev JSON (SQuAD v1.1).")
+def parse_args(argv=None):
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n\n")[0])
+    common.add_task_args(parser, "Its dev file")
     parser.add_argument(
         "--calibration_squad", help="Rows question<TAB>context (default: model/'s)."
     )
-    parser.add_argument("--conll_model", help="A fine-tuned CoNLL-2003 model/.")
-    parser.add_argument("--conll_data", help="Its dev file (CoNLL-2003 columns).")
     parser.add_argument("--calibration_conll", help="Sentences, one a line (default: model/'s).")
     parser.add_argument("--questions", type=int, default=300, help="SQuAD questions (0: all).")
     parser.add_argument("--sentences", type=int, default=300, help="CoNLL sentences (0: all).")
@@ -185,7 +186,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if FLOAT not in args.quantize.split(","):
         parser.error(f"--quantize must include {FLOAT!r} (the answers are compared with it).")
-    tasks = common.task_args(parser, args, "its dev file")
+    args.tasks = common.task_args(parser, args)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    tasks = args.tasks
     with tempfile.TemporaryDirectory() as tmp:
         for task in tasks:
             inputs, timed, text = measure(task, args, os.path.join(tmp, task))

@@ -1,6 +1,6 @@
 """Tokenization throughput: keras_bert BertTokenizer vs Hugging Face tokenizers vs the original.
 
-All three tokenize the same generated multilingual corpus (tests/text/corpus.py, scaled up)
+All three tokenize the same generated multilingual corpus (`keras_bert.testing.corpus`, scaled up)
 with the same WordPiece vocabulary and lower-casing setting; exact-id agreement with the
 original Python FullTokenizer (tf-models-official) is measured on the lines the original
 tokenized. Hugging Face runs `encode_batch` (Rust, all cores); ours runs batched in a
@@ -11,24 +11,20 @@ tf.function and in a tf.data pipeline with parallel map (all cores).
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "text"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import common  # noqa: E402  (bench/: the script's own folder)
-import tensorflow as tf  # noqa: E402
-from corpus import build_test_vocabulary, generate_corpus  # noqa: E402
-from official.nlp.tools import tokenization  # noqa: E402
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers  # noqa: E402
 
-from keras_bert.text import BertTokenizer  # noqa: E402
+from keras_bert.testing.corpus import build_test_vocabulary, generate_corpus  # noqa: E402
 
 
 def hf_tokenizer(vocab_path, lower_case, max_chars):
     """Hugging Face's BERT pipeline (as BertWordPieceTokenizer) with the original's limit."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
     tok = Tokenizer(
         models.WordPiece.from_file(
             vocab_path, unk_token="[UNK]", max_input_chars_per_word=max_chars
@@ -65,6 +61,11 @@ def main():
     parser.add_argument("--cased", action="store_true")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    import tensorflow as tf
+    from official.nlp.tools import tokenization
+
+    from keras_bert.text import BertTokenizer
+
     lower_case = not args.cased
 
     lines = generate_corpus(args.lines, seed=1)

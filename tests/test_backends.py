@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 import reference
 from finetune_cases import TINY
-from real_data import minilm_dir
 
 import keras_bert
 from keras_bert.models.pretrainer import BertPretrainer
@@ -28,6 +27,7 @@ from keras_bert.models.task_models import (
     BertSpanLabeler,
     BertTokenClassifier,
 )
+from keras_bert.testing.real_data import minilm_dir
 
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "backend_job.py")
 OTHER_BACKENDS = [

@@ -8,15 +8,13 @@ import re
 import subprocess
 import sys
 
+import backends
+import bench_pretrain_step
+import common
 import numpy as np
 import pytest
 
 import keras_bert
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
-import backends  # noqa: E402
-import bench_pretrain_step  # noqa: E402
-import common  # noqa: E402
 
 WORDS = ["EU", "rejects", "German", "call", "to", "boycott", "British", "lamb", "."]
 TAGS = ["B-ORG", "O", "B-MISC", "O", "O", "O", "B-MISC", "O", "O"]

@@ -196,7 +196,7 @@ BLOCKER = textwrap.dedent("""
     # The sub-packages one by one: tasks, export and apps are mapped from other folders
     # (package_dir), which an editable install's keras_bert.__path__ does not list.
     for name in ("layers", "models", "text", "checkpoints", "pretraining", "training", "tasks",
-                 "export", "apps"):
+                 "export", "apps", "testing"):
         package = importlib.import_module(f"keras_bert.{{name}}")
         modules.append(package.__name__)
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):

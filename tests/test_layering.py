@@ -18,6 +18,7 @@ and apps/ (keras_bert.apps) is parsed, function-local imports included
 7. tasks
 8. export
 9. apps (the demo): installed as keras_bert.apps from apps/; nothing below imports it
+10. testing (support shared by the tests and the benchmarks: nothing else imports it)
 A module may import its own layer (without a cycle) and any lower one; the one way up is
 `UPWARD_CALLS`, function-local imports only.
 """
@@ -59,6 +60,7 @@ LAYERS = (
     ("keras_bert.tasks",),
     ("keras_bert.export",),
     ("keras_bert.apps",),
+    ("keras_bert.testing",),
 )
 CHECKPOINTS = "keras_bert.checkpoints"
 # The sanctioned way up, inside functions only: `from_preset` (STYLE 14: every model, tokenizer

@@ -79,7 +79,7 @@ def download(path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] = "
     cache_dir = os.path.abspath(cache_dir)
     os.makedirs(
         cache_dir, exist_ok=True
-    )  # Keras falls back to /tmp/.keras for a missing cache_dir.
+    )  # Keras falls back to a temporary folder for a missing cache_dir.
     unpacked = keras.utils.get_file(origin=path, extract=True, cache_dir=cache_dir, cache_subdir="")
     configs = sorted(
         glob.glob(os.path.join(unpacked, "**", google.CONFIG_NAME), recursive=True)

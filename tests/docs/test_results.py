@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "docs"), str(ROOT / "bench")]
-import common  # noqa: E402
+sys.path.insert(0, str(ROOT / "docs"))
+import common  # noqa: E402  (bench/common.py: setup.cfg puts bench/ on the tests' path)
 import render_results  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"

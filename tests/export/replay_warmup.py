@@ -1,7 +1,7 @@
 """Replays the warmup records of SavedModels as TF Serving does at load, in a process as bare as
-TF Serving (serve_fresh.bare_tensorflow: TensorFlow and tensorflow-text's op kernels; keras,
-keras_bert and tensorflow-text's Python package blocked). Records are parsed with
-tensorflow-serving-api's PredictionLog (protos only).
+TF Serving (the `bare_tensorflow` of keras_bert/testing/serve_fresh.py, loaded from its file:
+TensorFlow and tensorflow-text's op kernels; keras, keras_bert and tensorflow-text's Python package
+blocked). Records are parsed with tensorflow-serving-api's PredictionLog (protos only).
 
     python replay_warmup.py '<json>'   with keys saved_models (list of paths), out (an .npz)
 
@@ -9,11 +9,18 @@ The .npz holds `<model index>/<record index>/<output name>` arrays and `imported
 packages that were imported anyway.
 """
 
+import importlib.util
 import json
 import os
 import sys
 
-from serve_fresh import bare_tensorflow, imported_blocked
+# Loaded from its file: importing it through the keras_bert package would import keras_bert.
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_SERVE_FRESH = os.path.join(_ROOT, "keras_bert", "testing", "serve_fresh.py")
+_spec = importlib.util.spec_from_file_location("serve_fresh", _SERVE_FRESH)
+serve_fresh = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(serve_fresh)
+bare_tensorflow, imported_blocked = serve_fresh.bare_tensorflow, serve_fresh.imported_blocked
 
 
 def main(spec):

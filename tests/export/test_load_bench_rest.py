@@ -1,31 +1,17 @@
 """bench/bench_serving_load.py --url: its REST client (row format, strings as {"b64": ...})
 driven by concurrent clients against an HTTP server answering TF Serving's REST API from the
-export (keras_bert.export.rest, as tests/export/serve_fresh.py): every answer the export's."""
+export (keras_bert.export.rest, as keras_bert/testing/serve_fresh.py): every answer the export's."""
 
 import http.server
-import importlib.util
 import json
-import os
 import threading
 
+import bench_serving_load as bench
 import numpy as np
 import tensorflow as tf
 from export_cases import TEXTS, TEXTS_B
 
 from keras_bert.export import batching, rest
-
-BENCH = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-    "bench",
-    "bench_serving_load.py",
-)
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_serving_load", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_the_rest_client_under_concurrency_gets_the_exports_answers(mnli):
@@ -46,7 +32,6 @@ def test_the_rest_client_under_concurrency_gets_the_exports_answers(mnli):
     server = http.server.ThreadingHTTPServer(("localhost", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        bench = load_bench()
         call = bench.rest_peer(f"http://localhost:{server.server_port}/v1/models/mnli:predict")
         requests = bench.make_requests(list(zip(TEXTS, TEXTS_B)), 3)
         result = batching.load(call, requests, clients=4, rounds=2)

@@ -15,10 +15,11 @@ from export_cases import SEQ_LENGTH, TEXTS, TEXTS_B, keras_logits, softmax, writ
 from finetune_cases import TINY
 
 import keras_bert
-from keras_bert.export import OpCheckError, export_saved_model, list_ops, ops, rest, versions
+from keras_bert.export import OpCheckError, export_saved_model, list_ops, ops, versions
 from keras_bert.export.saved_model import write_saved_model
 from keras_bert.export.source import load_source
 from keras_bert.models.encoder import encoder_inputs
+from keras_bert.testing.served import serve_fresh
 from keras_bert.text.preprocessor import BertPreprocessor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -183,23 +184,6 @@ def test_op_inventory(sst2):
         list_ops(sst2["path"], "nope")
 
 
-def _serve_fresh(path, requests, tmp_path):
-    out = str(tmp_path / "responses.json")
-    spec = {"saved_model": path, "rest_py": rest.__file__, "requests": requests, "out": out}
-    run = subprocess.run(
-        [sys.executable, os.path.join(HERE, "serve_fresh.py"), json.dumps(spec)],
-        capture_output=True,
-        text=True,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    with open(out) as f:
-        result = json.load(f)
-    assert (
-        result["imported"] == []
-    )  # No Keras, tf_keras, keras_bert or tensorflow_text Python modules.
-    return result["responses"]
-
-
 def _json_text(text):
     return {"b64": base64.b64encode(text).decode()} if isinstance(text, bytes) else text
 
@@ -207,7 +191,7 @@ def _json_text(text):
 def test_fresh_process_answers_rest_bodies(sst2, mnli, tmp_path):
     texts = [_json_text(t) for t in TEXTS]
     want = softmax(keras_logits(sst2["model_dir"], TEXTS))
-    responses = _serve_fresh(
+    responses = serve_fresh(
         sst2["path"],
         [
             {"instances": [{"text": t} for t in texts]},
@@ -240,7 +224,7 @@ def test_fresh_process_answers_rest_bodies(sst2, mnli, tmp_path):
 
     pairs = [{"text": _json_text(a), "text_b": _json_text(b)} for a, b in zip(TEXTS, TEXTS_B)]
     want = softmax(keras_logits(mnli["model_dir"], TEXTS, TEXTS_B))
-    rows, columns = _serve_fresh(
+    rows, columns = serve_fresh(
         mnli["path"],
         [
             {"instances": pairs},

@@ -15,12 +15,13 @@ import tensorflow as tf
 from conftest import SQUAD_OPTIONS
 from export_cases import TEXTS, TEXTS_B, keras_logits, write_task_model
 from finetune_cases import TINY
-from test_saved_model import _json_text, _serve_fresh
+from test_saved_model import _json_text
 
 import keras_bert
 from keras_bert.export import export, export_saved_model, int8_saved_model, int8_smoothing, list_ops
 from keras_bert.export.saved_model import EXTRA_DIR
 from keras_bert.export.source import load_source
+from keras_bert.testing.served import serve_fresh
 
 PRODUCT_OP = "_QuantizedMatMul"
 # Calibration rows: the plain texts of TEXTS (a tab or line break cannot be in a row).
@@ -372,7 +373,7 @@ def test_without_training_texts_every_input_is_quantized_per_row(sst2):
 
 def test_int8_served_fresh_equals_in_process(sst2_int8, tmp_path):
     texts = [_json_text(t) for t in TEXTS]
-    (response,) = _serve_fresh(sst2_int8["int8"], [{"inputs": {"text": texts}}], tmp_path)
+    (response,) = serve_fresh(sst2_int8["int8"], [{"inputs": {"text": texts}}], tmp_path)
     want = tf.saved_model.load(sst2_int8["int8"]).signatures["serving_default"](
         text=tf.constant(TEXTS)
     )

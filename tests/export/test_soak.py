@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
+from keras_bert.testing.real_data import REAL_DATA as DATA
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DATA = "/work/shared/data"
 
 
 @pytest.mark.slow
@@ -25,6 +26,7 @@ def test_a_few_minutes_of_mixed_traffic_fail_nothing_and_keep_memory_flat(tmp_pa
             "--minutes=4",
             "--settle=0.25",
             "--no-minilm",
+            f"--data={DATA}",
             f"--out={out}",
         ],
         capture_output=True,

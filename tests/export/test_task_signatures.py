@@ -9,13 +9,14 @@ import tensorflow as tf
 from conftest import SQUAD_OPTIONS
 from export_cases import SEQ_LENGTH, softmax
 from seqeval.metrics.sequence_labeling import get_entities
-from test_saved_model import _json_text, _serve_fresh
+from test_saved_model import _json_text
 
 from keras_bert.export.source import load_source
 from keras_bert.tasks import runner
 from keras_bert.tasks.ner.task import NerExample, NerTask
 from keras_bert.tasks.squad.task import SquadExample, SquadTask
 from keras_bert.tasks.swag.task import SwagExample, SwagTask
+from keras_bert.testing.served import serve_fresh
 from keras_bert.text.preprocessor import BertPreprocessor
 
 ATOL = 1e-5
@@ -263,7 +264,7 @@ def test_fresh_process_answers_ner_and_swag_rest_bodies(conll, swag, tmp_path):
     want = _exported_entities(
         tf.saved_model.load(conll["path"]).signatures["serving_default"](text=tf.constant(texts))
     )
-    rows, columns = _serve_fresh(
+    rows, columns = serve_fresh(
         conll["path"],
         [{"instances": [{"text": _json_text(t)} for t in texts]}, {"inputs": {"text": texts[:2]}}],
         tmp_path,
@@ -278,7 +279,7 @@ def test_fresh_process_answers_ner_and_swag_rest_bodies(conll, swag, tmp_path):
         )
     assert columns["outputs"]["entity_count"] == [len(e) for e in want[:2]]
     body = {"instances": [{"context": "the movie", "endings": ["was good", "bad", "", "🙂"]}]}
-    (answer,) = _serve_fresh(swag["path"], [body], tmp_path)
+    (answer,) = serve_fresh(swag["path"], [body], tmp_path)
     out = tf.saved_model.load(swag["path"]).signatures["serving_default"](
         context=tf.constant(["the movie"]), endings=tf.constant([["was good", "bad", "", "🙂"]])
     )
@@ -377,7 +378,7 @@ def test_squad_fresh_process(squad2, tmp_path):
     body = {
         "inputs": {"question": [q for q, _ in SQUAD_CASES], "context": [c for _, c in SQUAD_CASES]}
     }
-    (answer,) = _serve_fresh(squad2["path"], [body], tmp_path)
+    (answer,) = serve_fresh(squad2["path"], [body], tmp_path)
     _, prediction, _, _ = _python_squad(squad2["model_dir"], "2.0")
     assert answer["outputs"]["answer"] == [
         prediction.predictions[str(i)] for i in range(len(SQUAD_CASES))

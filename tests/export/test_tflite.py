@@ -18,10 +18,8 @@ import tensorflow as tf
 from export_cases import TEXTS, TEXTS_B, keras_logits, softmax, write_task_model
 from finetune_cases import TINY, sentiment_rows, write_checkpoint, write_sst2
 from fuzz_cases import fuzz_batches
-from real_data import real_file
 from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
-from text.corpus import build_test_vocabulary, generate_corpus
 
 import keras_bert
 from keras_bert import checkpoints
@@ -39,6 +37,8 @@ from keras_bert.export.source import load_source
 from keras_bert.export.text_inputs import TextPacker
 from keras_bert.layers.transformer import attention_bias
 from keras_bert.tasks.finetune import run_finetuning
+from keras_bert.testing.corpus import build_test_vocabulary, generate_corpus
+from keras_bert.testing.real_data import real_file
 from keras_bert.text.preprocessor import BertPreprocessor
 from keras_bert.text.tokenizer import BertTokenizer
 from keras_bert.text.vocab import load_vocabulary

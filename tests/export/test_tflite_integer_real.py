@@ -7,11 +7,11 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from real_data import minilm_dir, real_file
 
 from keras_bert.checkpoints.task_model import load_task_model
 from keras_bert.export import tflite
 from keras_bert.tasks.finetune import run_finetuning
+from keras_bert.testing.real_data import minilm_dir, real_file
 from keras_bert.text.preprocessor import BertPreprocessor
 from keras_bert.text.tokenizer import BertTokenizer
 

@@ -18,7 +18,6 @@ import tensorflow as tf
 from conftest import NER_VOCAB, SQUAD_OPTIONS
 from export_cases import SEQ_LENGTH, softmax, write_task_model
 from finetune_cases import TINY, sentiment_rows
-from real_data import real_file
 from tensorflow.lite.python import schema_py_generated as schema
 from test_task_signatures import (
     BLANK_TEXTS,
@@ -43,6 +42,7 @@ from keras_bert.export import (
 from keras_bert.export.source import load_source
 from keras_bert.tasks import runner
 from keras_bert.tasks.swag.task import SwagExample, SwagTask
+from keras_bert.testing.real_data import real_file
 
 ATOL = 1e-5
 # Text that any export must answer: empty, blank, control characters, invalid UTF-8, emoji, CJK,

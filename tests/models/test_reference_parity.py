@@ -8,9 +8,6 @@ compared as shipped against our "gelu_tanh", and with its activation set to the 
 (erf) GELU against our default "gelu". tf-models-official is built with the erf GELU.
 """
 
-import re
-
-import keras
 import keras_hub
 import numpy as np
 import pytest
@@ -18,6 +15,12 @@ import reference
 import tensorflow as tf
 
 import keras_bert
+from keras_bert.testing.keras_hub_weights import (
+    copy_to_keras_hub,
+    copy_weights,
+    keras_hub_inputs,
+    per_head_arrays,
+)
 
 CONFIGS = {
     "L2_H32_A4": keras_bert.BertConfig(
@@ -57,61 +60,7 @@ def padded_inputs(config, seed=1, batch=4, seq=13):
     return inputs
 
 
-def per_head_arrays(encoder):
-    """Our weights by Keras path, with attention kernels in the per-head layout of both
-    references."""
-    config = encoder.config
-    H, N, D = config.hidden_size, config.num_attention_heads, config.head_size
-    arrays = {}
-    for w in encoder.weights:
-        value = w.numpy()
-        if any(f"/{p}/" in w.path for p in ("query", "key", "value")):
-            value = value.reshape((H, N, D) if w.path.endswith("kernel") else (N, D))
-        elif w.path.endswith("attention_output_dense/kernel"):
-            value = value.reshape(N, D, H)
-        arrays[w.path] = value
-    return arrays
-
-
-def rename(path, names):
-    """Our path -> the reference's, by the first `names` entry (our prefix -> theirs, "{i}" =
-    layer)."""
-    for ours, theirs in names.items():
-        match = re.match("^" + re.escape(ours).replace(r"\{i\}", r"(?P<i>\d+)") + "(?=/|$)", path)
-        if match:
-            return theirs.format(**match.groupdict()) + path[match.end() :]
-    raise KeyError(path)
-
-
-def copy_weights(arrays, target_variables, names):
-    """Assigns `arrays` (our paths) to `target_variables` (dict name -> variable), every one of
-    them."""
-    renamed = {rename(path, names): value for path, value in arrays.items()}
-    assert sorted(renamed) == sorted(target_variables)
-    for name, variable in target_variables.items():
-        assert tuple(variable.shape) == renamed[name].shape, name
-        variable.assign(renamed[name])
-
-
 # === keras-hub ===
-
-HUB_NAMES = {
-    "embeddings/word_embeddings": "token_embedding/embeddings",
-    "embeddings/position_embeddings": "position_embedding/embeddings",
-    "embeddings/token_type_embeddings": "segment_embedding/embeddings",
-    "embeddings/LayerNorm": "embeddings_layer_norm",
-    "layer_{i}/query": "transformer_layer_{i}/self_attention_layer/query",
-    "layer_{i}/key": "transformer_layer_{i}/self_attention_layer/key",
-    "layer_{i}/value": "transformer_layer_{i}/self_attention_layer/value",
-    "layer_{i}/attention_output_dense": (
-        "transformer_layer_{i}/self_attention_layer/attention_output"
-    ),
-    "layer_{i}/attention_output_LayerNorm": "transformer_layer_{i}/self_attention_layer_norm",
-    "layer_{i}/intermediate_dense": "transformer_layer_{i}/feedforward_intermediate_dense",
-    "layer_{i}/output_dense": "transformer_layer_{i}/feedforward_output_dense",
-    "layer_{i}/output_LayerNorm": "transformer_layer_{i}/feedforward_layer_norm",
-    "pooler_dense": "pooled_dense",
-}
 
 
 def hub_backbone(encoder, exact_gelu):
@@ -126,19 +75,7 @@ def hub_backbone(encoder, exact_gelu):
         max_sequence_length=config.max_position_embeddings,
         num_segments=config.type_vocab_size,
     )
-    if exact_gelu:  # keras-hub ships the tanh approximation; the paper uses erf.
-        for layer in backbone.transformer_layers:
-            layer._feedforward_intermediate_dense.activation = keras.activations.gelu
-    copy_weights(per_head_arrays(encoder), {w.path: w for w in backbone.weights}, HUB_NAMES)
-    return backbone
-
-
-def hub_inputs(inputs):
-    return {
-        "token_ids": inputs["input_word_ids"],
-        "segment_ids": inputs["input_type_ids"],
-        "padding_mask": inputs["input_mask"],
-    }
+    return copy_to_keras_hub(encoder, backbone, exact_gelu=exact_gelu)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +93,7 @@ def test_encoder_matches_keras_hub_backbone(name, hidden_act):
     backbone = hub_backbone(encoder, exact_gelu=hidden_act == "gelu")
     inputs = padded_inputs(encoder.config)
     ours = encoder(inputs)
-    theirs = backbone(hub_inputs(inputs))
+    theirs = backbone(keras_hub_inputs(inputs))
     np.testing.assert_allclose(ours["sequence_output"], theirs["sequence_output"], atol=ATOL)
     np.testing.assert_allclose(ours["pooled_output"], theirs["pooled_output"], atol=ATOL)
 
@@ -168,7 +105,7 @@ def test_activation_mismatch_is_detected():
     backbone = hub_backbone(encoder, exact_gelu=False)
     inputs = padded_inputs(encoder.config)
     diff = np.abs(
-        encoder(inputs)["sequence_output"] - backbone(hub_inputs(inputs))["sequence_output"]
+        encoder(inputs)["sequence_output"] - backbone(keras_hub_inputs(inputs))["sequence_output"]
     ).max()
     assert diff > 10 * ATOL
 
@@ -203,7 +140,7 @@ def test_pretrainer_mlm_logits_match_keras_hub_masked_lm():
     inputs = padded_inputs(config)
     positions = np.random.default_rng(3).integers(0, 13, size=(4, 5)).astype(np.int32)
     ours = pretrainer({**inputs, "masked_lm_positions": positions})["mlm_logits"]
-    theirs = masked_lm({**hub_inputs(inputs), "mask_positions": positions})
+    theirs = masked_lm({**keras_hub_inputs(inputs), "mask_positions": positions})
     np.testing.assert_allclose(ours, theirs, atol=ATOL)
 
 

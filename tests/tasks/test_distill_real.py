@@ -10,10 +10,10 @@ import os
 import re
 
 import pytest
-from real_data import minilm_dir, real_file
 
 from keras_bert.tasks.distillation.runner import run_distillation
 from keras_bert.tasks.runner import run_finetuning
+from keras_bert.testing.real_data import minilm_dir, real_file
 
 
 def swapped_pairs(data_dir, path):

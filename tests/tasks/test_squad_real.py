@@ -8,7 +8,6 @@ import os
 
 import numpy as np
 import pytest
-from real_data import REAL_DATA as DATA  # noqa: E402
 from test_squad import oracle_outputs, original_features, write_file
 
 from keras_bert.tasks.runner import run_finetuning
@@ -16,6 +15,7 @@ from keras_bert.tasks.squad import metrics as squad_eval
 from keras_bert.tasks.squad.data import locate_answer
 from keras_bert.tasks.squad.features import answer_token_span
 from keras_bert.tasks.squad.task import SquadTask
+from keras_bert.testing.real_data import REAL_DATA as DATA  # noqa: E402
 from keras_bert.text import BertTokenizer
 
 DEV = os.path.join(DATA, "squad_v1.1", "dev-v1.1.json")

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text as tf_text
-from corpus import build_test_vocabulary, generate_corpus
 from official.nlp.tools import tokenization
 
+from keras_bert.testing.corpus import build_test_vocabulary, generate_corpus
 from keras_bert.text import normalize
 from keras_bert.text.tokenizer import BertTokenizer
 

@@ -1,6 +1,6 @@
 """A generated multilingual test corpus and a WordPiece vocabulary made from it.
 
-Shared by the tokenizer tests and bench/bench_tokenizer.py. Deterministic for a seed.
+Shared by the tokenizer and TFLite tests and bench/bench_tokenizer.py. Deterministic for a seed.
 The lines mix ASCII prose, punctuation, accents, CJK, Hangul, Thai, Arabic, Hebrew,
 Devanagari, emoji (with skin tones and zero-width joiners), control characters, invalid
 or special code points (U+0000, U+FFFD, BOM, line separators), very long words (over
