@@ -342,7 +342,7 @@ def int8_copy(
         fused = FUSED_ACTIVATIONS.get(str(getattr(block, "hidden_act", "")))
         if fused and isinstance(block.intermediate, Int8Dense):
             block.intermediate._fused_activation = fused
-            block._activation = _identity
+            block.activation = _identity
             output = block.output_dense
             if isinstance(output, Int8Dense) and output._input_mode == "floor":
                 # Its input is the activation's output: rows from the activation's floor.

@@ -141,7 +141,7 @@ def integer_argmax(flatbuffer):
 def saturating_minimums(calibrated):
     """The calibrated flatbuffer of `int8_integer_only` with every MINIMUM by a constant bound
     calibrated to end at the bound, input and output: TFLite's quantizer puts them on one int8
-    grid, which then saturates exactly at the bound (`keras_bert.export.channel_groups`'
+    grid, which then saturates exactly at the bound (`keras_bert.rewrites.channel_groups`'
     saturating sums; comparing them with their bound tells whether they saturated). Measured
     ranges would end wherever the calibration texts' values did, below or above it. Small
     lookup tables get their whole range (`_table_ranges`, as `symmetric_ranges` for int16): the

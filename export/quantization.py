@@ -37,10 +37,10 @@ for "no answer") keeps none (`with_ranges`): the quantizer crashes the process o
   `measure`), which keeps X W^T nearer float than rounding each weight to nearest.
 - "int8_integer_only": every op after the tokenizer's string ops in integers (int8 activations
   and weights, int32 biases and indices), traced with the layers' integer-friendly forms
-  (`keras_bert.export.integer`); only the signature outputs are dequantized to float
+  (`keras_bert.rewrites.integer`); only the signature outputs are dequantized to float
   (DEQUANTIZE as the last op of a float output).
   `keras_bert.export.integer_check.check_integer_only` asserts it from the flatbuffer. The
-  residual stream and LayerNorm run in channel groups (`keras_bert.export.channel_groups`); a
+  residual stream and LayerNorm run in channel groups (`keras_bert.rewrites.channel_groups`); a
   padded key's score is set to the bottom of the scores' grid and its value zeroed
   (`saturating_minimums` gives the small lookup tables their range). Refused for SQuAD
   (`UNSUPPORTED_KINDS`).
@@ -49,7 +49,7 @@ for "no answer") keeps none (`with_ranges`): the quantizer crashes the process o
   `inference_type=QUANTIZED_INT16`. What TensorFlow 2.20's quantizer and kernels need on top:
   no multiplication by a constant (the quantizer makes the constant int8 and then rejects the
   MUL, "binary op operands have same element type": LayerNorm's gamma, the attention's
-  1/sqrt(D)), which `keras_bert.export.integer.constant` looks up at run time instead; no
+  1/sqrt(D)), which `keras_bert.rewrites.integer.constant` looks up at run time instead; no
   SQUARED_DIFFERENCE (no int16 kernel: LayerNorm squares the centered values by MUL); zero
   points of 0 and int16 constants (`symmetric_int16`); ARG_MAX of int32 (`integer_argmax`); and
   the attention bias's lookup calibrated to its table's range (`symmetric_ranges`), or padding
@@ -102,7 +102,7 @@ UNSUPPORTED_KINDS = {
     }
     for name in ("int8_integer_only", "int16x8_integer_only")
 }
-# The integer-only quantizations -> their activations' type (`keras_bert.export.integer`).
+# The integer-only quantizations -> their activations' type (`keras_bert.rewrites.integer`).
 INTEGER_ONLY = {"int8_integer_only": "int8", "int16x8_integer_only": "int16"}
 
 

@@ -81,8 +81,6 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 from keras_bert.export import (
     QUANTIZATIONS,
     RepresentativeTexts,
-    channel_groups,
-    integer,
     integer_check,
     ops,
     quantization,
@@ -102,7 +100,8 @@ from keras_bert.export.tflite_runtime import (  # noqa: F401 (the interpreter si
     verify,
 )
 from keras_bert.inputs import INPUT_NAMES
-from keras_bert.tasks import rewrite
+from keras_bert.rewrites import channel_groups, integer
+from keras_bert.rewrites import encoder as rewrite
 
 MODEL_FILE = "model.tflite"
 LABELS_FILE = "labels.txt"
@@ -230,9 +229,9 @@ def write_tflite(
 
 def integer_source(source, activations, groups=None):
     """`source` with its model (or encoder) replaced by the export-time copy that integer-only
-    TFLite traces (sharing the weights): `keras_bert.export.integer.IntegerEncoder` for
+    TFLite traces (sharing the weights): `keras_bert.rewrites.integer.IntegerEncoder` for
     `activations` ("int8" or "int16"), or with channel `groups` the
-    `keras_bert.export.channel_groups.GroupedEncoder`."""
+    `keras_bert.rewrites.channel_groups.GroupedEncoder`."""
     if groups is not None:
         make, kwargs = channel_groups.GroupedEncoder, {"groups": groups}
     else:
@@ -245,7 +244,7 @@ def integer_source(source, activations, groups=None):
 
 
 def calibrate_groups(source, functions, representative_texts):
-    """The `keras_bert.export.channel_groups.ChannelGroups` of `int8_integer_only`: chosen from
+    """The `keras_bert.rewrites.channel_groups.ChannelGroups` of `int8_integer_only`: chosen from
     the float encoder on the calibration texts (tokenized by the float `preprocess`), one at a
     time."""
     samples = representative_dataset(functions, representative_texts)

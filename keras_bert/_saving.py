@@ -49,10 +49,10 @@ MODULES = {
     ),
     "keras_bert.tasks.trainer": ("TaskTrainer",),
     "keras_bert.tasks.distillation.trainer": ("DistillTrainer",),
-    "keras_bert.tasks.fake_quant": ("ActivationRanges",),
-    "keras_bert.tasks.rewrite": ("EncoderRewrite",),
-    "keras_bert.export.channel_groups": ("GroupedEncoder",),
-    "keras_bert.export.integer": ("IntegerEncoder",),
+    "keras_bert.rewrites.fake_quant": ("ActivationRanges",),
+    "keras_bert.rewrites.encoder": ("EncoderRewrite",),
+    "keras_bert.rewrites.channel_groups": ("GroupedEncoder",),
+    "keras_bert.rewrites.integer": ("IntegerEncoder",),
 }
 
 

@@ -65,7 +65,7 @@ class FinetuneConfig(TrainingSettings):
             `BertFor...` directory (labels, vocab.txt, casing) that transformers'
             `AutoModelFor...` and `AutoTokenizer` load (`keras_bert.checkpoints.hf_tasks`).
         quantization_aware: bool. Fine-tune with the weights and activations fake-quantized as
-            `--quantize=int8_integer_only` TFLite computes them (`keras_bert.tasks.fake_quant`,
+            `--quantize=int8_integer_only` TFLite computes them (`keras_bert.rewrites.fake_quant`,
             `keras_bert.tasks.quantization_aware`); model/ holds the float model, whose integer
             export then keeps more of its answers. Needs do_train.
         task_options: dict. The task's own options (`registry.options_class(task)`: SQuAD's

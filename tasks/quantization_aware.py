@@ -1,7 +1,7 @@
 """Quantization-aware fine-tuning (`--quantization_aware`): the `TaskTrainer` that trains the
-task model in float and, through `keras_bert.tasks.fake_quant`, its fake-quantized twin (what
+task model in float and, through `keras_bert.rewrites.fake_quant`, its fake-quantized twin (what
 `--quantize=int8_integer_only` TFLite computes) to give the float model's answers. The twin is a
-training-time copy of the model (`keras_bert.tasks.rewrite.substitute_encoder`) that shares
+training-time copy of the model (`keras_bert.rewrites.encoder.substitute_encoder`) that shares
 every weight with it: the task model itself has no quantization mode.
 
 Each training step runs the model twice: in float (no dropout), moving the activation ranges (the
@@ -27,7 +27,8 @@ import types
 from keras import ops
 
 from keras_bert import backend
-from keras_bert.tasks import fake_quant, rewrite
+from keras_bert.rewrites import encoder as rewrite
+from keras_bert.rewrites import fake_quant
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.trainer import TaskTrainer
 

@@ -13,6 +13,8 @@ and apps/ (keras_bert.apps) is parsed, function-local imports included
 4. training (optimizers, distribution, callbacks: no model or checkpoint code)
 5. checkpoints (every format: Google, Hugging Face, pre-training runs, training checkpoints,
    fine-tuned task models, best-epoch weights)
+5a. rewrites (the deployment rewrites: integer, channel-group and fake-quantized copies of the
+    encoder, which export/ and quantization-aware fine-tuning build)
 5b. training.run (the run skeleton both runners share: it compiles and restores through checkpoints)
 6. pretraining
 7. tasks
@@ -55,6 +57,7 @@ LAYERS = (
     ("keras_bert.config", "keras_bert.presets", "keras_bert.models"),
     ("keras_bert.training",),
     ("keras_bert.checkpoints",),
+    ("keras_bert.rewrites",),
     ("keras_bert.training.run",),
     ("keras_bert.pretraining",),
     ("keras_bert.tasks",),
@@ -240,13 +243,16 @@ def test_upward_calls_are_function_local(source, target):
 def test_the_layering_check_sees_imports():
     """The graph is not empty by mistake: known edges are found, function-local ones included."""
     assert "keras_bert.models.encoder" in GRAPH["keras_bert.models.pretrainer"]
+    # export/ and quantization-aware fine-tuning build the same rewrites.
+    assert "keras_bert.rewrites.channel_groups" in GRAPH["keras_bert.export.tflite"]
+    assert "keras_bert.rewrites.encoder" in GRAPH["keras_bert.tasks.quantization_aware"]
     assert collections.Counter(_layer(m) for m in MODULES)[len(LAYERS) - 1] >= 1
 
 
 CORE = ("keras_bert.layers", "keras_bert.models")
 # Backend-specific libraries: the core imports none of them (keras_bert.backend does, by backend).
 BACKEND_MODULES = ("tensorflow", "tf_keras", "jax", "torch")
-# Names of the deployment rewrites (export/, tasks/) and of the switches they once were.
+# Names of the deployment rewrites (keras_bert/rewrites/) and of the switches they once were.
 DEPLOYMENT_NAMES = (
     "fake_quant",
     "channel_groups",

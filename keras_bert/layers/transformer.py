@@ -9,6 +9,10 @@ is called through `__call__`, so Keras' own `quantize` (int8, int4, float8), LoR
 policies apply to it. The dense layers work on the tokens as rows [B*S, H]: one 2-D matrix
 multiply each, which TensorFlow's CPU kernels fuse with the bias and activation, and which
 TFLite converts to FULLY_CONNECTED.
+
+The forward pass (`call`) is composed of the block's sub-layers, its feed-forward `activation`
+and its `self_attention` step, all public: a copy of the block that substitutes some of them
+(sharing the weights) runs this same forward pass.
 """
 
 import keras
@@ -51,6 +55,11 @@ class TransformerBlock(keras.layers.Layer):
     Returns:
         float tensor [B, S, H].
 
+    Attributes (besides the arguments): `activation`, the feed-forward's activation function (of
+    `hidden_act`); after `build`, `hidden_size` H, `head_size` D and the sub-layers `query`, `key`,
+    `value`, `attention_output`, `attention_layer_norm`, `intermediate`, `output_dense`,
+    `output_layer_norm`, `attention_dropout` and `hidden_dropout`.
+
     Example:
     >>> block = TransformerBlock(num_attention_heads=2, intermediate_size=32)
     >>> tuple(block(ops.zeros([2, 5, 8])).shape)
@@ -76,7 +85,7 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_probs_dropout_prob = attention_probs_dropout_prob
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
-        self._activation = utils.activation(hidden_act)
+        self.activation = utils.activation(hidden_act)
 
     def build(self, input_shape):
         hidden = input_shape[-1]
@@ -121,16 +130,21 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build(seq_shape)
         self.built = True
 
-    def _split_heads(self, x, batch, seq):
+    def split_heads(self, x, batch, seq):
+        """Tokens [B*S, H] (rows of `batch` sequences of `seq`) -> heads [B, N, S, D]."""
         x = ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))  # (B, S, N, D)
         return ops.transpose(x, (0, 2, 1, 3))  # (B, N, S, D)
 
+    def merge_heads(self, x):
+        """Heads [B, N, S, D] -> tokens [B*S, H]."""
+        return ops.reshape(ops.transpose(x, (0, 2, 1, 3)), (-1, self.hidden_size))  # (B*S, H)
+
     def _scores(self, tokens, batch, seq):
         """Scaled query-key scores [B, N, S, S] of tokens [B*S, H], before the mask."""
-        q = self._split_heads(self.query(tokens), batch, seq)  # (B, N, S, D)
+        q = self.split_heads(self.query(tokens), batch, seq)  # (B, N, S, D)
         # Scale the queries rather than the (larger) score matrix.
         q = q * ops.cast(self.head_size**-0.5, q.dtype)
-        k = self._split_heads(self.key(tokens), batch, seq)  # (B, N, S, D)
+        k = self.split_heads(self.key(tokens), batch, seq)  # (B, N, S, D)
         return ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # (B, N, S, S)
 
     def attention_scores(self, x):
@@ -139,23 +153,25 @@ class TransformerBlock(keras.layers.Layer):
         batch, seq = ops.shape(x)[0], ops.shape(x)[1]
         return self._scores(ops.reshape(x, (-1, self.hidden_size)), batch, seq)
 
-    def call(self, x, attention_bias=None, training=None):
-        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
-        tokens = ops.reshape(x, (-1, self.hidden_size))  # (B*S, H)
+    def self_attention(self, tokens, batch, seq, attention_bias=None, training=None):
+        """Multi-head self-attention of tokens [B*S, H] (rows of `batch` sequences of `seq`):
+        the heads' contexts [B*S, H], before the `attention_output` layer."""
         scores = self._scores(tokens, batch, seq)  # (B, N, S, S)
-        v = self._split_heads(self.value(tokens), batch, seq)  # (B, N, S, D)
+        v = self.split_heads(self.value(tokens), batch, seq)  # (B, N, S, D)
         if attention_bias is not None:
             scores = scores + ops.cast(attention_bias, scores.dtype)
         # Softmax in float32 under mixed precision.
-        probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), x.dtype)
+        probs = ops.cast(ops.softmax(ops.cast(scores, "float32"), axis=-1), tokens.dtype)
         probs = self.attention_dropout(probs, training=training)
-        context = ops.matmul(probs, v)  # (B, N, S, D)
-        context = ops.reshape(
-            ops.transpose(context, (0, 2, 1, 3)), (-1, self.hidden_size)
-        )  # (B*S, H)
+        return self.merge_heads(ops.matmul(probs, v))  # (B*S, H)
+
+    def call(self, x, attention_bias=None, training=None):
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        tokens = ops.reshape(x, (-1, self.hidden_size))  # (B*S, H)
+        context = self.self_attention(tokens, batch, seq, attention_bias, training)  # (B*S, H)
         attended = self.hidden_dropout(self.attention_output(context), training=training)
         tokens = self.attention_layer_norm(tokens + attended)  # (B*S, H)
-        inner = self._activation(self.intermediate(tokens))  # (B*S, I)
+        inner = self.activation(self.intermediate(tokens))  # (B*S, I)
         out = self.hidden_dropout(self.output_dense(inner), training=training)
         out = self.output_layer_norm(tokens + out)  # (B*S, H)
         return ops.reshape(out, (batch, seq, self.hidden_size))  # (B, S, H)

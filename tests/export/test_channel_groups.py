@@ -11,7 +11,8 @@ from tensorflow.lite.python import convert as lite_convert
 from tensorflow.lite.python import schema_py_generated as schema
 
 import keras_bert
-from keras_bert.export import calibration, channel_groups, flatbuffer_edit
+from keras_bert.export import calibration, flatbuffer_edit
+from keras_bert.rewrites import channel_groups
 
 OUTLIER, OUTLIER_SIZE = 5, 40.0  # Channel 5 of layer 0's feed-forward output, as MiniLM's 99.
 

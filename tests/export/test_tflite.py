@@ -27,7 +27,6 @@ from keras_bert.export import (
     calibration,
     export,
     int8_flatbuffer,
-    integer,
     integer_check,
     quantization_report,
     tflite,
@@ -35,7 +34,6 @@ from keras_bert.export import (
 )
 from keras_bert.export.source import load_source
 from keras_bert.export.text_inputs import TextPacker
-from keras_bert.layers.transformer import attention_bias
 from keras_bert.tasks.finetune import run_finetuning
 from keras_bert.testing.corpus import build_test_vocabulary, generate_corpus
 from keras_bert.testing.real_data import real_file
@@ -380,31 +378,6 @@ def test_int8_passes_take_subgraphs_without_ops():
         expected = f(tf.constant(ids, tf.int32))["y"].numpy()
         got = runner(ids=np.array(ids, np.int32))["y"]
         np.testing.assert_allclose(got, expected, rtol=0.05, atol=0.05 * np.abs(expected).max())
-
-
-def test_integer_friendly_forms_equal_the_float_layers():
-    keras.utils.set_random_seed(3)
-    encoder = keras_bert.BertEncoder(keras_bert.BertConfig(**TINY))
-    inputs = {
-        "input_word_ids": tf.constant(np.random.default_rng(0).integers(0, 30, (3, 12)), tf.int32),
-        "input_mask": tf.constant([[1] * 12, [1] * 7 + [0] * 5, [1] * 3 + [0] * 9], tf.int32),
-        "input_type_ids": tf.zeros((3, 12), tf.int32),
-    }
-    for layer in encoder.layers:  # Non-trivial LayerNorm parameters.
-        for weight in layer.weights:
-            if "LayerNorm" in weight.path:
-                weight.assign(np.random.default_rng(1).normal(1.0, 0.5, weight.shape))
-    want = encoder(inputs)
-    for activations in integer.ACTIVATION_TYPES:
-        got = integer.IntegerEncoder(encoder, activations)(inputs)
-        for name in ("sequence_output", "pooled_output"):
-            np.testing.assert_allclose(got[name], want[name], atol=1e-5, err_msg=activations)
-    # The copy left the float encoder as it was.
-    np.testing.assert_array_equal(encoder(inputs)["sequence_output"], want["sequence_output"])
-    with pytest.raises(ValueError, match="activations must be one of"):
-        integer.IntegerEncoder(encoder, "int4")
-    bias = integer.mask_bias(inputs["input_mask"], -10000.0, tf.float32)
-    np.testing.assert_array_equal(bias, attention_bias(inputs["input_mask"], tf.float32))
 
 
 def test_float_export_unchanged_after_an_integer_only_export(classifier, tmp_path):

@@ -7,7 +7,7 @@ BERT's residual stream has a few outlier channels (all-MiniLM-L6-v2 on MRPC: cha
 2021). With one int8 scale per tensor their range erases every other channel of the residual
 sums, LayerNorm's centered values and the feed-forward output, and LayerNorm's variance varies
 over tokens from 0.4 to 125 (the tokens holding the outliers). `GroupedEncoder`, the export-time
-copy of the encoder (`keras_bert.tasks.rewrite`), carries its residual stream as G tensors
+copy of the encoder (`keras_bert.rewrites.encoder`), carries its residual stream as G tensors
 [T, n_g], one per group of channels of similar range (per-embedding-group quantization, PEG,
 Bondarenko et al. 2021), each on its own int8 grid:
 
@@ -36,9 +36,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_bert.export import integer
 from keras_bert.layers.transformer import MASK_VALUE
-from keras_bert.tasks import rewrite
+from keras_bert.rewrites import encoder as rewrite
+from keras_bert.rewrites import integer
 
 RATIO = 4.0  # A group holds channels whose ranges (relative to the median) are within this ratio.
 MAX_GROUPS = 4
@@ -234,7 +234,7 @@ class _RecordingEncoder(rewrite.EncoderRewrite):
         super().__init__(encoder, **kwargs)
         self.recorder = recorder
 
-    def layer_norm(self, layer, x, batch=None):
+    def layer_norm(self, layer, x):
         self.recorder.channels(layer.path, x)
         return layer(x)
 
@@ -308,11 +308,9 @@ class GroupedEncoder(integer.IntegerEncoder):
         1 = real token) or None."""
         groups = self.groups
         batch, seq = tf.shape(parts[0])[0], tf.shape(parts[0])[1]
-        hidden = block.hidden_size
-
         tokens = [tf.reshape(p, [-1, n]) for p, n in zip(parts, groups.sizes)]  # (B*S, n_g)
         q, k, v = (
-            self.split_heads(block, dense(layer, tokens, groups.groups)[0], batch, seq)
+            block.split_heads(dense(layer, tokens, groups.groups)[0], batch, seq)
             for layer in (block.query, block.key, block.value)
         )  # (B, N, S, D)
         q = q * tf.cast(block.head_size**-0.5, q.dtype)
@@ -326,8 +324,7 @@ class GroupedEncoder(integer.IntegerEncoder):
             scores = tf.where(real, scores, tf.constant(MASK_VALUE, scores.dtype))
             keep = integer.mask_lookup(key_mask, (0.0, 1.0), v.dtype)  # (B, 1, 1, S)
             v = v * tf.transpose(keep, [0, 1, 3, 2])  # (B, N, S, D) * (B, 1, S, 1)
-        context = tf.matmul(tf.nn.softmax(scores, axis=-1), v)  # (B, N, S, D)
-        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, hidden])  # (B*S, H)
+        context = block.merge_heads(tf.matmul(tf.nn.softmax(scores, axis=-1), v))  # (B*S, H)
         attended = dense(block.attention_output, [context], None, groups.groups)
         tokens = layer_norm(
             block.attention_layer_norm,
@@ -335,7 +332,7 @@ class GroupedEncoder(integer.IntegerEncoder):
             groups,
             self.recorder,
         )
-        inner = dense(block.intermediate, tokens, groups.groups, None, block._activation)
+        inner = dense(block.intermediate, tokens, groups.groups, None, block.activation)
         out = dense(block.output_dense, inner, None, groups.groups)
         tokens = layer_norm(
             block.output_layer_norm, [t + o for t, o in zip(tokens, out)], groups, self.recorder

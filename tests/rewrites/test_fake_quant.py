@@ -8,7 +8,7 @@ from finetune_cases import TINY
 
 import keras_bert
 from keras_bert.models.task_models import BertClassifier
-from keras_bert.tasks import fake_quant
+from keras_bert.rewrites import fake_quant
 from keras_bert.tasks.quantization_aware import QuantizationAwareTrainer
 from keras_bert.tasks.registry import get_task
 

@@ -1,9 +1,9 @@
 """Quantization-aware fine-tuning: fake-quantized weights and activations in the encoder's forward
 pass, at the tensors that `--quantize=int8_integer_only` TFLite computes in int8.
 
-The sites are in `keras_bert.tasks.rewrite.EncoderRewrite`, the training-time copy of the encoder
-that `keras_bert.tasks.quantization_aware` trains through (sharing the model's weights): the core
-layers know nothing of it.
+The sites are in `keras_bert.rewrites.encoder.EncoderRewrite`, the training-time copy of the
+encoder that `keras_bert.tasks.quantization_aware` trains through (sharing the model's weights):
+the core layers know nothing of it.
 
 Q8BERT's recipe (Zafrir et al. 2019) with TFLite's number formats: inside
 `quantization_aware(ranges)` the layers round every such tensor to its 8-bit grid in the forward

@@ -3,7 +3,7 @@
 TFLite's integer quantizer has no integer kernel for two ops that the float graph uses:
 `NEG` (Keras' LayerNorm computes `x * inv + (beta - mean * inv)`) and `CAST` int32 -> float
 (the attention bias from the input mask). `IntegerEncoder`, the export-time copy of the encoder
-(`keras_bert.tasks.rewrite`), traces `(x - mean) * inv + beta` (`layer_norm`) and the bias as a
+(`keras_bert.rewrites.encoder`), traces `(x - mean) * inv + beta` (`layer_norm`) and the bias as a
 lookup of `[MASK_VALUE, 0]` by the mask (`attention_bias`): the same values (equal up to float32
 rounding, about 1e-7), written with ops that quantize (SUB, GATHER). With `activations="int16"`
 (TFLite's 16x8 mode) it also looks up every constant factor at run time (`constant`) and squares
@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert.layers.transformer import MASK_VALUE
-from keras_bert.tasks import rewrite
+from keras_bert.rewrites import encoder as rewrite
 
 ACTIVATION_TYPES = ("int8", "int16")
 
@@ -38,7 +38,7 @@ class IntegerEncoder(rewrite.EncoderRewrite):
         super().__init__(encoder, **kwargs)
         self.activations = activations
 
-    def layer_norm(self, layer, x, batch=None):
+    def layer_norm(self, layer, x):
         """`(x - mean) * rsqrt(variance + epsilon) * gamma + beta` over the last axis (no NEG)."""
         return layer_norm(layer, x, self.activations)
 
