@@ -27,10 +27,10 @@ from keras_bert.export.text_inputs import (
     text_specs,
 )
 from keras_bert.models.documents import WINDOW_INDEX
-from keras_bert.tasks.long_text import LongTextOptions, max_first_length, resolve_stride
 from keras_bert.text import windows as window_lib
 from keras_bert.text.packer import _take
 from keras_bert.text.tokenizer import row_ids
+from keras_bert.text.window_sizes import MAX_WINDOWS, max_first_length, resolve_stride
 
 
 def model_outputs(source, inputs):
@@ -193,7 +193,7 @@ def token_classification(source):
     int32 [B] and `text_cut` bool [B]. A text longer than seq_length - 2 pieces is read in
     windows half a window apart, each word tagged in the window where it has the most context
     (as the NER task's long sentences in training and evaluation), at most `max_windows`
-    (task.json, default `LongTextOptions.max_windows`) per text: words past them get no tag and
+    (task.json, default `window_sizes.MAX_WINDOWS`) per text: words past them get no tag and
     `text_cut` says so. `preprocess` gives the windows' encoder inputs [W, S] and
     `example_index` [W]; `predict_ids` the tag `logits` [W, S, C]."""
     labels = [str(label) for label in source.info["labels"]]
@@ -204,7 +204,7 @@ def token_classification(source):
         seq_length=seq_length,
         doc_stride=step,
         max_first_length=0,
-        max_windows=int(source.info.get("max_windows", LongTextOptions.max_windows)),
+        max_windows=int(source.info.get("max_windows", MAX_WINDOWS)),
     )
 
     @tf.function(input_signature=[encoder_input_specs()])

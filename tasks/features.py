@@ -278,7 +278,7 @@ def encode_long_texts(tokenizer, seq_length, text_a, text_b, options, name):
         (inputs, example_index): dict of ragged `input_word_ids`, `input_type_ids` [N, (L)], and
         int `np.ndarray` [N], the example of each feature.
     """
-    from keras_bert.tasks.long_text import resolve_stride
+    from keras_bert.text.window_sizes import resolve_stride
 
     n = len(text_a)
     if options.long_text == "truncate":
@@ -320,14 +320,14 @@ def encode_windows(
 ):
     """Long texts -> one feature per window (`keras_bert.text.windows.pack_windows`, the
     graph the exports run): single texts in windows of `seq_length - 2` tokens; pairs keep
-    text_a whole up to `long_text.max_first_length(seq_length)` tokens beside windows of
+    text_a whole up to `window_sizes.max_first_length(seq_length)` tokens beside windows of
     text_b.
 
     Args:
         tokenizer: `keras_bert.text.BertTokenizer`.
         seq_length: int, the longest packed window.
         text_a: list of str. text_b: list of str, or None for single texts.
-        doc_stride: int, tokens between window starts (`long_text.resolve_stride`).
+        doc_stride: int, tokens between window starts (`window_sizes.resolve_stride`).
         max_windows: int, windows kept per text (its first).
         batch_size: int, texts windowed per call.
 
@@ -391,7 +391,7 @@ _WINDOW_FUNCTIONS: weakref.WeakKeyDictionary[Any, dict[Any, Any]] = weakref.Weak
 def _window_function(tokenizer, seq_length, doc_stride, max_windows, pair):
     """A `tf.function` windowing a batch of texts (`pack_windows`), traced once per tokenizer
     and settings; it returns ragged windows, their `example` and each text's `needed`."""
-    from keras_bert.tasks.long_text import max_first_length
+    from keras_bert.text.window_sizes import max_first_length
     from keras_bert.text.windows import pack_windows
 
     cache = _WINDOW_FUNCTIONS.setdefault(tokenizer, {})

@@ -8,11 +8,12 @@ the document's answer pools its windows' logits (`keras_bert.tasks.features.pool
 - `long_text="truncate"` (the default, the original BERT's): a text longer than `seq_length` is
   cut (pairs: longest first); the log says how many examples were.
 - `long_text="windows"`: a single text is read in windows of `seq_length - 2` tokens whose
-  starts are `doc_stride` tokens apart; a pair keeps its first text whole up to
-  `max_first_length(seq_length)` tokens (half of a row) and cuts its second into windows beside
-  it. Evaluation and prediction pool the windows' logits per text (`window_pooling`) and score
-  texts, never windows. Texts with more windows than `max_windows` are read up to the cap
-  (exports report `num_windows` and `text_cut`). Training (`window_training`):
+  starts are `doc_stride` tokens apart (`keras_bert.text.window_sizes`); a pair keeps its first
+  text whole up to `max_first_length(seq_length)` tokens (half of a row) and cuts its second into
+  windows beside it. Evaluation and prediction pool the windows' logits per text
+  (`window_pooling`) and score texts, never windows. Texts with more windows than `max_windows`
+  are read up to the cap (exports report `num_windows` and `text_cut`). Training
+  (`window_training`):
   - "document" (the default): a text's windows go through the encoder together, their logits
     are pooled inside the training step as in serving (`keras_bert.models.documents`), and the
     loss is the text's. A batch holds whole texts, at most `batch_size` windows
@@ -30,6 +31,8 @@ the document's answer pools its windows' logits (`keras_bert.tasks.features.pool
 """
 
 import dataclasses
+
+from keras_bert.text.window_sizes import MAX_WINDOWS
 
 LONG_TEXT = ("truncate", "windows")
 POOLINGS = ("mean", "max", "logsumexp", "first", "attention")
@@ -58,7 +61,7 @@ class LongTextOptions:
 
     long_text: str = "truncate"
     doc_stride: int | None = None
-    max_windows: int = 16
+    max_windows: int = MAX_WINDOWS
     window_pooling: str = "mean"
     window_training: str = "window"
 
@@ -93,41 +96,3 @@ def document_level(task) -> bool:
     return isinstance(options, LongTextOptions) and (
         options.long_text == "windows" and options.window_training == "document"
     )
-
-
-def max_first_length(seq_length: int) -> int:
-    """Tokens of a pair's first text kept beside the windows of its second: half of what the
-    row holds besides [CLS] [SEP] [SEP]."""
-    return (int(seq_length) - 3) // 2
-
-
-def smallest_window(seq_length: int, pair: bool) -> int:
-    """Tokens of the second text (or the single text) in the smallest window."""
-    if pair:
-        return int(seq_length) - 3 - max_first_length(seq_length)
-    return int(seq_length) - 2
-
-
-def resolve_stride(seq_length: int, pair: bool, doc_stride: int | None) -> int:
-    """The doc stride of a run: `doc_stride`, or half the smallest window.
-
-    Raises:
-        ValueError: a stride not below the smallest window (windows would skip tokens), or a
-            seq_length leaving no room for a window.
-    """
-    window = smallest_window(seq_length, pair)
-    if window < 2:
-        raise ValueError(f"seq_length {seq_length} leaves no room for windows of a long text.")
-    if doc_stride is None:
-        return window // 2
-    if not 1 <= int(doc_stride) < window:
-        kind = (
-            f"the second text (after {max_first_length(seq_length)} tokens of the first)"
-            if (pair)
-            else "a text"
-        )
-        raise ValueError(
-            f"doc_stride {doc_stride} must be below the window ({window} tokens of {kind} at "
-            f"seq_length {seq_length}), or windows would skip tokens."
-        )
-    return int(doc_stride)

@@ -18,7 +18,7 @@ and apps/ (keras_bert.apps) is parsed, function-local imports included
 5b. training.run (the run skeleton both runners share: it compiles and restores through checkpoints)
 6. pretraining
 7. tasks
-8. export
+8. export (of tasks/, only the task registry: the rewrites it needs are below it)
 9. apps (the demo): installed as keras_bert.apps from apps/; nothing below imports it
 10. testing (support shared by the tests and the benchmarks: nothing else imports it)
 A module may import its own layer (without a cycle) and any lower one; the one way up is
@@ -222,6 +222,27 @@ def test_nothing_below_the_applications_imports_them():
     )
     assert importers == [], f"modules below {apps} import it: {importers}"
     assert "keras_bert.apps.demo.__main__" in MODULES  # The walk saw the applications.
+
+
+EXPORT = "keras_bert.export"
+TASKS = "keras_bert.tasks"
+# What export/ may take from tasks/: the registry (a task's facts by its name).
+EXPORT_TASK_IMPORTS = {"keras_bert.tasks.registry"}
+
+
+def _within(module, package):
+    return module == package or module.startswith(package + ".")
+
+
+def test_export_imports_no_task_module_but_the_registry():
+    found = {
+        (module, target)
+        for module in MODULES
+        if _within(module, EXPORT)
+        for target in _imports(module)
+        if _within(target, TASKS) and target not in EXPORT_TASK_IMPORTS
+    }
+    assert found == set(), "export/ imports task modules: build on keras_bert.rewrites (or below)"
 
 
 def test_checkpoint_formats_are_read_and_written_only_in_checkpoints():

@@ -19,8 +19,9 @@ from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks.glue import data as glue
 from keras_bert.tasks.glue.metrics import compute_metrics
 from keras_bert.tasks.glue.tfds_data import read_tfds
-from keras_bert.tasks.long_text import LongTextOptions, document_level, resolve_stride
+from keras_bert.tasks.long_text import LongTextOptions, document_level
 from keras_bert.tasks.task import Task, sparse_xent_sums
+from keras_bert.text.window_sizes import resolve_stride
 
 
 class GlueClassification(Task):

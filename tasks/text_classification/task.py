@@ -32,8 +32,9 @@ from keras_bert.io_utils import write_atomic
 from keras_bert.models.documents import DocumentClassifier
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.long_text import LongTextOptions, document_level, resolve_stride
+from keras_bert.tasks.long_text import LongTextOptions, document_level
 from keras_bert.tasks.task import Task, sparse_xent_sums
+from keras_bert.text.window_sizes import resolve_stride
 
 HEADER = ("label", "text")
 PAIR_HEADER = ("label", "text_a", "text_b")

@@ -30,7 +30,7 @@ from keras_bert.tasks.documents import (
     window_counts,
 )
 from keras_bert.tasks.glue.data import InputExample
-from keras_bert.tasks.long_text import LongTextOptions, max_first_length, resolve_stride
+from keras_bert.tasks.long_text import LongTextOptions
 from keras_bert.tasks.runner import run_finetuning
 from keras_bert.tasks.text_classification.task import (
     TextClassificationDataError,
@@ -39,6 +39,7 @@ from keras_bert.tasks.text_classification.task import (
 )
 from keras_bert.tasks.trainer import TaskTrainer
 from keras_bert.text.tokenizer import BertTokenizer
+from keras_bert.text.window_sizes import max_first_length, resolve_stride
 
 SEQ = 16  # Windows of 14 tokens; documents of 30-50 words (tokens): 3-5 windows.
 WINDOWS = {"long_text": "windows", "max_windows": 8, "doc_stride": 10}
