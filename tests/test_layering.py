@@ -7,10 +7,13 @@ and apps/ (keras_bert.apps) is parsed, function-local imports included
 
 0. base: the package root (its names load lazily, by strings), _lazy, errors, paths, io_utils,
    inputs (the encoder's input names), cli (flag helpers)
-1. text (tokenizer, vocabularies, packing: only base below it)
+1. text (tokenizer, vocabularies, packing, raw text as tf.data for the task models: only base
+   below it)
 2. layers
+2b. training.optimizers (with training.choices, their names): the paper's optimizers and
+   schedule, which the task models compile with
 3. config, presets (the table of released checkpoints), models
-4. training (optimizers, distribution, callbacks: no model or checkpoint code)
+4. training (distribution, callbacks: no model or checkpoint code)
 5. checkpoints (every format: Google, Hugging Face, pre-training runs, training checkpoints,
    fine-tuned task models, best-epoch weights)
 5b. training.run (the run skeleton both runners share: it compiles and restores through checkpoints)
@@ -52,6 +55,7 @@ LAYERS = (
     ),
     ("keras_bert.text",),
     ("keras_bert.layers",),
+    ("keras_bert.training.optimizers", "keras_bert.training.choices"),
     ("keras_bert.config", "keras_bert.presets", "keras_bert.models"),
     ("keras_bert.training",),
     ("keras_bert.checkpoints",),
@@ -64,14 +68,12 @@ LAYERS = (
 )
 CHECKPOINTS = "keras_bert.checkpoints"
 # The sanctioned way up, inside functions only: `from_preset` (STYLE 14: every model, tokenizer
-# and preprocessor builds from weights through checkpoints/), and the task models' raw-text
-# fit/predict/compile (tf.data and the paper's optimizer live in training/).
+# and preprocessor builds from weights through checkpoints/).
 _FROM_PRESET = "keras_bert.checkpoints.from_preset"
 UPWARD_CALLS = {
     ("keras_bert.models.encoder", _FROM_PRESET),
     ("keras_bert.models.pretrainer", _FROM_PRESET),
     ("keras_bert.models.task", _FROM_PRESET),
-    ("keras_bert.models.task", "keras_bert.training.task_data"),
     ("keras_bert.text.tokenizer", _FROM_PRESET),
     ("keras_bert.text.preprocessor", _FROM_PRESET),
 }

@@ -13,7 +13,6 @@ from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks import registry
 from keras_bert.tasks.glue import data as glue
 from keras_bert.text.tokenizer import BertTokenizer
-from keras_bert.training import task_data
 
 WORDS = "a man is playing guitar woman the cutting onion dog runs".split()
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
@@ -67,7 +66,7 @@ def test_regression_head_output_and_loss_against_numpy():
 
     # A Python user's fit: the same mean squared error on the same rows (no [B] x [B, 1]
     # broadcast to a [B, B] matrix).
-    losses, _ = task_data.loss_and_metrics(model)
+    losses, _ = model._loss_and_metrics()
     fit_loss = losses["logits"](labels["label"], outputs["logits"])
     assert float(fit_loss) == pytest.approx(float(total) / float(count), rel=1e-5)
     near = labels["label"].numpy()[:, None] + np.float32(0.1)  # [B, 1], 0.1 from each score.
