@@ -22,7 +22,8 @@ import keras
 from absl import logging
 
 from keras_bert import checkpoints
-from keras_bert.checkpoints import from_preset, hf_tasks, task_model
+from keras_bert.checkpoints import hf_tasks, task_model
+from keras_bert.models.task import BertTask
 from keras_bert.tasks.registry import get_task
 from keras_bert.text.tokenizer import BertTokenizer
 
@@ -99,7 +100,7 @@ def load_source(
     path = os.fspath(path)
     if os.path.isdir(path) and hf_tasks.architecture_of(path) is not None:
         pair = {} if text_pair is None else {"text_pair": text_pair}
-        return _in_memory(from_preset.load_task_class(path, **pair), seq_length, mlm, path=path)
+        return _in_memory(BertTask.from_preset(path, **pair), seq_length, mlm, path=path)
     directory = task_model.find_task_model(path)
     if directory is not None:
         source = _load_task_model(directory, seq_length)
