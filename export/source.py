@@ -22,10 +22,15 @@ import keras
 from absl import logging
 
 from keras_bert import checkpoints
-from keras_bert.checkpoints import from_preset, hf_tasks, task_model
+from keras_bert.checkpoints import hf_tasks, task_model
+from keras_bert.models.task import BertTask
+from keras_bert.tasks.registry import get_task
 from keras_bert.text.tokenizer import BertTokenizer
 
 DEFAULT_SEQ_LENGTH = 128  # For encoders (TF Hub's BERT preprocessors use 128 too).
+# The export settings of a task model that records none (fine-tuned in Python, not by the
+# runner, whose task.json has them): those of the task the runner fine-tunes for its problem.
+DEFAULT_TASKS = {"span": "squad1", "multiple_choice": "swag"}
 
 
 @dataclasses.dataclass
@@ -95,7 +100,7 @@ def load_source(
     path = os.fspath(path)
     if os.path.isdir(path) and hf_tasks.architecture_of(path) is not None:
         pair = {} if text_pair is None else {"text_pair": text_pair}
-        return _in_memory(from_preset.load_task_class(path, **pair), seq_length, mlm, path=path)
+        return _in_memory(BertTask.from_preset(path, **pair), seq_length, mlm, path=path)
     directory = task_model.find_task_model(path)
     if directory is not None:
         source = _load_task_model(directory, seq_length)
@@ -144,6 +149,8 @@ def _in_memory(model, seq_length, mlm, path=""):
     if mlm:
         raise ValueError("A task model has no masked-LM head (export the pre-trained checkpoint).")
     info = model.task_info()
+    if info["problem"] in DEFAULT_TASKS:
+        info = {**get_task(DEFAULT_TASKS[info["problem"]]).info(), **info}
     seq_length = _seq_length(seq_length or info["seq_length"], model.encoder)
     if info["problem"] == "span":  # The question and the stride fit in the sequence.
         for key in ("max_query_length", "doc_stride"):

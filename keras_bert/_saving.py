@@ -80,6 +80,21 @@ class StandIn:
         return f"<stand-in for {self.module}.{self.name}>"
 
 
+def registered_class(name):
+    """The class registered as "keras_bert>`name`" (its module imported), as Keras' registry
+    finds a saved object's class.
+
+    Raises:
+        ValueError: no class of ours has that name.
+    """
+    import keras
+
+    found = keras.saving.get_registered_object(f"{PACKAGE}>{name}")
+    if found is None:
+        raise ValueError(f"No keras_bert class is registered as {name!r}.")
+    return found.resolve() if isinstance(found, StandIn) else found
+
+
 def add_stand_ins(custom_objects):
     """Adds a `StandIn` to `custom_objects` for each name of `MODULES` not registered yet."""
     for module, names in MODULES.items():

@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from keras_bert.training import task_data
+from keras_bert.text import task_data
 
 # Labels of padded positions and of ignored tokens (NER: pieces after a word's first).
 IGNORE_LABEL = -100

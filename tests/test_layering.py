@@ -5,24 +5,34 @@ Every module of keras_bert/, tasks/ (installed as keras_bert.tasks), export/ (ke
 and apps/ (keras_bert.apps) is parsed, function-local imports included
 (`keras_bert.apps.source_graph`). The layers, lowest first:
 
-0. base: the package root (its names load lazily, by strings), _lazy, errors, paths, io_utils,
-   inputs (the encoder's input names), cli (flag helpers)
-1. text (tokenizer, vocabularies, packing: only base below it)
-2. layers
-3. config, presets (the table of released checkpoints), models
-4. training (optimizers, distribution, callbacks: no model or checkpoint code)
-5. checkpoints (every format: Google, Hugging Face, pre-training runs, training checkpoints,
-   fine-tuned task models, best-epoch weights)
-5a. rewrites (the deployment rewrites: integer, channel-group and fake-quantized copies of the
-    encoder, which export/ and quantization-aware fine-tuning build)
-5b. training.run (the run skeleton both runners share: it compiles and restores through checkpoints)
-6. pretraining
-7. tasks
-8. export (of tasks/, only the task registry: the rewrites it needs are below it)
-9. apps (the demo): installed as keras_bert.apps from apps/; nothing below imports it
-10. testing (support shared by the tests and the benchmarks: nothing else imports it)
-A module may import its own layer (without a cycle) and any lower one; the one way up is
-`UPWARD_CALLS`, function-local imports only.
+0. base: the package root (its names load lazily, by strings), _lazy, _saving, errors, paths,
+   io_utils, inputs (the encoder's input names), backend, extras, cli (flag helpers)
+1. layers; and two leaves the checkpoint formats read: text.vocab (the vocabulary file) and
+   models.lora (Keras' LoRA in an encoder's dense layers: the adapters format)
+2. config, presets (the table of released checkpoints)
+3. checkpoints: the formats (Google, Hugging Face, pre-training runs, fine-tuned task model
+   directories, adapters) read files into a config, named arrays and a vocabulary, and are
+   handed the classes to build; the preset loader behind every `from_preset` (`cls` passed
+   down). They import no model.
+4. text (tokenizer, preprocessor, packing, raw text as tf.data for the task models)
+5. training.optimizers (with training.choices, their names): the paper's optimizers and
+   schedule, which the task models compile with
+6. models
+7. rewrites (the deployment rewrites: integer, channel-group and fake-quantized copies of the
+   encoder, which export/ and quantization-aware fine-tuning build)
+8. training (distribution, callbacks, settings: no model or checkpoint code)
+9. the checkpoints that build our models (init_checkpoint: load_encoder, load_pretrainer,
+   load_init_checkpoint) or hold training state (checkpoints.training)
+10. training.run (the run skeleton both runners share: it compiles and restores through
+    checkpoints)
+11. pretraining
+12. tasks
+13. export (of tasks/, only the task registry: the rewrites it needs are below it)
+14. apps (the demo): installed as keras_bert.apps from apps/; nothing below imports it
+15. testing (support shared by the tests and the benchmarks: nothing else imports it)
+A module may import its own layer (without a cycle) and any lower one; there is no exception. A
+package's `__init__` imports, at its top level, nothing above its lowest module: importing any
+module of the package runs it.
 """
 
 import ast
@@ -44,6 +54,7 @@ LAYERS = (
     (
         "keras_bert",
         "keras_bert._lazy",
+        "keras_bert._saving",
         "keras_bert.errors",
         "keras_bert.paths",
         "keras_bert.io_utils",
@@ -52,12 +63,15 @@ LAYERS = (
         "keras_bert.extras",
         "keras_bert.cli",
     ),
-    ("keras_bert.text",),
-    ("keras_bert.layers",),
-    ("keras_bert.config", "keras_bert.presets", "keras_bert.models"),
-    ("keras_bert.training",),
+    ("keras_bert.layers", "keras_bert.text.vocab", "keras_bert.models.lora"),
+    ("keras_bert.config", "keras_bert.presets"),
     ("keras_bert.checkpoints",),
+    ("keras_bert.text",),
+    ("keras_bert.training.optimizers", "keras_bert.training.choices"),
+    ("keras_bert.models",),
     ("keras_bert.rewrites",),
+    ("keras_bert.training",),
+    ("keras_bert.checkpoints.init_checkpoint", "keras_bert.checkpoints.training"),
     ("keras_bert.training.run",),
     ("keras_bert.pretraining",),
     ("keras_bert.tasks",),
@@ -66,18 +80,6 @@ LAYERS = (
     ("keras_bert.testing",),
 )
 CHECKPOINTS = "keras_bert.checkpoints"
-# The sanctioned way up, inside functions only: `from_preset` (STYLE 14: every model, tokenizer
-# and preprocessor builds from weights through checkpoints/), and the task models' raw-text
-# fit/predict/compile (tf.data and the paper's optimizer live in training/).
-_FROM_PRESET = "keras_bert.checkpoints.from_preset"
-UPWARD_CALLS = {
-    ("keras_bert.models.encoder", _FROM_PRESET),
-    ("keras_bert.models.pretrainer", _FROM_PRESET),
-    ("keras_bert.models.task", _FROM_PRESET),
-    ("keras_bert.models.task", "keras_bert.training.task_data"),
-    ("keras_bert.text.tokenizer", _FROM_PRESET),
-    ("keras_bert.text.preprocessor", _FROM_PRESET),
-}
 # Attribute chains (their last parts) that read or write a checkpoint format.
 CHECKPOINT_CALLS = (
     "train.Checkpoint",
@@ -109,9 +111,7 @@ def _module_level_imports(module):
     return source_graph.module_level_imports(module, MODULES)
 
 
-GRAPH = {
-    module: _imports(module) - {t for s, t in UPWARD_CALLS if s == module} for module in MODULES
-}
+GRAPH = {module: _imports(module) for module in MODULES}
 
 
 def _layer(module):
@@ -258,15 +258,27 @@ def test_checkpoint_formats_are_read_and_written_only_in_checkpoints():
     assert outside == {}, "checkpoint formats handled outside keras_bert/checkpoints/"
 
 
-@pytest.mark.parametrize("source, target", sorted(UPWARD_CALLS))
-def test_upward_calls_are_function_local(source, target):
-    assert target in _imports(source), f"{source} no longer imports {target}: drop the exemption"
-    assert target not in _module_level_imports(source)
+def _packages():
+    return sorted(m for m in MODULES if MODULES[m][0].endswith("__init__.py"))
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_package_inits_import_nothing_above_their_lowest_module(package):
+    """Importing a module runs its package's `__init__` first: its top-level imports stay within
+    the lowest layer of the package's modules (higher names load lazily, by strings)."""
+    lowest = min(_layer(m) for m in MODULES if m.startswith(package + "."))
+    above = sorted(m for m in _module_level_imports(package) if m and _layer(m) > lowest)
+    assert not above, (
+        f"{package}/__init__.py imports {above} above its lowest module (layer {lowest})"
+    )
 
 
 def test_the_layering_check_sees_imports():
-    """The graph is not empty by mistake: known edges are found, function-local ones included."""
+    """The graph is not empty by mistake: known edges are found, function-local ones included;
+    the core's `from_preset` reaches the preset loader, which is below it."""
     assert "keras_bert.models.encoder" in GRAPH["keras_bert.models.pretrainer"]
+    assert "keras_bert.checkpoints.from_preset" in GRAPH["keras_bert.models.encoder"]
+    assert "keras_bert.checkpoints.from_preset" in GRAPH["keras_bert.text.tokenizer"]
     # export/ and quantization-aware fine-tuning build the same rewrites.
     assert "keras_bert.rewrites.channel_groups" in GRAPH["keras_bert.export.tflite"]
     assert "keras_bert.rewrites.encoder" in GRAPH["keras_bert.tasks.quantization_aware"]
@@ -313,3 +325,23 @@ def test_core_imports_no_backend_and_has_no_deployment_mode(module):
 def test_the_core_check_sees_the_core():
     assert "keras_bert.layers.transformer" in _core_modules()
     assert "keras_bert.models.encoder" in _core_modules()
+
+
+DEVELOPMENT = os.path.join(ROOT, "docs", "development.md")
+
+
+def test_the_picture_in_development_md_is_these_layers():
+    """docs/development.md draws the layers this test enforces: its picture (between the
+    `layers:begin` / `layers:end` markers, highest layer first) names each layer's modules in
+    this order."""
+    with open(DEVELOPMENT, encoding="utf-8") as f:
+        text = f.read()
+    picture = text.split("<!-- layers:begin -->")[1].split("<!-- layers:end -->")[0]
+    drawn = []
+    for line in picture.splitlines():
+        if "|" not in line:
+            continue
+        names = line.split("|")[1]
+        drawn.append(tuple(n.strip() for n in names.split(",") if n.strip()))
+    want = [tuple(m.removeprefix("keras_bert.") or "keras_bert" for m in layer) for layer in LAYERS]
+    assert drawn[::-1] == want, "docs/development.md's picture of the layers differs from LAYERS"

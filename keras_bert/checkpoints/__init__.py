@@ -1,12 +1,18 @@
 """Checkpoints in and out, every format of the package: original Google TF1 checkpoints, Hugging
 Face BERT directories and pre-training run directories (read through one table, `FORMATS`, see
 `keras_bert.checkpoints.formats`); also the training checkpoints (`training`), fine-tuned task
-model directories (`task_model`) and an encoder with its vocabulary and casing for a task
-(`load_init_checkpoint`).
+model directories (`task_model`), an encoder with its vocabulary and casing for a task
+(`load_init_checkpoint`), and the loader behind every `from_preset` (`from_preset`).
 
 >>> encoder = load_encoder("uncased_L-12_H-768_A-12")              # doctest: +SKIP
 >>> pretrainer = load_pretrainer("bert-base-uncased-hf-dir")       # doctest: +SKIP
 >>> save(pretrainer, "out_dir", format="google", vocab="vocab.txt")  # doctest: +SKIP
+
+The formats read files into a config, named arrays and a vocabulary and are handed the classes
+to build (`formats.builder`): they import no model, and the models' `from_preset` reads through
+them. The modules that build our models (`init_checkpoint`: `load_encoder`, `load_pretrainer`,
+`load_init_checkpoint`) or hold training state (`training`) sit above the models; their names
+here load on first use.
 
 Policy on mismatches: a missing file, a missing variable or a shape mismatch raises
 (`FileNotFoundError` / `CheckpointError`, naming the file, the variable and expected vs
@@ -18,19 +24,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from keras_bert.checkpoints import files, google, huggingface
+from keras_bert._lazy import attach
+from keras_bert.checkpoints import files, google, hf_tasks, huggingface
 from keras_bert.checkpoints.formats import FORMATS, detect_format, format_module
-from keras_bert.checkpoints.init_checkpoint import InitCheckpoint, load_init_checkpoint
 from keras_bert.errors import CheckpointError
 
 if TYPE_CHECKING:
     import keras
-
-    from keras_bert.config import BertConfig
-    from keras_bert.models.encoder import BertEncoder
-    from keras_bert.models.pretrainer import BertPretrainer
 
 __all__ = [
     "CheckpointError",
@@ -45,6 +47,11 @@ __all__ = [
     "save",
     "vocab_path",
 ]
+_NAMES = {
+    name: f"keras_bert.checkpoints.init_checkpoint:{name}"
+    for name in ("InitCheckpoint", "load_encoder", "load_init_checkpoint", "load_pretrainer")
+}
+__getattr__, __dir__ = attach(__name__, _NAMES)
 
 
 def download(path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] = "downloads") -> str:
@@ -93,61 +100,8 @@ def download(path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] = "
     return os.path.dirname(min(configs, key=len))  # The shallowest one.
 
 
-def load_encoder(
-    path: str | os.PathLike[str],
-    format: str | None = None,
-    config: BertConfig | None = None,
-    dtype: str | keras.DTypePolicy | None = None,
-    allow_pickle: bool = False,
-) -> BertEncoder:
-    """A `BertEncoder` with weights from a Google checkpoint, a Hugging Face directory or a
-    pre-training run.
-
-    Args:
-        path: checkpoint directory, Google checkpoint prefix, HF directory, or a `run_pretraining`
-            model_dir (its newest checkpoint) or ckpt-<step> prefix.
-        format: "google", "huggingface", "pretraining_run" or None (detect from the files).
-        config: optional `BertConfig` used instead of the config file (not for runs).
-        dtype: optional Keras dtype policy (e.g. "mixed_bfloat16").
-        allow_pickle: bool. Hugging Face only: read pytorch_model.bin with torch.
-
-    Returns:
-        `BertEncoder`.
-    """
-    return _load(path, format, heads=False, config=config, dtype=dtype, allow_pickle=allow_pickle)
-
-
-def load_pretrainer(
-    path: str | os.PathLike[str],
-    format: str | None = None,
-    next_sentence: bool | None = None,
-    config: BertConfig | None = None,
-    dtype: str | keras.DTypePolicy | None = None,
-    allow_pickle: bool = False,
-) -> BertPretrainer:
-    """A `BertPretrainer` with encoder and pre-training head weights.
-
-    Args:
-        path, format, config, dtype, allow_pickle: as in `load_encoder`.
-        next_sentence: bool or None. Include the NSP head; None means "if the
-            checkpoint has one" (e.g. Hugging Face BertForMaskedLM has none).
-
-    Returns:
-        `BertPretrainer`.
-    """
-    return _load(
-        path,
-        format,
-        heads=True,
-        next_sentence=next_sentence,
-        config=config,
-        dtype=dtype,
-        allow_pickle=allow_pickle,
-    )
-
-
 def save(
-    model: BertEncoder | BertPretrainer,
+    model: keras.Model,
     path: str | os.PathLike[str],
     format: str = "google",
     vocab: str | os.PathLike[str] | Sequence[str] | None = None,
@@ -178,8 +132,6 @@ def save(
 def _save_task(model, path, vocab, overwrite):
     """A fine-tuned task model as a Hugging Face directory (`hf_tasks.save_task`): its
     preprocessor's vocabulary and casing, its labels."""
-    from keras_bert.checkpoints import hf_tasks
-
     info = model.task_info() if model.preprocessor is not None else None
     if vocab is None and info is None:
         raise ValueError(f"The {type(model).__name__} has no preprocessor: pass vocab=.")
@@ -213,22 +165,3 @@ def vocab_path(path: str | os.PathLike[str], format: str | None = None) -> str |
 def casing(path: str | os.PathLike[str], format: str | None = None) -> tuple[bool | None, str]:
     """(lower_case or None, the rule that says so), by the format's own rule (see `FORMATS`)."""
     return format_module(format or detect_format(path)).casing(path)
-
-
-def _load(
-    path: str | os.PathLike[str],
-    format: str | None,
-    heads: bool,
-    config: BertConfig | None,
-    dtype: str | keras.DTypePolicy | None,
-    allow_pickle: bool,
-    next_sentence: bool | None = None,
-) -> Any:
-    return format_module(format or detect_format(path)).load(
-        path,
-        heads=heads,
-        next_sentence=next_sentence,
-        config=config,
-        dtype=dtype,
-        allow_pickle=allow_pickle,
-    )

@@ -16,12 +16,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_bert.checkpoints import formats
 from keras_bert.errors import CheckpointError
 from keras_bert.io_utils import write_atomic
-from keras_bert.models import (
-    lora,
-    task_models,  # noqa: F401  (registers the task model classes)
-)
+from keras_bert.models import lora
 
 WEIGHTS_FILE = "adapters.npz"
 INFO_FILE = "adapters.json"
@@ -68,8 +66,8 @@ def load_adapters(
     """The task model of the base encoder with the adapters of `directory` on it.
 
     Args:
-        base: an init checkpoint (path, any format `load_init_checkpoint` reads: its encoder is
-            loaded and the task model rebuilt from adapters.json), or a task model whose
+        base: an init checkpoint (path, any format of `keras_bert.checkpoints.FORMATS`: its
+            encoder is loaded and the task model rebuilt from adapters.json), or a task model whose
             encoder holds the base weights and has no LoRA yet (changed in place).
         directory: str, the directory of adapters.npz and adapters.json (a run's `model/`).
 
@@ -84,11 +82,9 @@ def load_adapters(
         info = json.load(f)
     with tf.io.gfile.GFile(os.path.join(directory, WEIGHTS_FILE), "rb") as f:
         arrays = dict(np.load(io.BytesIO(f.read())))
-    if isinstance(base, str | os.PathLike):
-        from keras_bert.checkpoints.init_checkpoint import load_init_checkpoint
-
-        encoder = load_init_checkpoint(base).encoder
+    if isinstance(base, str | os.PathLike):  # The model's class from Keras' registry.
         model = keras.saving.deserialize_keras_object(info["model"])
+        encoder = formats.load(base, formats.builder(type(model.encoder)))
         model.encoder.set_weights(encoder.get_weights())
     else:
         model = base

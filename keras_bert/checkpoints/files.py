@@ -1,9 +1,12 @@
-"""Files of a checkpoint directory: the config read with errors naming it, the vocabulary."""
+"""Files of a checkpoint directory: the config read with errors naming it, the vocabulary, a TF
+checkpoint read whole."""
 
 import json
 import os
 
 import tensorflow as tf
+
+from keras_bert.errors import CheckpointError
 
 VOCAB_NAME = "vocab.txt"
 
@@ -51,3 +54,17 @@ def vocab_in(directory):
     """The vocab.txt in `directory` (local or gs://), or None."""
     candidate = os.path.join(os.fspath(directory), VOCAB_NAME)
     return candidate if tf.io.gfile.exists(candidate) and not tf.io.gfile.isdir(candidate) else None
+
+
+def verify_checkpoint(path):
+    """Read every tensor of checkpoint `path`; raise `CheckpointError` if any is unreadable."""
+    try:
+        reader = tf.train.load_checkpoint(path)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except (tf.errors.OpError, ValueError) as e:
+        message = getattr(e, "message", str(e))
+        raise CheckpointError(
+            f"Checkpoint {path} is corrupt or incomplete: {message}. Delete it (and its "
+            f"entry in the 'checkpoint' file) to resume from an earlier one."
+        ) from e

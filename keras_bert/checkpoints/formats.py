@@ -1,9 +1,12 @@
-"""The table of checkpoint formats, in the order they are detected, and the detection.
+"""The table of checkpoint formats, in the order they are detected, the detection, and `load`:
+a checkpoint's weights in a model of the classes it is handed (`builder`).
 
 Each format is a module with the same functions:
 - `detect(path)`: bool, the path holds this format;
-- `load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_pickle=False)`:
-  a `BertEncoder`, or with `heads` a `BertPretrainer`;
+- `read_config(path)`: the `BertConfig` the checkpoint records;
+- `load(path, build, heads=False, next_sentence=None, config=None, allow_pickle=False)`:
+  `build(config, heads, next_sentence)` (a `BertEncoder`, or with `heads` a `BertPretrainer`)
+  with the checkpoint's weights;
 - `save(model, path, vocab=None, overwrite=False)`: writes the model in this format (or raises
   ValueError for a format that is only read);
 - `directory_of(path)`: the directory of the checkpoint's files (where its vocab.txt is);
@@ -53,3 +56,39 @@ def format_module(format: str) -> types.ModuleType:
     if format not in FORMATS:
         raise ValueError(f"Unknown checkpoint format {format!r}; use one of {sorted(FORMATS)}.")
     return FORMATS[format]
+
+
+def builder(encoder_cls, pretrainer_cls=None, dtype=None):
+    """`build(config, heads, next_sentence)` for `load`: a new `encoder_cls(config)` (of Keras
+    dtype policy `dtype`), or with `heads` the `pretrainer_cls(encoder, next_sentence=...)` on
+    it."""
+
+    def build(config, heads=False, next_sentence=True):
+        encoder = encoder_cls(config) if dtype is None else encoder_cls(config, dtype=dtype)
+        return pretrainer_cls(encoder, next_sentence=next_sentence) if heads else encoder
+
+    return build
+
+
+def load(
+    path, build, format=None, heads=False, next_sentence=None, config=None, allow_pickle=False
+):
+    """The model `build` makes with the weights of checkpoint `path` (any format of `FORMATS`).
+
+    Args:
+        path: a checkpoint (see `detect_format`).
+        build: callable (config, heads, next_sentence) -> a new model (`builder`).
+        format: a name of `FORMATS` or None: detect it from the files.
+        heads, next_sentence, config, allow_pickle: as `keras_bert.checkpoints.load_pretrainer`.
+
+    Returns:
+        the model.
+    """
+    return format_module(format or detect_format(path)).load(
+        path,
+        build,
+        heads=heads,
+        next_sentence=next_sentence,
+        config=config,
+        allow_pickle=allow_pickle,
+    )

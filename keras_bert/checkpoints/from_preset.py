@@ -1,5 +1,13 @@
-"""The loaders behind every `from_preset`: a preset (`keras_bert.presets.resolve`) -> a tokenizer,
-preprocessor, encoder, pre-trainer or task model with its preprocessor attached.
+"""The loader behind every `from_preset`: a preset (`keras_bert.presets.resolve`) -> a tokenizer,
+preprocessor, encoder, pre-trainer or task model with its preprocessor attached, of the class it
+is handed (keras-hub's preset loader: `Class.from_preset` passes `cls`).
+
+Nothing here imports a model or a text class. A tokenizer class is built from a vocabulary and
+casing; a preprocessor class from its `tokenizer_cls`; an encoder class from a `BertConfig`; a
+pre-trainer class on its `backbone_cls`; a task class on its `backbone_cls`, with its
+`preprocessor_cls`. A saved `.keras` preset and a fine-tuned `model/` directory find their class
+through Keras' registry, as `keras.saving.load_model` does; so does a fine-tuned Hugging Face
+directory, which names its class (`hf_tasks.ARCHITECTURES`).
 
 A task model comes from one of three kinds of preset:
 - fine-tuned by us: a `model/` directory (task.json, model.keras, vocab.txt) or a `.keras` file
@@ -8,7 +16,7 @@ A task model comes from one of three kinds of preset:
   `id2label` and the tokenizer's vocabulary and casing;
 - pre-trained (Google, Hugging Face, pre-training run): a new head on the encoder.
 A `num_classes` (or class) that disagrees with a fine-tuned head is an error before any weight is
-read.
+read. `BertTask.from_preset` reads fine-tuned presets of any task class.
 """
 
 import os
@@ -17,11 +25,9 @@ import warnings
 import keras
 from absl import logging
 
-from keras_bert import presets
+from keras_bert import _saving, presets
 from keras_bert.checkpoints import formats, hf_tasks, huggingface, task_model
-from keras_bert.checkpoints.init_checkpoint import load_init_checkpoint
-from keras_bert.text.preprocessor import BertPreprocessor
-from keras_bert.text.tokenizer import BertTokenizer
+from keras_bert.checkpoints.vocabulary import read_vocabulary
 
 DEFAULT_SEQ_LENGTH = 128
 _UNUSED = "variables not used by the model"  # `weights.warn_unused`'s words.
@@ -41,16 +47,18 @@ def kind_of(path):
     return "pretrained"
 
 
-def load_tokenizer(preset, **kwargs):
-    """The `BertTokenizer` of a preset (vocabulary and casing); kwargs override (lower_case=...)."""
+def load_tokenizer(cls, preset, **kwargs):
+    """A tokenizer of class `cls` (`BertTokenizer`) with a preset's vocabulary and casing; kwargs
+    override (lower_case=...)."""
     vocabulary, lower_case = vocabulary_and_casing(presets.resolve(preset))
     kwargs.setdefault("lower_case", lower_case)
-    return BertTokenizer(vocabulary, **kwargs)
+    return cls(vocabulary, **kwargs)
 
 
-def load_preprocessor(preset, seq_length=None, **kwargs):
-    """The `BertPreprocessor` of a preset: its tokenizer, and seq_length (default: a fine-tuned
-    model's training length, else 128)."""
+def load_preprocessor(cls, preset, seq_length=None, **kwargs):
+    """A preprocessor of class `cls` (`BertPreprocessor`) of a preset: its tokenizer (of
+    `cls.tokenizer_cls`), and seq_length (default: a fine-tuned model's training length, else
+    128)."""
     path = presets.resolve(preset)
     kind = kind_of(path)
     if kind == "keras":
@@ -59,8 +67,10 @@ def load_preprocessor(preset, seq_length=None, **kwargs):
             return model.preprocessor
     if seq_length is None and kind == "task":
         seq_length = task_model.read_task_info(task_model.find_task_model(path))["seq_length"]
-    return BertPreprocessor(
-        load_tokenizer(path), seq_length=seq_length or DEFAULT_SEQ_LENGTH, **kwargs
+    return cls(
+        load_tokenizer(cls.tokenizer_cls, path),
+        seq_length=seq_length or DEFAULT_SEQ_LENGTH,
+        **kwargs,
     )
 
 
@@ -78,35 +88,47 @@ def vocabulary_and_casing(path):
         ]
     if kind == "hf_task" or formats.detect_format(path) == "huggingface":
         return hf_tasks.vocabulary_and_casing(huggingface.directory_of(path))
-    init = load_init_checkpoint(path)  # Google and pre-training runs: their own rules.
-    return init.vocabulary, init.lower_case
+    vocabulary = read_vocabulary(path)  # Google and pre-training runs: their own rules.
+    return vocabulary.tokens, vocabulary.lower_case
 
 
-def load_backbone(preset, heads=False, **kwargs):
-    """A `BertEncoder` (or with `heads` a `BertPretrainer`) from a preset; kwargs go to
-    `checkpoints.load_encoder` / `load_pretrainer` (dtype=...)."""
-    from keras_bert import checkpoints
-
+def load_backbone(cls, preset, dtype=None, **kwargs):
+    """An encoder of class `cls` (`BertEncoder`) from a preset: a fine-tuned one's encoder, else
+    a checkpoint's; kwargs as `keras_bert.checkpoints.load_encoder`'s (format=, config=,
+    allow_pickle=)."""
     path = presets.resolve(preset)
-    kind = kind_of(path)
-    if kind in ("keras", "task"):
-        if heads:
-            raise ValueError(f"{preset} is a fine-tuned task model: it has no pre-training heads.")
-        model = (
-            keras.saving.load_model(path)
-            if kind == "keras"
-            else task_model.load_task_model(task_model.find_task_model(path))[0]
-        )
-        return model.encoder
-    loader = checkpoints.load_pretrainer if heads else checkpoints.load_encoder
-    return loader(path, **kwargs)
+    if kind_of(path) in ("keras", "task"):
+        return _fine_tuned(path).encoder
+    return formats.load(path, formats.builder(cls, dtype=dtype), **kwargs)
+
+
+def load_pretrainer(cls, preset, dtype=None, **kwargs):
+    """A pre-trainer of class `cls` (`BertPretrainer`, on its `backbone_cls`) from a pre-trained
+    preset; kwargs as `keras_bert.checkpoints.load_pretrainer`'s (next_sentence=, ...).
+
+    Raises:
+        ValueError: a fine-tuned preset (it has no pre-training heads).
+    """
+    path = presets.resolve(preset)
+    if kind_of(path) in ("keras", "task"):
+        raise ValueError(f"{preset} is a fine-tuned task model: it has no pre-training heads.")
+    build = formats.builder(cls.backbone_cls, cls, dtype=dtype)
+    return formats.load(path, build, heads=True, **kwargs)
+
+
+def _fine_tuned(path):
+    """The task model of a `.keras` file or a fine-tuned `model/` directory."""
+    if kind_of(path) == "keras":
+        return keras.saving.load_model(path)
+    return task_model.load_task_model(task_model.find_task_model(path))[0]
 
 
 def load_task(cls, preset, seq_length=None, **kwargs):
     """A task model of class `cls` from a preset, with its preprocessor (see the module).
 
     Args:
-        cls: a `keras_bert.models.task_models` class.
+        cls: a `keras_bert.models.task.BertTask` class (`BertTask` itself: a fine-tuned preset of
+            any task class).
         preset: see `keras_bert.presets`.
         seq_length: int or None, the preprocessor's (default: the fine-tuned model's, else 128
             or the encoder's max_position_embeddings if smaller).
@@ -114,7 +136,8 @@ def load_task(cls, preset, seq_length=None, **kwargs):
             per class) and `text_pair` (bool: inputs are text pairs) for the exported answers.
 
     Raises:
-        ValueError: a fine-tuned model of another class, or a num_classes its head disagrees with.
+        ValueError: a fine-tuned model of another class, or a num_classes its head disagrees with;
+            a pre-trained preset for `BertTask` itself.
     """
     path = presets.resolve(preset)
     kind = kind_of(path)
@@ -129,41 +152,43 @@ def load_task(cls, preset, seq_length=None, **kwargs):
         _check_fine_tuned(cls, model, kwargs, path)
         model.task_facts = _facts_of_info(info)
         _check_text_pair(model.task_facts, facts, path)
-        model.preprocessor = BertPreprocessor(
-            BertTokenizer(vocab_file, lower_case=info["lower_case"]),
-            seq_length=seq_length or info["seq_length"],
+        model.preprocessor = _preprocessor(
+            cls, vocab_file, info["lower_case"], seq_length or info["seq_length"]
         )
         return model
     if kind == "hf_task":
         model, vocabulary, lower_case = _load_hf_task(cls, path, kwargs, facts)
     else:
-        init = load_init_checkpoint(path)
-        model = cls(init.encoder, **kwargs)
-        vocabulary, lower_case = init.vocabulary, init.lower_case
+        if cls.problem is None:
+            raise ValueError(
+                f"{preset} is a pre-trained checkpoint: {cls.__name__}.from_preset reads "
+                "fine-tuned models; call a task model class (BertClassifier, ...) for a new head."
+            )
+        model = cls(load_backbone(cls.backbone_cls, path), **kwargs)
+        init = read_vocabulary(path)
+        vocabulary, lower_case = init.tokens, init.lower_case
         model.task_facts = model.default_facts(**facts)
     # The default length never exceeds what the encoder's position table holds.
     longest = model.encoder.config.max_position_embeddings
-    model.preprocessor = BertPreprocessor(
-        BertTokenizer(vocabulary, lower_case=lower_case),
-        seq_length=seq_length or min(DEFAULT_SEQ_LENGTH, longest),
+    model.preprocessor = _preprocessor(
+        cls, vocabulary, lower_case, seq_length or min(DEFAULT_SEQ_LENGTH, longest)
     )
     return model
 
 
-def load_task_class(path, **kwargs):
-    """The task model of a fine-tuned Hugging Face directory, of the class its architecture
-    names (`hf_tasks.ARCHITECTURES`), with its preprocessor."""
-    from keras_bert.models import task_models
-
-    arch = hf_tasks.ARCHITECTURES[hf_tasks.read_facts(path).architecture]
-    return load_task(getattr(task_models, arch.model_class), path, **kwargs)
+def _preprocessor(cls, vocabulary, lower_case, seq_length):
+    """The preprocessor a task class `cls` takes (`cls.preprocessor_cls`)."""
+    tokenizer = cls.preprocessor_cls.tokenizer_cls(vocabulary, lower_case=lower_case)
+    return cls.preprocessor_cls(tokenizer, seq_length=seq_length)
 
 
 def _load_hf_task(cls, path, kwargs, facts):
-    """(model, vocabulary, lower_case) of a fine-tuned Hugging Face directory."""
+    """(model, vocabulary, lower_case) of a fine-tuned Hugging Face directory, of the class its
+    architecture names (found in Keras' registry: `cls` or a subclass of it)."""
     hf = hf_tasks.read_facts(path)
     arch = hf_tasks.ARCHITECTURES[hf.architecture]
-    if cls.__name__ != arch.model_class:
+    named = _saving.registered_class(arch.model_class)
+    if not issubclass(named, cls):
         raise ValueError(
             f"{path} is a {hf.architecture}: load it with {arch.model_class}.from_preset, not "
             f"{cls.__name__}."
@@ -176,7 +201,7 @@ def _load_hf_task(cls, path, kwargs, facts):
         warnings.filterwarnings("ignore", f".*{_UNUSED}: {arch.head_key}", UserWarning)
         if not arch.pooler:
             warnings.filterwarnings("ignore", ".*no pooler.dense", UserWarning)
-        model = cls(huggingface.load(path), **kwargs)
+        model = named(huggingface.load(path, formats.builder(named.backbone_cls)), **kwargs)
     hf_tasks.set_head(model, hf.architecture, kernel, bias)
     facts.setdefault("labels", hf.labels)
     if hf.architecture == "BertForSequenceClassification":

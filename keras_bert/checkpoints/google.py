@@ -103,16 +103,28 @@ def resolve(path):
     return prefix, os.path.join(os.path.dirname(prefix), CONFIG_NAME)
 
 
-def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_pickle=False):
-    """A `BertEncoder` (or with `heads`, a `BertPretrainer`) with the checkpoint's weights.
+def read_config(path):
+    """The `BertConfig` of the checkpoint at `path` (its bert_config.json).
+
+    Raises:
+        FileNotFoundError: no bert_config.json beside it.
+    """
+    return files.read_config(
+        os.path.join(directory_of(path), CONFIG_NAME), BertConfig.from_json_file
+    )
+
+
+def load(path, build, heads=False, next_sentence=None, config=None, allow_pickle=False):
+    """The model `build` makes (a `BertEncoder`, or with `heads` a `BertPretrainer`), with the
+    checkpoint's weights.
 
     Args:
         path: checkpoint directory or prefix (".../bert_model.ckpt").
+        build: callable (config, heads, next_sentence) -> a new model (`formats.builder`).
         heads: bool. Load the pre-training heads too.
         next_sentence: bool or None. With heads: include the NSP head; None means
             "if the checkpoint has it".
         config: optional `BertConfig` used instead of bert_config.json.
-        dtype: optional Keras dtype policy for the model.
         allow_pickle: bool. Unused: this format holds no pickles.
 
     Returns:
@@ -127,7 +139,7 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
     shapes = reader.get_variable_to_shape_map()
     if next_sentence is None:
         next_sentence = NSP_NAME in shapes
-    model = weights.build_model(config, heads=heads, next_sentence=next_sentence, dtype=dtype)
+    model = build(config, heads, next_sentence)
     hint = (
         ""
         if any(n.startswith("bert/") for n in shapes)

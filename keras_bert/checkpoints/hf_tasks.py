@@ -20,7 +20,6 @@ import numpy as np
 import safetensors.numpy
 
 from keras_bert.checkpoints import files, huggingface, weights
-from keras_bert.config import BertConfig
 from keras_bert.errors import CheckpointError
 from keras_bert.io_utils import atomic_files
 from keras_bert.text.vocab import load_vocabulary, write_vocabulary
@@ -342,10 +341,3 @@ def _write_json(path, data):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=2, sort_keys=True)
         f.write("\n")
-
-
-def read_config(directory):
-    """The `BertConfig` of `directory`/config.json."""
-    return files.read_config(
-        os.path.join(os.fspath(directory), huggingface.CONFIG_NAME), BertConfig.from_hf_json_file
-    )

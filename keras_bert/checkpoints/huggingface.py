@@ -114,35 +114,41 @@ def read_tensors(directory, allow_pickle=False):
     return tensors, paths[0] if len(paths) == 1 else directory
 
 
-def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_pickle=False):
-    """A `BertEncoder` (or with `heads`, a `BertPretrainer`) with the directory's weights.
+def read_config(path):
+    """The `BertConfig` of the Hugging Face directory at `path` (its config.json).
+
+    Raises:
+        FileNotFoundError: no config.json.
+    """
+    return files.read_config(
+        os.path.join(_model_directory(path), CONFIG_NAME), BertConfig.from_hf_json_file
+    )
+
+
+def load(path, build, heads=False, next_sentence=None, config=None, allow_pickle=False):
+    """The model `build` makes (a `BertEncoder`, or with `heads` a `BertPretrainer`), with the
+    directory's weights.
 
     Args:
         path: Hugging Face model directory (or its model.safetensors file).
+        build: callable (config, heads, next_sentence) -> a new model (`formats.builder`).
         heads: bool. Load the pre-training heads (cls.*) too.
         next_sentence: bool or None. With heads: include the NSP head; None means
             "if the file has cls.seq_relationship".
         config: optional `BertConfig` used instead of config.json.
-        dtype: optional Keras dtype policy for the model.
         allow_pickle: bool. Allow reading pytorch_model.bin with torch (unsafe on
             untrusted files).
 
     Returns:
         the model.
     """
-    directory = os.fspath(path)
-    if os.path.isfile(directory):
-        directory = os.path.dirname(directory)
-    elif not os.path.isdir(directory):
-        raise FileNotFoundError(f"No Hugging Face model directory at {directory}.")
-    config = config or files.read_config(
-        os.path.join(directory, CONFIG_NAME), BertConfig.from_hf_json_file
-    )
+    directory = _model_directory(path)
+    config = config or read_config(directory)
     tensors, source = read_tensors(directory, allow_pickle=allow_pickle)
     prefix = PREFIX if any(k.startswith(PREFIX) for k in tensors) else ""
     if next_sentence is None:
         next_sentence = NSP_KEY in tensors
-    model = weights.build_model(config, heads=heads, next_sentence=next_sentence, dtype=dtype)
+    model = build(config, heads, next_sentence)
 
     def key(name):
         return name if name.startswith("cls.") else prefix + name
@@ -249,6 +255,20 @@ def tokenizer_json_casing(directory):
     if normalizer.get("type") == "BertNormalizer" and isinstance(normalizer.get("lowercase"), bool):
         return normalizer["lowercase"], f"{os.path.join(directory, TOKENIZER_JSON)} lowercase"
     return None, None
+
+
+def _model_directory(path):
+    """The directory of `path` (a directory, or its weights file).
+
+    Raises:
+        FileNotFoundError: neither exists.
+    """
+    directory = os.fspath(path)
+    if os.path.isfile(directory):
+        return os.path.dirname(directory)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"No Hugging Face model directory at {directory}.")
+    return directory
 
 
 def _tokenizer_json(directory):

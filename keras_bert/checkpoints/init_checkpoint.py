@@ -1,21 +1,10 @@
-"""An init checkpoint for a task: the encoder with the vocabulary and casing it was trained with.
+"""Our models from a checkpoint of any format (`keras_bert.checkpoints.FORMATS`: a Google TF1
+checkpoint, a Hugging Face BERT directory, the `model_dir` of our pre-training runner): an encoder
+(`load_encoder`), a pre-trainer (`load_pretrainer`), and what a task starts from, the encoder with
+the vocabulary and casing it was trained with (`load_init_checkpoint`; the rules:
+`keras_bert.checkpoints.vocabulary`).
 
-Every format of `keras_bert.checkpoints.FORMATS` is read: a Google TF1 checkpoint (a directory
-with bert_config.json and bert_model.ckpt.*, or the checkpoint prefix), a Hugging Face BERT
-directory (config.json + model.safetensors) and the `model_dir` of our own pre-training runner
-(or one `ckpt-<step>` in it).
-
-Vocabulary: `vocab_file` if given, else the vocab.txt in the checkpoint's directory.
-
-Casing, the first rule that decides (the rule is logged and kept in `casing_rule`):
-1. `lower_case` if given (a conflict with what the checkpoint says is logged as a warning);
-2. the format's own rule (its module's `casing`): Hugging Face, "do_lower_case" in
-   tokenizer_config.json; Google, the released directory names (uncased_*, multilingual_*,
-   chinese_* are uncased; cased_*, multi_cased_* are cased, also with a wwm_ prefix);
-   a pre-training run, the `lower_case` it recorded (text_config.json);
-3. the vocabulary: uncased when no word piece (special tokens like [CLS] aside) has an
-   upper-case letter.
-
+>>> encoder = load_encoder("uncased_L-12_H-768_A-12")              # doctest: +SKIP
 >>> init = load_init_checkpoint("uncased_L-12_H-768_A-12")  # doctest: +SKIP
 >>> tokenizer = BertTokenizer(init.vocabulary, lower_case=init.lower_case)  # doctest: +SKIP
 """
@@ -24,18 +13,72 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from absl import logging
-
-from keras_bert.checkpoints import files
-from keras_bert.checkpoints.formats import FORMATS, detect_format
+from keras_bert.checkpoints import formats
+from keras_bert.checkpoints.vocabulary import read_vocabulary
 from keras_bert.models.encoder import BertEncoder
-from keras_bert.text.vocab import cased_pieces, load_vocabulary, vocabulary_is_uncased
+from keras_bert.models.pretrainer import BertPretrainer
 
 if TYPE_CHECKING:
     import keras
+
+    from keras_bert.config import BertConfig
+
+
+def load_encoder(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    config: BertConfig | None = None,
+    dtype: str | keras.DTypePolicy | None = None,
+    allow_pickle: bool = False,
+) -> BertEncoder:
+    """A `BertEncoder` with weights from a Google checkpoint, a Hugging Face directory or a
+    pre-training run.
+
+    Args:
+        path: checkpoint directory, Google checkpoint prefix, HF directory, or a `run_pretraining`
+            model_dir (its newest checkpoint) or ckpt-<step> prefix.
+        format: "google", "huggingface", "pretraining_run" or None (detect from the files).
+        config: optional `BertConfig` used instead of the config file (not for runs).
+        dtype: optional Keras dtype policy (e.g. "mixed_bfloat16").
+        allow_pickle: bool. Hugging Face only: read pytorch_model.bin with torch.
+
+    Returns:
+        `BertEncoder`.
+    """
+    build = formats.builder(BertEncoder, dtype=dtype)
+    return formats.load(path, build, format, config=config, allow_pickle=allow_pickle)
+
+
+def load_pretrainer(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    next_sentence: bool | None = None,
+    config: BertConfig | None = None,
+    dtype: str | keras.DTypePolicy | None = None,
+    allow_pickle: bool = False,
+) -> BertPretrainer:
+    """A `BertPretrainer` with encoder and pre-training head weights.
+
+    Args:
+        path, format, config, dtype, allow_pickle: as in `load_encoder`.
+        next_sentence: bool or None. Include the NSP head; None means "if the
+            checkpoint has one" (e.g. Hugging Face BertForMaskedLM has none).
+
+    Returns:
+        `BertPretrainer`.
+    """
+    build = formats.builder(BertEncoder, BertPretrainer, dtype=dtype)
+    return formats.load(
+        path,
+        build,
+        format,
+        heads=True,
+        next_sentence=next_sentence,
+        config=config,
+        allow_pickle=allow_pickle,
+    )
 
 
 @dataclasses.dataclass
@@ -48,7 +91,8 @@ class InitCheckpoint:
         lower_case: bool, True for an uncased model.
         format: "google", "huggingface" or "pretraining_run".
         path: str, the checkpoint path given.
-        casing_rule: str, which rule decided `lower_case` (see the module docstring).
+        casing_rule: str, which rule decided `lower_case` (see
+            `keras_bert.checkpoints.vocabulary`).
     """
 
     encoder: BertEncoder
@@ -68,11 +112,8 @@ def load_init_checkpoint(
     """Loads an encoder with its vocabulary and casing.
 
     Args:
-        path: Google checkpoint (directory or prefix), Hugging Face directory, or the
-            model_dir of a pre-training run (or a `ckpt-<step>` prefix in it).
-        vocab_file: str or None. A vocab.txt (or directory holding one) used instead of
-            the one beside the checkpoint.
-        lower_case: bool or None. Uncased tokenization; None: from the checkpoint.
+        path, vocab_file, lower_case: the checkpoint, and a vocab.txt and casing that replace
+            its own (`keras_bert.checkpoints.vocabulary.read_vocabulary`).
         dtype: optional Keras dtype policy of the encoder (e.g. "mixed_bfloat16").
 
     Returns:
@@ -82,95 +123,17 @@ def load_init_checkpoint(
         FileNotFoundError: no checkpoint at `path`, or no vocabulary found (naming where
             it looked).
         ValueError: the vocabulary's size differs from the encoder's word-embedding rows, or a
-            cased vocabulary meets a checkpoint that is uncased (`check_vocabulary_casing`).
+            cased vocabulary meets a checkpoint that is uncased
+            (`keras_bert.checkpoints.vocabulary.check_vocabulary_casing`).
     """
     path = os.fspath(path)
-    format = detect_format(path)
-    module = FORMATS[format]
-    encoder = module.load(path, dtype=dtype)
-    vocab_dir = module.directory_of(path)
-    vocab_source = vocab_file or files.vocab_in(vocab_dir)
-    if vocab_source is None and format == "huggingface":  # transformers v5: tokenizer.json only.
-        vocab_source = module.tokenizer_json_vocabulary(vocab_dir)
-    if vocab_source is None:
-        raise FileNotFoundError(
-            f"No vocabulary for {path}: looked for {os.path.join(vocab_dir, files.VOCAB_NAME)}. "
-            f"Pass vocab_file (--vocab_file) to give one (a Hugging Face directory's "
-            f"tokenizer.json is read too)."
-        )
-    vocabulary = load_vocabulary(vocab_source)
-    if not isinstance(vocab_source, (str, os.PathLike)):
-        vocab_source = os.path.join(vocab_dir, "tokenizer.json")
-    rows = encoder.config.vocab_size
-    if len(vocabulary) != rows:
-        raise ValueError(
-            f"The vocabulary {vocab_source} has {len(vocabulary)} tokens but the encoder of {path} "
-            f"has {rows} word-embedding rows (vocab_size); they must be equal: use the vocab.txt "
-            f"the checkpoint was trained with."
-        )
-    recorded = module.casing(path)
-    if vocab_file:  # Another vocabulary than the checkpoint's own: its casing must fit too.
-        check_vocabulary_casing(vocabulary, vocab_source, path, *recorded)
-    lower_case, rule = _casing(recorded, vocabulary, lower_case)
-    logging.info(
-        "%s: %s checkpoint, %d tokens from %s, lower_case=%s (%s).",
-        path,
-        format,
-        len(vocabulary),
-        vocab_source,
-        lower_case,
-        rule,
-    )
+    encoder = load_encoder(path, dtype=dtype)
+    vocabulary = read_vocabulary(path, vocab_file, lower_case)
     return InitCheckpoint(
         encoder=encoder,
-        vocabulary=vocabulary,
-        lower_case=lower_case,
-        format=format,
+        vocabulary=vocabulary.tokens,
+        lower_case=vocabulary.lower_case,
+        format=vocabulary.format,
         path=path,
-        casing_rule=rule,
+        casing_rule=vocabulary.casing_rule,
     )
-
-
-def _casing(
-    recorded_casing: tuple[bool | None, str], vocabulary: Sequence[str], lower_case: bool | None
-) -> tuple[bool, str]:
-    """(lower_case, the rule that decided it), from the format's (lower_case or None, rule)."""
-    recorded, rule = recorded_casing
-    if lower_case is not None:
-        if recorded is not None and recorded != bool(lower_case):
-            logging.warning(
-                "lower_case=%s was passed but %s says lower_case=%s; using lower_case=%s.",
-                bool(lower_case),
-                rule,
-                recorded,
-                bool(lower_case),
-            )
-        return bool(lower_case), "lower_case argument"
-    if recorded is not None:
-        return recorded, rule
-    if vocabulary_is_uncased(vocabulary):
-        return True, "vocabulary: no upper-case letter in its word pieces"
-    return False, "vocabulary: upper-case letters in its word pieces"
-
-
-def check_vocabulary_casing(
-    vocabulary: Sequence[str],
-    vocab_source: str | os.PathLike[str] | Sequence[str],
-    path: str | os.PathLike[str],
-    recorded: bool | None,
-    rule: str,
-) -> None:
-    """Raises when the checkpoint is uncased by its own files or name (`recorded`, decided by
-    `rule`) but the vocabulary given for it is cased: many word pieces with upper-case letters (at
-    least 1 in 200: an uncased vocabulary has none; a few in a multilingual one are tolerated).
-
-    Raises:
-        ValueError: naming the vocabulary, the checkpoint, and a few cased pieces.
-    """
-    cased = cased_pieces(vocabulary)
-    if recorded is True and len(cased) >= max(1, len(vocabulary) // 200):
-        raise ValueError(
-            f"The vocabulary {vocab_source} is cased ({len(cased)} of its {len(vocabulary)} tokens "
-            f"have upper-case letters, e.g. {cased[:3]}) but the checkpoint {path} is uncased "
-            f"({rule}); use the vocab.txt it was trained with."
-        )

@@ -18,12 +18,10 @@ import re
 
 import tensorflow as tf
 
-from keras_bert.checkpoints import files, variables_checkpoint, weights
-from keras_bert.checkpoints.training import verify_checkpoint
+from keras_bert.checkpoints import files, variables_checkpoint
 from keras_bert.config import BertConfig
 from keras_bert.errors import CheckpointError
 from keras_bert.io_utils import write_atomic
-from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.text.vocab import load_vocabulary, write_vocabulary
 
 CONFIG_NAME = "bert_config.json"
@@ -102,15 +100,48 @@ def find_checkpoint(path):
     return None
 
 
-def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_pickle=False):
-    """The encoder, or the whole `BertPretrainer` (`heads`), of a run's newest checkpoint.
+def read_config(path):
+    """The `BertConfig` the run recorded (its bert_config.json).
+
+    Raises:
+        FileNotFoundError: no checkpoint, or no bert_config.json (a run made before runs
+            recorded their architecture).
+    """
+    return _read_config(_prefix(path))[0]
+
+
+def _prefix(path):
+    prefix = find_checkpoint(path)
+    if prefix is None:
+        raise FileNotFoundError(f"No pre-training checkpoint (ckpt-<step>.index) at {path}.")
+    return prefix
+
+
+def _read_config(prefix):
+    """(config, its path) of the run of checkpoint `prefix`."""
+    config_path = os.path.join(os.path.dirname(prefix), CONFIG_NAME)
+    if not tf.io.gfile.exists(config_path):
+        raise FileNotFoundError(
+            f"The pre-training run {os.path.dirname(prefix)} has no {CONFIG_NAME}: it was made "
+            f"before runs recorded their architecture. Write the run's BertConfig there "
+            f"(keras_bert.BertConfig(...).to_json_file('{config_path}')) to load it."
+        )
+    try:  # Through tf.io.gfile: runs on gs:// load too.
+        return BertConfig.from_dict(files.read_json_object(config_path)), config_path
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{config_path}: {e}") from e
+
+
+def load(path, build, heads=False, next_sentence=None, config=None, allow_pickle=False):
+    """The encoder, or the whole pre-trainer (`heads`), of a run's newest checkpoint, as `build`
+    makes it.
 
     Args:
         path: a run directory or a `ckpt-<step>` prefix in it.
+        build: callable (config, heads, next_sentence) -> a new model (`formats.builder`).
         heads: bool. A `BertPretrainer` with its masked-LM (and next-sentence) head.
         next_sentence: bool or None (heads only). The NSP head; None: if the run trained one.
         config: must be None: the run has its own bert_config.json.
-        dtype: optional Keras dtype policy.
         allow_pickle: bool. Unused: this format holds no pickles.
 
     Returns:
@@ -128,33 +159,17 @@ def load(path, heads=False, next_sentence=None, config=None, dtype=None, allow_p
             f"config applies to Google and Hugging Face checkpoints; the run {path} has its "
             f"own bert_config.json."
         )
-    prefix = find_checkpoint(path)
-    if prefix is None:
-        raise FileNotFoundError(f"No pre-training checkpoint (ckpt-<step>.index) at {path}.")
-    config_path = os.path.join(os.path.dirname(prefix), CONFIG_NAME)
-    if not tf.io.gfile.exists(config_path):
-        raise FileNotFoundError(
-            f"The pre-training run {os.path.dirname(prefix)} has no {CONFIG_NAME}: it was made "
-            f"before runs recorded their architecture. Write the run's BertConfig there "
-            f"(keras_bert.BertConfig(...).to_json_file('{config_path}')) to load it."
-        )
-    try:  # Through tf.io.gfile: runs on gs:// load too.
-        config = BertConfig.from_dict(files.read_json_object(config_path))
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{config_path}: {e}") from e
-    encoder = weights.build_model(config, dtype=dtype)
+    prefix = _prefix(path)
+    config, config_path = _read_config(prefix)
     if _is_variables_checkpoint(prefix):
-        return _load_variables(prefix, encoder, heads, next_sentence, config_path)
-    verify_checkpoint(prefix)
+        return _load_variables(prefix, build, config, heads, next_sentence, config_path)
+    files.verify_checkpoint(prefix)
+    trained_nsp = heads and any(
+        name.startswith("model/next_sentence_head/") for name, _ in tf.train.list_variables(prefix)
+    )
+    model = build(config, heads, _next_sentence(prefix, heads, next_sentence, trained_nsp))
     # The runner saves tf.train.Checkpoint(model=pretrainer, ...): the encoder is model/encoder.
-    model, root = encoder, tf.train.Checkpoint(model=tf.train.Checkpoint(encoder=encoder))
-    if heads:
-        trained_nsp = any(
-            name.startswith("model/next_sentence_head/")
-            for name, _ in tf.train.list_variables(prefix)
-        )
-        model = _pretrainer(encoder, prefix, next_sentence, trained_nsp)
-        root = tf.train.Checkpoint(model=model)
+    root = tf.train.Checkpoint(model=model if heads else tf.train.Checkpoint(encoder=model))
     try:
         status = root.read(prefix)
         # The optimizer and the seeds (and the heads, for an encoder) are not read.
@@ -175,31 +190,29 @@ def _what(heads):
     return "a pretrainer (encoder and heads)" if heads else "an encoder"
 
 
-def _pretrainer(encoder, prefix, next_sentence, trained_nsp):
-    """The `BertPretrainer` to read a checkpoint into: with an NSP head if the run trained one
-    (or as `next_sentence` asks, if it can be read)."""
+def _next_sentence(prefix, heads, next_sentence, trained_nsp):
+    """Whether the model to read checkpoint `prefix` into has an NSP head: with heads, if the
+    run trained one (or as `next_sentence` asks, if it can be read)."""
+    if not heads:
+        return False
     if next_sentence and not trained_nsp:
         raise CheckpointError(
             f"Checkpoint {prefix} has no next-sentence head (an MLM-only run); "
             f"pass next_sentence=False or None."
         )
-    return BertPretrainer(
-        encoder, next_sentence=trained_nsp if next_sentence is None else next_sentence
-    )
+    return trained_nsp if next_sentence is None else next_sentence
 
 
 def _is_variables_checkpoint(path):
     return tf.io.gfile.exists(os.path.join(path, variables_checkpoint.ARRAYS))
 
 
-def _load_variables(directory, encoder, heads, next_sentence, config_path):
+def _load_variables(directory, build, config, heads, next_sentence, config_path):
     """The encoder (or pretrainer) of a `ckpt-<step>/` directory written on JAX or PyTorch: its
     weights by path (the optimizer's state and the dropout seeds are not read)."""
     saved = variables_checkpoint.read_arrays(os.path.join(directory, variables_checkpoint.ARRAYS))
-    model = encoder
-    if heads:
-        trained_nsp = any(path.startswith("cls_seq_relationship/") for path in saved)
-        model = _pretrainer(encoder, directory, next_sentence, trained_nsp)
+    trained_nsp = any(path.startswith("cls_seq_relationship/") for path in saved)
+    model = build(config, heads, _next_sentence(directory, heads, next_sentence, trained_nsp))
     wanted = [w for w in model.weights if "seed_generator" not in w.path]
     missing = [w.path for w in wanted if w.path not in saved]
     wrong = [

@@ -23,7 +23,6 @@ import tensorflow as tf
 import keras_bert
 from keras_bert.checkpoints.adapters import save_adapters
 from keras_bert.io_utils import atomic_directory
-from keras_bert.models import documents, task_models  # noqa: F401  (registers the task models)
 from keras_bert.text.vocab import write_vocabulary
 
 TASK_FILE = "task.json"

@@ -19,6 +19,7 @@ import keras
 import tensorflow as tf
 
 from keras_bert.checkpoints import variables_checkpoint
+from keras_bert.checkpoints.files import verify_checkpoint
 from keras_bert.errors import CheckpointError
 from keras_bert.training import distribute
 
@@ -122,20 +123,6 @@ class TrainingCheckpoint:
                 f"(nothing was loaded): {e}"
             ) from e
         return int(self.optimizer.iterations.numpy())
-
-
-def verify_checkpoint(path):
-    """Read every tensor of checkpoint `path`; raise `CheckpointError` if any is unreadable."""
-    try:
-        reader = tf.train.load_checkpoint(path)
-        for name in reader.get_variable_to_shape_map():
-            reader.get_tensor(name)
-    except (tf.errors.OpError, ValueError) as e:
-        message = getattr(e, "message", str(e))
-        raise CheckpointError(
-            f"Checkpoint {path} is corrupt or incomplete: {message}. Delete it (and its "
-            f"entry in the 'checkpoint' file) to resume from an earlier one."
-        ) from e
 
 
 def write_weights(model, path):

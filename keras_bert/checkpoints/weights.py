@@ -13,8 +13,6 @@ import warnings
 import numpy as np
 
 from keras_bert.errors import CheckpointError
-from keras_bert.models.encoder import BertEncoder
-from keras_bert.models.pretrainer import BertPretrainer
 
 # Optimizer state and step counters found in training checkpoints; never model weights.
 _OPTIMIZER_RE = re.compile(
@@ -25,12 +23,6 @@ _OPTIMIZER_RE = re.compile(
 def rows(ours, theirs, leaves):
     """Table rows for one sub-layer: `leaves` are (our leaf, their leaf, transpose)."""
     return tuple((f"{ours}/{a}", f"{theirs}{b}", t) for a, b, t in leaves)
-
-
-def build_model(config, heads=False, next_sentence=True, dtype=None):
-    """A fresh `BertEncoder`, or with `heads` a `BertPretrainer`, to load weights into."""
-    encoder = BertEncoder(config) if dtype is None else BertEncoder(config, dtype=dtype)
-    return BertPretrainer(encoder, next_sentence=next_sentence) if heads else encoder
 
 
 def warn_unused(names, used, ignored, source):
@@ -50,10 +42,11 @@ def warn_unused(names, used, ignored, source):
 
 
 def split_model(model):
-    """(encoder, pretrainer or None) for a `BertEncoder` or `BertPretrainer`."""
-    if isinstance(model, BertPretrainer):
+    """(encoder, pretrainer or None) for a `BertEncoder` or `BertPretrainer`, told apart by their
+    layers (a pre-trainer has a masked-LM head on its encoder)."""
+    if hasattr(model, "masked_lm_head") and hasattr(model, "encoder"):
         return model.encoder, model
-    if isinstance(model, BertEncoder):
+    if hasattr(model, "transformer_layers") and hasattr(model, "embeddings"):
         return model, None
     raise TypeError(f"Expected a BertEncoder or BertPretrainer, got {type(model).__name__}.")
 

@@ -1,6 +1,14 @@
-"""BERT models: the encoder and the pre-training model."""
+"""BERT models: the encoder and the pre-training model (the task models: `task_models`).
 
-from keras_bert.models.encoder import BertEncoder
-from keras_bert.models.pretrainer import BertPretrainer
+The names load on first use: `keras_bert.models.lora`, which the adapters format reads, imports
+no model.
+"""
 
-__all__ = ["BertEncoder", "BertPretrainer"]
+from keras_bert._lazy import attach
+
+_NAMES = {
+    "BertEncoder": "keras_bert.models.encoder:BertEncoder",
+    "BertPretrainer": "keras_bert.models.pretrainer:BertPretrainer",
+}
+__all__ = list(_NAMES)
+__getattr__, __dir__ = attach(__name__, _NAMES)

@@ -111,6 +111,9 @@ class DocumentClassifier(_Classification):
     ... )
     """
 
+    problem = "classification"
+    text_inputs = ("text",)
+
     def __init__(
         self,
         encoder: BertEncoder,

@@ -117,10 +117,10 @@ class BertEncoder(keras.Model):
     @classmethod
     def from_preset(cls, preset: Any, **kwargs: Any) -> BertEncoder:
         """The encoder of a preset (`keras_bert.presets`: a name, hf://, a directory or a .keras
-        file); kwargs go to `checkpoints.load_encoder` (dtype=...)."""
-        from keras_bert.checkpoints.from_preset import load_backbone
+        file), built as `cls`; kwargs as `keras_bert.checkpoints.load_encoder`'s (dtype=...)."""
+        from keras_bert.checkpoints import from_preset
 
-        return load_backbone(preset, **kwargs)
+        return from_preset.load_backbone(cls, preset, **kwargs)
 
     def get_config(self) -> dict[str, Any]:
         return {

@@ -20,13 +20,11 @@ from collections.abc import Iterable
 import keras
 import numpy as np
 
-from keras_bert.models.encoder import BertEncoder
-
 ADAPTED = ("query", "key", "value", "attention_output", "intermediate", "output_dense")
 LORA_WEIGHTS = ("lora_kernel_a", "lora_kernel_b")
 
 
-def lora_layers(encoder: BertEncoder) -> list[keras.layers.Dense]:
+def lora_layers(encoder: keras.Model) -> list[keras.layers.Dense]:
     """The dense layers LoRA adapts, block by block in `ADAPTED` order."""
     return [getattr(block, name) for block in encoder.transformer_layers for name in ADAPTED]
 
@@ -40,7 +38,7 @@ def check_rank(rank: int, hidden_size: int) -> None:
         )
 
 
-def enable_lora(encoder: BertEncoder, rank: int, alpha: float | None = None) -> None:
+def enable_lora(encoder: keras.Model, rank: int, alpha: float | None = None) -> None:
     """Adds LoRA weights of `rank` to the adapted kernels and freezes every other encoder weight.
 
     Args:

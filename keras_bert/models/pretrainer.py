@@ -8,7 +8,7 @@ Training data follows the original TFRecord feature names: inputs `input_word_id
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import keras
 from keras import ops
@@ -96,6 +96,8 @@ class BertPretrainer(keras.Model):
     >>> pretrainer = BertPretrainer(encoder)
     >>> pretrainer.compile(optimizer="adam")
     """
+
+    backbone_cls: ClassVar[type] = BertEncoder  # The encoder `from_preset` builds.
 
     def __init__(self, encoder: BertEncoder, next_sentence: bool = True, **kwargs: Any) -> None:
         config = encoder.config
@@ -191,11 +193,12 @@ class BertPretrainer(keras.Model):
 
     @classmethod
     def from_preset(cls, preset: Any, **kwargs: Any) -> BertPretrainer:
-        """The pre-trainer (encoder and pre-training heads) of a preset (`keras_bert.presets`);
-        kwargs go to `checkpoints.load_pretrainer` (next_sentence=..., dtype=...)."""
-        from keras_bert.checkpoints.from_preset import load_backbone
+        """The pre-trainer (encoder and pre-training heads) of a preset (`keras_bert.presets`),
+        built as `cls` on its `backbone_cls`; kwargs as
+        `keras_bert.checkpoints.load_pretrainer`'s (next_sentence=..., dtype=...)."""
+        from keras_bert.checkpoints import from_preset
 
-        return load_backbone(preset, heads=True, **kwargs)
+        return from_preset.load_pretrainer(cls, preset, **kwargs)
 
     def get_config(self) -> dict[str, Any]:
         return {

@@ -4,8 +4,7 @@ A task model takes token ids in `call` (the encoder inputs) and, with its `prepr
 attached (`from_preset` attaches one), raw text in `fit`, `predict` and `evaluate`:
 
 >>> model = BertClassifier.from_preset("bert_tiny_uncased", num_classes=2)  # doctest: +SKIP
->>> model.compile()                      # the paper's recipe    # doctest: +SKIP
->>> model.fit(["great!", "awful."], [1, 0], epochs=2)            # doctest: +SKIP
+>>> model.fit(["great!", "awful."], [1, 0], epochs=2)  # the paper's recipe  # doctest: +SKIP
 >>> model.predict(["a fine film"])       # logits [B, C]          # doctest: +SKIP
 
 Texts are: a list or NumPy array of strings; a pair as a tuple of two of them or a dict
@@ -13,53 +12,53 @@ Texts are: a list or NumPy array of strings; a pair as a tuple of two of them or
 or a batched `tf.data.Dataset` of such texts (with labels for `fit` and `evaluate`). Labels: class
 ids [B] (a score for regression); `BertTokenClassifier` one tag id per packed token [B, S] (-1:
 no tag); `BertSpanLabeler` a pair (start positions [B], end positions [B]) in the packed sequence.
-Tokenization runs in tf.data (tensorflow-text), outside the model.
+Tokenization runs in tf.data (tensorflow-text, `keras_bert.text.task_data`), outside the model.
 
-`compile()` without arguments gives the paper's fine-tuning recipe (§4, A.3) as the original code
-ran it: its AdamWeightDecay (Adam with decoupled weight decay 0.01, not on LayerNorm and biases),
-peak learning rate 2e-5 (`compile(learning_rate=...)`) reached after 10% of the steps then decayed
-linearly to 0 at the end of `fit`, gradients clipped to norm 1, the task's loss and metrics. Any
-argument given replaces its default.
+A task model needs no `compile()`: `fit` and `evaluate` compile it with the paper's fine-tuning
+recipe (§4, A.3) when it is not compiled yet, as `compile()` without arguments does: the
+original's AdamWeightDecay (Adam with decoupled weight decay 0.01, not on LayerNorm and biases),
+peak learning rate 2e-5 (`compile(learning_rate=...)`) reached after 10% of the steps then
+decayed linearly to 0 at the end of the first `fit` (whose steps set the schedule's length),
+gradients clipped to norm 1, the task's loss and metrics. Any argument of `compile` replaces its
+default.
 """
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import keras
 import numpy as np
 
+from keras_bert.models.encoder import BertEncoder
+from keras_bert.text import task_data
 from keras_bert.text.preprocessor import BertPreprocessor
+from keras_bert.training.optimizers import WarmupLinearDecay, create_optimizer
 
 AUTO = "auto"
-# Per class: the task's `problem` (as task.json's) and its serving text inputs.
-_PROBLEMS = {
-    "BertClassifier": ("classification", ["text"]),
-    "BertTokenClassifier": ("token_classification", ["words"]),
-    "BertSpanLabeler": ("span", ["question", "context"]),
-    "BertMultipleChoice": ("multiple_choice", ["sent1", "sent2", "endings"]),
-}
-# What the export needs beyond the labels, as the fine-tuning tasks record it.
-_SPAN_FACTS = dict(
-    squad_version="1.1",
-    outputs=["start_logits", "end_logits"],
-    doc_stride=128,
-    max_query_length=64,
-    n_best_size=20,
-    max_answer_length=30,
-    null_score_diff_threshold=0.0,
-)
+PEAK_LEARNING_RATE = 2e-5  # The paper searched 5e-5, 3e-5, 2e-5.
+WARMUP_FRACTION = 0.1
 
 
 class BertTask(keras.Model):
     """A task model: a functional model over the encoder inputs, plus an optional
     `preprocessor` (`BertPreprocessor`) for raw text and the `task_facts` its exports need.
 
+    Each task model class says what it is: `problem` (task.json's: "classification",
+    "token_classification", "span", "multiple_choice") and `text_inputs` (the texts its exports
+    take), and, as keras-hub's tasks, the classes `from_preset` builds: `backbone_cls` (the
+    encoder) and `preprocessor_cls`.
+
     Args (besides each task model's own):
         preprocessor: `BertPreprocessor` or None.
         task_facts: dict or None: `problem`, `labels`, `text_inputs`, ... (task.json's keys);
             None: `default_facts()`.
     """
+
+    backbone_cls: ClassVar[type] = BertEncoder
+    preprocessor_cls: ClassVar[type] = BertPreprocessor
+    problem: ClassVar[str | None] = None
+    text_inputs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
@@ -76,13 +75,15 @@ class BertTask(keras.Model):
         )
         self.preprocessor = attached
         self.task_facts = dict(task_facts) if task_facts else None
-        self._auto_optimizer = False
 
     # === Construction ===
 
     @classmethod
     def from_preset(cls, preset: Any, **kwargs: Any) -> Self:
         """The task model of a preset, its preprocessor attached (`keras_bert.presets`).
+
+        On `BertTask` itself: the fine-tuned model of a preset, of the class it was fine-tuned
+        as.
 
         Args:
             preset: a name of `keras_bert.presets.PRESETS`, `hf://<org>/<name>`, a directory
@@ -93,9 +94,9 @@ class BertTask(keras.Model):
         Returns:
             the model.
         """
-        from keras_bert.checkpoints.from_preset import load_task
+        from keras_bert.checkpoints import from_preset
 
-        return load_task(cls, preset, **kwargs)
+        return from_preset.load_task(cls, preset, **kwargs)
 
     def default_facts(self, labels: Any = None, text_pair: bool | None = None) -> dict[str, Any]:
         """The task facts of a new head: problem, labels ("0".."C-1" unless given), inputs.
@@ -110,11 +111,10 @@ class BertTask(keras.Model):
             ValueError: labels of another count than the classes; text_pair=True for a token
                 classifier, or False for a model that always reads two texts.
         """
-        problem, inputs = _PROBLEMS[type(self).__name__]
-        _check_text_pair(type(self).__name__, inputs, text_pair)
-        facts: dict[str, Any] = {"problem": problem, "text_inputs": list(inputs)}
+        _check_text_pair(type(self).__name__, self.problem, self.text_inputs, text_pair)
+        facts: dict[str, Any] = {"problem": self.problem, "text_inputs": list(self.text_inputs)}
         units = getattr(self, "num_classes", None)
-        if problem == "classification":
+        if self.problem == "classification":
             if units == 1:
                 facts["problem"], labels = "regression", None
             if text_pair is not None:
@@ -124,10 +124,6 @@ class BertTask(keras.Model):
             if len(labels) != units:
                 raise ValueError(f"{len(labels)} labels for {units} classes: {labels}.")
             facts["labels"] = labels
-        if problem == "span":
-            facts.update(_SPAN_FACTS)
-        if problem == "multiple_choice":
-            facts.update(num_choices=4, labels=list(range(4)))
         return facts
 
     def task_info(self) -> dict[str, Any]:
@@ -165,79 +161,125 @@ class BertTask(keras.Model):
         """Keras' compile with the paper's defaults (see the module docstring).
 
         Args:
-            optimizer, loss, metrics: Keras' (default "auto": the paper's recipe).
+            optimizer, loss, metrics: Keras' (default "auto": the paper's recipe; its schedule's
+                length is set by the next `fit`).
             learning_rate: float or None. The default optimizer's peak learning rate (2e-5; the
                 paper searched 5e-5, 3e-5, 2e-5).
             **kwargs: Keras' compile arguments (by name: keyword-only past `loss`).
         """
-        from keras_bert.training import task_data
-
-        self._auto_optimizer = optimizer == AUTO
-        self._peak_learning_rate = learning_rate or task_data.PEAK_LEARNING_RATE
-        if self._auto_optimizer:  # Rebuilt with its schedule once fit knows the steps.
-            optimizer = task_data.paper_optimizer(self, 1, self._peak_learning_rate)
-        default_loss, default_metrics = task_data.loss_and_metrics(self)
-        self._compile_args = dict(
+        if optimizer == AUTO:
+            optimizer = create_optimizer(
+                learning_rate or PEAK_LEARNING_RATE,
+                None,  # `fit` sets the length.
+                None,
+                variables=self.trainable_variables,
+                optimizer="adam_weight_decay",
+            )
+        default_loss, default_metrics = self._loss_and_metrics()
+        super().compile(
+            optimizer=optimizer,
             loss=default_loss if loss == AUTO else loss,
             metrics=default_metrics if metrics == AUTO else metrics,
             **kwargs,
         )
-        super().compile(optimizer=optimizer, **self._compile_args)
 
     def fit(
         self, x: Any = None, y: Any = None, batch_size: int | None = None, **kwargs: Any
     ) -> keras.callbacks.History:
-        """Keras' fit; raw text (see the module docstring) goes through the preprocessor."""
-        from keras_bert.training import task_data
-
+        """Keras' fit; raw text (see the module docstring) goes through the preprocessor. Not
+        compiled yet: compiled with the paper's recipe, sized to this fit."""
+        if not self.compiled:
+            self.compile()
         if task_data.is_text(x):
             self._record_text_pair(x)
             shuffle = kwargs.pop("shuffle", True)
-            x = task_data.dataset(self, x, y, batch_size, shuffle=shuffle, labelled=True)
+            x = self._dataset(x, y, batch_size, shuffle=shuffle, labelled=True)
             kwargs["shuffle"] = False  # Shuffled in the dataset, each epoch.
             y = batch_size = None
             if kwargs.get("validation_data") is not None:
                 texts, labels = task_data.split_xy(kwargs["validation_data"])
-                kwargs["validation_data"] = task_data.dataset(
-                    self, texts, labels, None, labelled=True
-                )
-        if self._auto_optimizer:
+                kwargs["validation_data"] = self._dataset(texts, labels, None, labelled=True)
+        # Keras keeps the schedule as `_learning_rate`; one without a length takes this fit's.
+        schedule = getattr(self.optimizer, "_learning_rate", None)
+        if isinstance(schedule, WarmupLinearDecay) and schedule.num_train_steps is None:
             steps = task_data.train_steps(x, y, batch_size, kwargs)
-            optimizer = task_data.paper_optimizer(self, steps, self._peak_learning_rate)
-            super().compile(optimizer=optimizer, **self._compile_args)
-            self._auto_optimizer = False
+            schedule.set_length(steps, int(WARMUP_FRACTION * steps))
         return super().fit(x, y, batch_size=batch_size, **kwargs)
 
     def predict(self, x: Any, batch_size: int | None = None, **kwargs: Any) -> Any:
         """Keras' predict. For raw text: the logits (NumPy [B, C], [B, S, C] or [B, K]), or for
         `BertSpanLabeler` the dict of start and end logits."""
-        from keras_bert.training import task_data
-
         if not task_data.is_text(x):
             return super().predict(x, batch_size=batch_size, **kwargs)
-        texts = task_data.dataset(self, x, None, batch_size, labelled=False)
-        outputs = super().predict(texts, **kwargs)
+        outputs = super().predict(self._dataset(x, None, batch_size, labelled=False), **kwargs)
         return outputs["logits"] if list(outputs) == ["logits"] else outputs
 
     def evaluate(
         self, x: Any = None, y: Any = None, batch_size: int | None = None, **kwargs: Any
     ) -> Any:
-        """Keras' evaluate; raw text goes through the preprocessor."""
-        from keras_bert.training import task_data
-
+        """Keras' evaluate; raw text goes through the preprocessor. Not compiled yet: compiled
+        with the paper's recipe (its loss and metrics)."""
+        if not self.compiled:
+            self.compile()
         if task_data.is_text(x):
-            x = task_data.dataset(self, x, y, batch_size, labelled=True)
+            x = self._dataset(x, y, batch_size, labelled=True)
             y = batch_size = None
         return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+
+    def _dataset(
+        self,
+        x: Any,
+        y: Any = None,
+        batch_size: int | None = None,
+        shuffle: bool = False,
+        labelled: bool | None = None,
+    ) -> Any:
+        """A batched tf.data of raw text `x` (and labels `y`) as encoder inputs (and labels per
+        output), `task_data.dataset` with this model's parts.
+
+        Raises:
+            ValueError: no preprocessor, or texts and labels of different lengths.
+        """
+        if self.preprocessor is None:
+            raise ValueError(
+                f"This {type(self).__name__} has no preprocessor for raw text: build it with "
+                "from_preset or set model.preprocessor; or pass encoder inputs (token ids)."
+            )
+        return task_data.dataset(
+            self._packer(),
+            x,
+            None if y is None else self._label_arrays(y),
+            batch_size,
+            shuffle=shuffle,
+            labelled=labelled,
+            targets=self._targets,
+        )
+
+    # Each task model's parts of the raw-text path: how texts are packed, what its labels are
+    # (NumPy), which outputs they go to, its loss and metrics. These defaults: one label per
+    # example on the output "logits", softmax cross-entropy and accuracy.
+
+    def _packer(self) -> Any:
+        return task_data.packer(self.preprocessor)
+
+    def _label_arrays(self, y: Any) -> Any:
+        return np.asarray(y, np.int32)
+
+    def _targets(self, y: Any) -> Any:
+        return y if isinstance(y, dict) else {"logits": y}
+
+    def _loss_and_metrics(self) -> tuple[Any, Any]:
+        xent = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return {"logits": xent}, {"logits": [keras.metrics.SparseCategoricalAccuracy("accuracy")]}
 
     def _record_text_pair(self, x: Any) -> None:
         """A classifier `fit` on pairs (a tuple of two text lists, a dict with text_b, a tf.data
         of them) records text_pair=True in its facts, on single texts False: its exports take
         what it was trained on."""
-        if _PROBLEMS.get(type(self).__name__, ("",))[0] != "classification":
+        if self.problem != "classification":
             return
         facts = dict(self.task_facts or self.default_facts())
-        self.task_facts = {**facts, **_text_pair_facts(_is_pair(x))}
+        self.task_facts = {**facts, **_text_pair_facts(task_data.is_pair(x))}
 
     # === Config ===
 
@@ -264,8 +306,10 @@ class BertTask(keras.Model):
         return {}
 
 
-def _check_text_pair(name: str, inputs: list[str], text_pair: bool | None) -> None:
-    if text_pair is None or _PROBLEMS[name][0] == "classification":
+def _check_text_pair(
+    name: str, problem: str | None, inputs: tuple[str, ...], text_pair: bool | None
+) -> None:
+    if text_pair is None or problem == "classification":
         return
     if text_pair and len(inputs) == 1:
         raise ValueError(f"A {name} reads one text ({inputs[0]}): text_pair=True does not apply.")
@@ -278,16 +322,6 @@ def _check_text_pair(name: str, inputs: list[str], text_pair: bool | None) -> No
 def _text_pair_facts(text_pair: bool) -> dict[str, Any]:
     inputs = ["text", "text_b"] if text_pair else ["text"]
     return {"text_pair": bool(text_pair), "text_inputs": inputs}
-
-
-def _is_pair(x: Any) -> bool:
-    """Whether raw text `x` (see the module docstring) is sentence pairs."""
-    if hasattr(x, "element_spec"):  # A tf.data of (texts, labels...) or of texts.
-        spec = x.element_spec
-        x = spec[0] if isinstance(spec, tuple) and len(spec) > 1 else spec
-    if isinstance(x, dict):
-        return "text_b" in x
-    return isinstance(x, tuple) and len(x) == 2
 
 
 def _jsonable(value: Any) -> Any:

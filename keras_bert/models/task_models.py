@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_bert.inputs import INPUT_NAMES
@@ -22,6 +23,9 @@ from keras_bert.layers import utils
 from keras_bert.layers.dropout import ReplicaDropout
 from keras_bert.models.encoder import BertEncoder, encoder_inputs
 from keras_bert.models.task import BertTask
+from keras_bert.text import task_data
+
+IGNORED_TAG = -1  # Token tags for raw-text fit: a packed token without a tag (special, padding).
 
 
 class _TaskModel(BertTask):
@@ -128,10 +132,35 @@ class BertClassifier(_Classification):
     ... )
     """
 
+    problem = "classification"
+    text_inputs = ("text",)
+
     def __init__(
         self, encoder: BertEncoder, num_classes: int, dropout: float = 0.1, **kwargs: Any
     ) -> None:
         _classify(self, encoder, "pooled_output", num_classes, dropout, **kwargs)  # logits (B, C)
+
+    def _packer(self) -> Any:
+        # Its logits do not depend on the padded length: batches cut to their longest row.
+        return task_data.packer(self.preprocessor, trim=True)
+
+    def _label_arrays(self, y: Any) -> Any:
+        return np.asarray(y, np.float32 if self.num_classes == 1 else np.int32)
+
+    def fit(
+        self, x: Any = None, y: Any = None, batch_size: int | None = None, **kwargs: Any
+    ) -> keras.callbacks.History:
+        """`BertTask.fit`; a regression head (one unit) never trained starts at the mean of the
+        scores `y`, as the runner's does (`center_regression_head`)."""
+        scores = y.get("logits") if isinstance(y, dict) else y  # As Keras' dict of targets.
+        if self.num_classes == 1 and scores is not None:
+            center_regression_head(self, np.asarray(scores, np.float32))
+        return super().fit(x, y, batch_size=batch_size, **kwargs)
+
+    def _loss_and_metrics(self) -> tuple[Any, Any]:
+        if self.num_classes == 1:  # A regression score.
+            return {"logits": keras.losses.MeanSquaredError()}, {"logits": ["mae"]}
+        return super()._loss_and_metrics()
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -145,6 +174,9 @@ class BertSpanLabeler(_TaskModel):
         dict with `start_logits` and `end_logits`, float32 [B, S].
     """
 
+    problem = "span"
+    text_inputs = ("question", "context")
+
     def __init__(self, encoder: BertEncoder, **kwargs: Any) -> None:
         _check_encoder(encoder)
         inputs = encoder_inputs()
@@ -152,6 +184,22 @@ class BertSpanLabeler(_TaskModel):
         logits = _dense(2, encoder, "span_logits")(sequence)  # (B, S, 2)
         start, end = _SplitLast(name="split_start_end")(logits)  # (B, S) each
         self._finish(encoder, inputs, {"start_logits": start, "end_logits": end}, **kwargs)
+
+    def _label_arrays(self, y: Any) -> Any:
+        start, end = y
+        return (np.asarray(start, np.int32), np.asarray(end, np.int32))
+
+    def _targets(self, y: Any) -> Any:
+        if isinstance(y, (tuple, list)):
+            return {"start_logits": y[0], "end_logits": y[1]}
+        return super()._targets(y)
+
+    def _loss_and_metrics(self) -> tuple[Any, Any]:
+        xent = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        return (  # The mean of the start and end losses (§4.2).
+            {"start_logits": xent, "end_logits": xent},
+            {"start_logits": ["accuracy"], "end_logits": ["accuracy"]},
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -167,12 +215,21 @@ class BertTokenClassifier(_Classification):
         dict with `logits` float32 [B, S, C].
     """
 
+    problem = "token_classification"
+    text_inputs = ("words",)
+
     def __init__(
         self, encoder: BertEncoder, num_classes: int, dropout: float = 0.1, **kwargs: Any
     ) -> None:
         _classify(
             self, encoder, "sequence_output", num_classes, dropout, **kwargs
         )  # logits (B, S, C)
+
+    def _loss_and_metrics(self) -> tuple[Any, Any]:
+        xent = keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, ignore_class=IGNORED_TAG
+        )
+        return {"logits": xent}, {"logits": [keras.metrics.SparseCategoricalAccuracy("accuracy")]}
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -189,6 +246,9 @@ class BertMultipleChoice(_TaskModel):
     Returns:
         dict with `logits` float32 [B, K] (softmax over the K choices).
     """
+
+    problem = "multiple_choice"
+    text_inputs = ("sent1", "sent2", "endings")
 
     def __init__(self, encoder: BertEncoder, dropout: float = 0.1, **kwargs: Any) -> None:
         _check_encoder(encoder)
@@ -207,6 +267,9 @@ class BertMultipleChoice(_TaskModel):
 
     def _head_args(self) -> dict[str, Any]:
         return {"dropout": self.dropout}
+
+    def _packer(self) -> Any:
+        return task_data.choices_packer(self.preprocessor)
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

@@ -6,7 +6,7 @@ Dimensions: B batch, S sequence.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import keras
 import tensorflow as tf
@@ -47,6 +47,8 @@ class BertPreprocessor(keras.layers.Layer):
     >>> pre((tf.constant(["Hello"]), tf.constant(["world!"])))["input_word_ids"].numpy().tolist()
     [[2, 5, 3, 6, 1, 3]]
     """
+
+    tokenizer_cls: ClassVar[type] = BertTokenizer  # The tokenizer `from_preset` builds.
 
     def __init__(
         self,
@@ -100,11 +102,12 @@ class BertPreprocessor(keras.layers.Layer):
     def from_preset(
         cls, preset: Any, seq_length: int | None = None, **kwargs: Any
     ) -> BertPreprocessor:
-        """The preprocessor of a preset (`keras_bert.presets`): its tokenizer, and `seq_length`
-        (default: a fine-tuned model's training length, else 128)."""
-        from keras_bert.checkpoints.from_preset import load_preprocessor
+        """The preprocessor of a preset (`keras_bert.presets`), built as `cls`: its tokenizer
+        (`tokenizer_cls`), and `seq_length` (default: a fine-tuned model's training length, else
+        128)."""
+        from keras_bert.checkpoints import from_preset
 
-        return load_preprocessor(preset, seq_length=seq_length, **kwargs)
+        return from_preset.load_preprocessor(cls, preset, seq_length=seq_length, **kwargs)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

@@ -208,11 +208,11 @@ class BertTokenizer(keras.layers.Layer):
 
     @classmethod
     def from_preset(cls, preset: Any, **kwargs: Any) -> BertTokenizer:
-        """The tokenizer of a preset (`keras_bert.presets`): its vocabulary and casing; kwargs
-        override (lower_case=..., max_chars_per_word=...)."""
-        from keras_bert.checkpoints.from_preset import load_tokenizer
+        """The tokenizer of a preset (`keras_bert.presets`), built as `cls`: its vocabulary and
+        casing; kwargs override (lower_case=..., max_chars_per_word=...)."""
+        from keras_bert.checkpoints import from_preset
 
-        return load_tokenizer(preset, **kwargs)
+        return from_preset.load_tokenizer(cls, preset, **kwargs)
 
     def get_config(self) -> dict[str, Any]:
         config = super().get_config()

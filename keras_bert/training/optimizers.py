@@ -31,8 +31,10 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     Args:
         peak_learning_rate: float. The learning rate at the end of warmup.
-        num_train_steps: int. Update steps of the whole run; lr is 0 from here on.
-        num_warmup_steps: int. Update steps of warmup (0 for none).
+        num_train_steps: int or None. Update steps of the whole run; lr is 0 from here on.
+            None: set later with `set_length` (the task models' `fit` sets it to the steps of
+            that fit).
+        num_warmup_steps: int. Update steps of warmup (0 for none; None with the length).
         steps_per_update: int. Optimizer iterations per update step (the gradient
             accumulation steps: Keras optimizers count every micro-batch).
 
@@ -44,19 +46,35 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps=0, steps_per_update=1):
+        if steps_per_update < 1:
+            raise ValueError(f"steps_per_update must be >= 1, got {steps_per_update}.")
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.steps_per_update = int(steps_per_update)
+        self.num_train_steps = self.num_warmup_steps = None
+        if num_train_steps is not None:
+            self.set_length(num_train_steps, num_warmup_steps)
+
+    def set_length(self, num_train_steps, num_warmup_steps):
+        """Sets the schedule's length: lr rises over `num_warmup_steps` update steps and reaches
+        0 at `num_train_steps`.
+
+        Raises:
+            ValueError: unless 0 <= num_warmup_steps <= num_train_steps and num_train_steps > 0.
+        """
         if num_train_steps <= 0 or not 0 <= num_warmup_steps <= num_train_steps:
             raise ValueError(
                 f"Need 0 <= num_warmup_steps ({num_warmup_steps}) <= num_train_steps "
                 f"({num_train_steps}) and num_train_steps > 0."
             )
-        if steps_per_update < 1:
-            raise ValueError(f"steps_per_update must be >= 1, got {steps_per_update}.")
-        self.peak_learning_rate = float(peak_learning_rate)
         self.num_train_steps = int(num_train_steps)
         self.num_warmup_steps = int(num_warmup_steps)
-        self.steps_per_update = int(steps_per_update)
 
     def __call__(self, step):
+        if self.num_train_steps is None:
+            raise ValueError(
+                "This WarmupLinearDecay has no length yet: a task model's fit sets it to the "
+                "steps of that fit; else call set_length(num_train_steps, num_warmup_steps)."
+            )
         step = ops.cast(ops.floor_divide(step, self.steps_per_update), "float32")
         peak, total, warmup = (
             self.peak_learning_rate,
@@ -260,8 +278,9 @@ def create_optimizer(
 
     Args:
         learning_rate: float. Peak learning rate (1e-4 in the paper).
-        num_train_steps: int. Update steps of the run.
-        num_warmup_steps: int. Warmup update steps (10,000 in the paper).
+        num_train_steps: int, or None: set later (`WarmupLinearDecay.set_length`).
+        num_warmup_steps: int. Warmup update steps (10,000 in the paper); None with
+            num_train_steps.
         variables: the model's trainable variables; those matching `NO_DECAY_PATTERN`
             (LayerNorm, bias) are excluded from weight decay.
         optimizer: "adamw" (Keras' AdamW; the pre-training default), "lamb" (large batches)

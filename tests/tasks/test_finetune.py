@@ -262,8 +262,7 @@ def test_stsb_regression_trains_on_mse_and_reports_pearson_and_spearman(sst2, tm
     gold = [e.label for e in examples]
     assert summary["eval"]["pearson"] == pytest.approx(stats.pearsonr(scores, gold)[0], rel=1e-4)
     assert summary["eval"]["spearman"] == pytest.approx(stats.spearmanr(scores, gold)[0], rel=1e-4)
-    # The loss is the mean squared error (NumPy on one batch), and training brings it down to
-    # about the scores' variance (4.0) from far above.
+    # The loss is the mean squared error (NumPy on one batch).
     feats = task.encode(examples[:5], BertTokenizer(VOCAB), 64)
     outputs = runner.predict(summary["model"], task, feats, 8)
     total, count = task.loss_sums(
@@ -272,8 +271,13 @@ def test_stsb_regression_trains_on_mse_and_reports_pearson_and_spearman(sst2, tm
     np.testing.assert_allclose(
         total / count, np.mean((outputs["logits"][:, 0] - feats.labels["label"]) ** 2), rtol=1e-5
     )
+    # The head starts at the mean training score (center_regression_head): the first epoch's
+    # loss is already far below predicting 0 (the mean squared score) and, for this tiny model
+    # whose scores are noise, stays at about the scores' variance (4.0).
+    train_scores = np.array([e.label for e in glue.read_examples("stsb", data, "train")])
     losses = [h["loss"] for h in summary["history"]]
-    assert losses[-1] < 0.6 * losses[0]
+    assert losses[0] < 0.5 * np.mean(train_scores**2)
+    assert max(losses) < 1.15 * np.var(train_scores)
     rows = glue.read_submission(os.path.join(model_dir, "predictions", "STS-B.tsv"))
     assert len(rows) == 6 and all(0.0 <= float(p) <= 5.0 for _, p in rows)
 

@@ -13,7 +13,6 @@ from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks import registry
 from keras_bert.tasks.glue import data as glue
 from keras_bert.text.tokenizer import BertTokenizer
-from keras_bert.training import task_data
 
 WORDS = "a man is playing guitar woman the cutting onion dog runs".split()
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
@@ -67,7 +66,7 @@ def test_regression_head_output_and_loss_against_numpy():
 
     # A Python user's fit: the same mean squared error on the same rows (no [B] x [B, 1]
     # broadcast to a [B, B] matrix).
-    losses, _ = task_data.loss_and_metrics(model)
+    losses, _ = model._loss_and_metrics()
     fit_loss = losses["logits"](labels["label"], outputs["logits"])
     assert float(fit_loss) == pytest.approx(float(total) / float(count), rel=1e-5)
     near = labels["label"].numpy()[:, None] + np.float32(0.1)  # [B, 1], 0.1 from each score.
@@ -113,3 +112,22 @@ def test_a_new_regression_head_starts_at_the_mean_score():
     assert not np.any(classifier.get_layer("classifier").bias.numpy())
     fresh = BertClassifier(BertEncoder(config), num_classes=1)
     assert not center_regression_head(fresh, [])
+
+
+def test_fit_starts_a_regression_head_at_the_mean_as_the_runner_does():
+    """A Python user's `fit` on scores: the new head's bias is the mean score before the first
+    step (a zero learning rate keeps it there); a second fit leaves the trained bias alone."""
+    import keras
+
+    model = BertClassifier(BertEncoder(BertConfig.preset("tiny", vocab_size=len(VOCAB))), 1)
+    ids = {
+        "input_word_ids": np.tile(np.array([[2, 5, 6, 3]], np.int32), (4, 1)),
+        "input_mask": np.ones([4, 4], np.int32),
+        "input_type_ids": np.zeros([4, 4], np.int32),
+    }
+    scores = np.array([4.0, 1.0, 2.5, 0.5], np.float32)
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss={"logits": "mse"})
+    model.fit(ids, {"logits": scores[:, None]}, batch_size=4, epochs=1, verbose=0)
+    np.testing.assert_allclose(model.get_layer("classifier").bias.numpy(), [2.0])
+    model.fit(ids, {"logits": scores[:, None] + 1.0}, batch_size=4, epochs=1, verbose=0)
+    np.testing.assert_allclose(model.get_layer("classifier").bias.numpy(), [2.0])

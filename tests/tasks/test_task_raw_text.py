@@ -1,7 +1,8 @@
 """Task models on raw text (keras-hub's `Task` habits): the preprocessor attached, `fit`,
 `predict` and `evaluate` on lists, NumPy arrays, pairs as a tuple or a dict, and tf.data;
-`compile()` with the paper's recipe; `.keras` round trips with the preprocessor; calls on token
-ids unchanged. A tiny fine-tuned Hugging Face classifier (tests/checkpoints/hf_tasks/pairs)."""
+the paper's recipe without `compile()` (or with it), `compile(...)` overriding it; `.keras` round
+trips with the preprocessor; calls on token ids unchanged. A tiny fine-tuned Hugging Face
+classifier (tests/checkpoints/hf_tasks/pairs)."""
 
 import math
 import os
@@ -43,11 +44,9 @@ def test_predict_takes_every_text_form(model):
 def test_a_classifier_computes_no_padding_past_its_batch_and_answers_the_same():
     """Raw-text batches are cut to the smallest bucket (32 here) that holds their longest row, and
     the logits equal those of the inputs padded to the full seq_length (60)."""
-    from keras_bert.training import task_data
-
     model = BertClassifier.from_preset(PAIRS, seq_length=60, text_pair=True)
     long_a = [" ".join(A * 3)] + A[1:]  # One pair of about 50 tokens.
-    batches = [list(task_data.dataset(model, (a, B), None, batch_size=6)) for a in (A, long_a)]
+    batches = [list(model._dataset((a, B), None, batch_size=6)) for a in (A, long_a)]
     assert [b[0]["input_word_ids"].shape for b in batches] == [[6, 32], [6, 60]]
     for a in (A, long_a):
         full = model.preprocessor((tf.constant(a), tf.constant(B)))
@@ -94,6 +93,41 @@ def test_compile_default_is_the_papers_recipe_and_fit_learns(tmp_path):
         BertClassifier.from_preset(path, num_classes=2)
     with pytest.raises(ValueError, match="holds a fine-tuned BertClassifier"):
         BertTokenClassifier.from_preset(path, num_classes=3)
+
+
+def test_fit_without_compile_trains_with_the_papers_recipe(tmp_path):
+    """A task model comes ready to train: `from_preset(dir, num_classes=2).fit(texts, labels)`
+    with no compile() takes the paper's recipe sized to that fit, and the training loss falls."""
+    from finetune_cases import sentiment_rows, write_checkpoint
+
+    write_checkpoint(str(tmp_path / "ckpt"))
+    texts, labels = zip(*sentiment_rows(16, seed=3))
+    labels = np.array(labels)
+    model = BertClassifier.from_preset(str(tmp_path / "ckpt"), num_classes=2, seq_length=32)
+    before = model.evaluate(list(texts), labels, verbose=0, return_dict=True)
+    model.fit(list(texts), labels, epochs=4, batch_size=4, verbose=0)
+    schedule = model.optimizer._learning_rate
+    assert isinstance(model.optimizer, AdamWeightDecay)
+    assert (schedule.num_train_steps, schedule.num_warmup_steps) == (16, 1)
+    assert schedule.peak_learning_rate == 2e-5
+    after = model.evaluate(list(texts), labels, verbose=0, return_dict=True)
+    assert set(after) == {"loss", "accuracy"} and after["loss"] < before["loss"]
+
+
+def test_compile_still_overrides_the_recipe():
+    """compile(...) before fit wins: its optimizer is kept as given (no schedule is sized), its
+    loss and metrics replace the task's; compile(learning_rate=...) moves only the peak."""
+    model = BertClassifier.from_preset(PAIRS, seq_length=16, text_pair=True)
+    sgd = keras.optimizers.SGD(0.5)
+    model.compile(optimizer=sgd, metrics=["sparse_categorical_crossentropy"])
+    history = model.fit((A, B), LABELS, epochs=2, batch_size=6, verbose=0)
+    assert model.optimizer is sgd and int(sgd.iterations.numpy()) == 2
+    assert set(history.history) == {"loss", "sparse_categorical_crossentropy"}
+    model.compile(learning_rate=5e-5)
+    model.fit((A, B), LABELS, epochs=3, batch_size=4, verbose=0)
+    schedule = model.optimizer._learning_rate
+    assert isinstance(schedule, WarmupLinearDecay) and schedule.peak_learning_rate == 5e-5
+    assert schedule.num_train_steps == 3 * math.ceil(len(A) / 4)
 
 
 def test_bad_inputs_are_named(model):
