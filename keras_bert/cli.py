@@ -104,19 +104,29 @@ def has_nvidia_driver():
 
 
 @contextlib.contextmanager
+def stderr_descriptor_to(file):
+    """Points file descriptor 2 at `file` (an open binary file) inside the block: what C++ code
+    writes there too (TF_CPP_MIN_LOG_LEVEL does not silence every native line)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(file.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@contextlib.contextmanager
 def dropping_stderr_lines(marker):
     """Captures what is written to file descriptor 2 (C++ logs included) inside the block, then
     writes it back to stderr without the lines that contain `marker` (bytes)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 2)
         try:
-            yield
+            with stderr_descriptor_to(captured):
+                yield
         finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
             captured.seek(0)
             kept = b"".join(line for line in captured if marker not in line)
             if kept:

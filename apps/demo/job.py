@@ -3,9 +3,9 @@ paths written, the stage lines, and a way to keep native log lines off the termi
 
 import contextlib
 import os
-import sys
 import time
 
+from keras_bert import cli
 from keras_bert.apps.demo.corpus import PACKAGES, QUICK_PACKAGES
 
 # Settings of the default run and of --quick (`model`: changes to the "tiny" preset).
@@ -75,15 +75,5 @@ def native_stderr_to(path):
     """Sends what is written to the standard error file descriptor in this block to `path`
     (appended): the TFLite converter's and LiteRT's native log lines, which
     TF_CPP_MIN_LOG_LEVEL does not silence and which would break into the progress bar."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(path, "ab") as log:
-            os.dup2(log.fileno(), 2)
-            try:
-                yield
-            finally:
-                sys.stderr.flush()
-                os.dup2(saved, 2)
-    finally:
-        os.close(saved)
+    with open(path, "ab") as log, cli.stderr_descriptor_to(log):
+        yield

@@ -101,11 +101,11 @@ def center_regression_head(model: keras.Model, scores: Any) -> bool:
         head = model.get_layer("classifier")
     except ValueError:
         return False
-    values = ops.convert_to_numpy(ops.cast(ops.convert_to_tensor(scores), "float32")).ravel()
+    values = np.asarray(scores, np.float32).ravel()
     bias = ops.convert_to_numpy(head.bias) if head.use_bias else None
     if bias is None or bias.shape != (1,) or values.size == 0 or bias.any():
         return False
-    head.bias.assign(ops.reshape(ops.mean(ops.convert_to_tensor(values)), (1,)))
+    head.bias.assign([values.mean()])
     return True
 
 
