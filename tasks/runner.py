@@ -11,7 +11,7 @@ model/, TensorBoard logs, plot) is listed in that command line's docstring, its 
 The runner's parts: `keras_bert.tasks.runner_setup` (the encoder, tokenizer, data and compiled
 task model), `keras_bert.tasks.runner_loop` (the epochs and the best epoch) and
 `keras_bert.tasks.prediction` (predictions, metrics and prediction files). The names other code
-uses (`predict`, `evaluate_splits`, `load_splits`, `plan_steps`, `TaskTrainer`) are importable
+uses (`predict`, `evaluate_splits`, `load_splits`, `plan_steps`, `TrainingWrapper`) are importable
 from here too.
 """
 
@@ -29,7 +29,7 @@ from keras_bert.tasks.prediction import (
 )
 from keras_bert.tasks.runner_loop import plan_steps, restore_best, train_epochs
 from keras_bert.tasks.runner_setup import build_and_compile, encoder_and_tokenizer, load_splits
-from keras_bert.tasks.trainer import TaskTrainer
+from keras_bert.tasks.trainer import TaskTrainer, TrainingWrapper
 from keras_bert.training import callbacks, plots
 from keras_bert.training import run as training_run
 
@@ -37,6 +37,7 @@ from keras_bert.training import run as training_run
 # line (`keras_bert.tasks.finetune`) and users import them from here.
 __all__ = [
     "TaskTrainer",
+    "TrainingWrapper",
     "evaluate_splits",
     "load_splits",
     "plan_steps",
@@ -95,7 +96,7 @@ def train_and_finish(
     Args:
         run: the `training_run.Run`, compiled and restored (`compile_and_restore`).
         model: the task model that is evaluated, saved and exported.
-        trainer: the compiled `TaskTrainer` (or subclass) that `fit` trains.
+        trainer: the compiled Keras model that `fit` trains: `model`, or a `TrainingWrapper`.
         tokenizer: `BertTokenizer`.
         train: (examples, FeatureSet) or None. eval_sets: {split: (examples, FeatureSet)}.
         plan: `plan_steps`'s (steps_per_epoch, num_train_steps, loop).

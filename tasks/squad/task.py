@@ -28,7 +28,7 @@ from keras_bert.tasks.squad import metrics as squad_eval
 from keras_bert.tasks.squad.data import SquadDataError, SquadExample  # noqa: F401 (the public names)
 from keras_bert.tasks.squad.features import encode_examples
 from keras_bert.tasks.squad.postprocess import postprocess
-from keras_bert.tasks.task import Task, sparse_xent_sums
+from keras_bert.tasks.task import Task
 
 # The paper's recipes (§4.2, §4.3): 384 tokens, lr 5e-5; v1.1 3 epochs at batch 32, v2.0 2 at 48.
 RECIPES = {
@@ -55,7 +55,7 @@ class SquadTask(Task):
     ('squad1', 384)
     """
 
-    label_keys = ("start_positions", "end_positions")
+    label_outputs = {"start_positions": "start_logits", "end_positions": "end_logits"}
     token_outputs = ("start_logits", "end_logits")
     main_metric = "f1"
     eval_splits = {"dev": ""}
@@ -115,11 +115,6 @@ class SquadTask(Task):
     def build_model(self, encoder, dropout):
         del dropout  # The span head has no dropout of its own (as the original's).
         return BertSpanLabeler(encoder)
-
-    def loss_sums(self, labels, outputs):
-        start, count = sparse_xent_sums(labels["start_positions"], outputs["start_logits"])
-        end, _ = sparse_xent_sums(labels["end_positions"], outputs["end_logits"])
-        return (start + end) / 2.0, count
 
     def predict(self, examples, features, outputs):
         """`squad.postprocess.Prediction` (predictions, nbest, null_odds) with this task's
