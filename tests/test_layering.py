@@ -20,10 +20,10 @@ and apps/ (keras_bert.apps) is parsed, function-local imports included
 6. models
 7. rewrites (the deployment rewrites: integer, channel-group and fake-quantized copies of the
    encoder, which export/ and quantization-aware fine-tuning build)
-8. training (distribution, callbacks, settings: no model or checkpoint code)
+8. training (strategies, distribution, callbacks, settings: no model or checkpoint code)
 9. the checkpoints that build our models (init_checkpoint: load_encoder, load_pretrainer,
    load_init_checkpoint) or hold training state (checkpoints.training)
-10. training.run (the run skeleton both runners share: it compiles and restores through
+10. training.run_skeleton (the run skeleton both runners share: it compiles and restores through
     checkpoints)
 11. pretraining
 12. tasks
@@ -72,7 +72,7 @@ LAYERS = (
     ("keras_bert.rewrites",),
     ("keras_bert.training",),
     ("keras_bert.checkpoints.init_checkpoint", "keras_bert.checkpoints.training"),
-    ("keras_bert.training.run",),
+    ("keras_bert.training.run_skeleton",),
     ("keras_bert.pretraining",),
     ("keras_bert.tasks",),
     ("keras_bert.export",),

@@ -8,8 +8,8 @@
 What a run writes under `--model_dir` (checkpoints, best epoch, eval_results.json, predictions/,
 model/, TensorBoard logs, plot) is listed in that command line's docstring, its --help.
 
-The runner's parts: `keras_bert.tasks.runner_setup` (the encoder, tokenizer, data and compiled
-task model), `keras_bert.tasks.runner_loop` (the epochs and the best epoch) and
+The runner's parts: `keras_bert.tasks.finetuning_setup` (the encoder, tokenizer, data and compiled
+task model), `keras_bert.tasks.finetuning_loop` (the epochs and the best epoch) and
 `keras_bert.tasks.prediction` (predictions, metrics and prediction files). The names other code
 uses (`predict`, `evaluate_splits`, `load_splits`, `plan_steps`, `TaskTrainer`) are importable
 from here too.
@@ -21,17 +21,16 @@ from keras_bert.checkpoints import hf_tasks
 from keras_bert.checkpoints.task_model import save_task_model
 from keras_bert.models import lora
 from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.finetuning_loop import plan_steps, restore_best, train_epochs
+from keras_bert.tasks.finetuning_setup import build_and_compile, encoder_and_tokenizer, load_splits
 from keras_bert.tasks.prediction import (
     evaluate_splits,
     final_evaluation,
     predict,
     write_predictions,
 )
-from keras_bert.tasks.runner_loop import plan_steps, restore_best, train_epochs
-from keras_bert.tasks.runner_setup import build_and_compile, encoder_and_tokenizer, load_splits
 from keras_bert.tasks.trainer import TaskTrainer
-from keras_bert.training import callbacks, plots
-from keras_bert.training import run as training_run
+from keras_bert.training import callbacks, plots, run_skeleton
 
 # The runner's names, some defined in its parts: the distillation runner, the sweep, the command
 # line (`keras_bert.tasks.finetune`) and users import them from here.
@@ -73,7 +72,7 @@ def run_finetuning(config: FinetuneConfig | None = None, **overrides: Any) -> di
         `trainable_parameters` (fewer than `full_finetuning_parameters` with LoRA), `model` (the
         trained task model).
     """
-    run = training_run.start(FinetuneConfig, config, overrides)
+    run = run_skeleton.start(FinetuneConfig, config, overrides)
     encoder, tokenizer, tuned = encoder_and_tokenizer(run)
     train, eval_sets = load_splits(run.config, tokenizer)
     plan = plan_steps(run.config, train, run.strategy.num_replicas_in_sync)
@@ -93,7 +92,7 @@ def train_and_finish(
     task model, summarize.
 
     Args:
-        run: the `training_run.Run`, compiled and restored (`compile_and_restore`).
+        run: the `run_skeleton.Run`, compiled and restored (`compile_and_restore`).
         model: the task model that is evaluated, saved and exported.
         trainer: the compiled `TaskTrainer` (or subclass) that `fit` trains.
         tokenizer: `BertTokenizer`.
@@ -109,7 +108,7 @@ def train_and_finish(
     config, task = run.config, run.config.task_object
     steps_per_epoch, num_train_steps, loop = plan
     every = config.checkpoint_every or steps_per_epoch
-    training_run.start_log(run, num_train_steps, max(loop, every // loop * loop))
+    run_skeleton.start_log(run, num_train_steps, max(loop, every // loop * loop))
     eval_history = callbacks.load_history(run.path("eval_history.json"), run.start_step)
     if train and run.start_step < num_train_steps:
         train_epochs(run, model, trainer, train[1], eval_sets, eval_history, steps_per_epoch, loop)
@@ -143,7 +142,7 @@ def train_and_finish(
                 overwrite=True,
                 text_pair=len(task.info().get("text_inputs") or ()) == 2,
             )
-    summary = training_run.summarize(
+    summary = run_skeleton.summarize(
         run,
         {
             "task": task.name,
