@@ -5,8 +5,9 @@ Every module of keras_bert/, tasks/ (installed as keras_bert.tasks), export/ (ke
 and apps/ (keras_bert.apps) is parsed, function-local imports included
 (`keras_bert.apps.source_graph`). The layers, lowest first:
 
-0. base: the package root (its names load lazily, by strings), _lazy, _saving, errors, paths,
-   io_utils, inputs (the encoder's input names), backend, extras, cli (flag helpers)
+0. base: the package root (its names load lazily, by strings), _lazy, _saving, _deprecated
+   (renamed modules' old names), errors, paths, io_utils, inputs (the encoder's input names),
+   backend, extras, cli (flag helpers)
 1. layers; and two leaves the checkpoint formats read: text.vocab (the vocabulary file) and
    models.lora (Keras' LoRA in an encoder's dense layers: the adapters format)
 2. config, presets (the table of released checkpoints)
@@ -55,6 +56,7 @@ LAYERS = (
         "keras_bert",
         "keras_bert._lazy",
         "keras_bert._saving",
+        "keras_bert._deprecated",
         "keras_bert.errors",
         "keras_bert.paths",
         "keras_bert.io_utils",

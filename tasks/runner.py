@@ -1,0 +1,8 @@
+"""Deprecated: renamed `keras_bert.tasks.finetuning` (the fine-tuning runner); this name goes in
+the next release. Importing it warns and gives that module."""
+
+import sys
+
+from keras_bert import _deprecated
+
+sys.modules[__name__] = _deprecated.moved_module(__name__, "keras_bert.tasks.finetuning")
