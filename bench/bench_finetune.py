@@ -6,7 +6,7 @@ The data are the 872 real SST-2 dev sentences, tokenized with the real uncased v
 folder by default (`--data_dir`, `--vocab`). The model is a
 `BertClassifier` with random weights ("small", L-4_H-512, vocab 30522 by default).
 
-1. Eval: `keras_bert.tasks.runner.predict` (batches sorted by length, each padded to its own
+1. Eval: `keras_bert.tasks.finetuning.predict` (batches sorted by length, each padded to its own
    longest sequence) against the same call padding every example to `--seq` (`buckets=[seq]`,
    as a fixed-length preprocessor does), same weights, same batches; the predictions must agree.
    A "model only" row times the same batches built beforehand through one traced function
@@ -135,9 +135,9 @@ def build_ours(task, config):
 
 def ours_trainer(task, model, steps, jit):
     """The runner's `TaskTrainer`, compiled with the runner's optimizer."""
-    from keras_bert.tasks import runner
+    from keras_bert.tasks import finetuning
 
-    task_trainer = runner.TaskTrainer(task, model)
+    task_trainer = finetuning.TaskTrainer(task, model)
     task_trainer.compile(
         optimizer=make_optimizer(model.trainable_variables, steps), jit_compile=jit
     )
@@ -172,7 +172,7 @@ def eval_cases(model, task, feats, batch, seq):
     import tensorflow as tf
 
     from keras_bert.tasks import features as feature_lib
-    from keras_bert.tasks import runner
+    from keras_bert.tasks import finetuning
 
     spec = [{k: tf.TensorSpec([None, None], tf.int32, name=k) for k in INPUT_NAMES}]
     forward = tf.function(lambda x: model(x, training=False)["logits"], input_signature=spec)
@@ -181,7 +181,7 @@ def eval_cases(model, task, feats, batch, seq):
     for scheme, buckets in (("bucketed", None), (f"pad {seq}", [seq])):
 
         def predict(buckets=buckets):
-            return runner.predict(model, task, feats, batch, buckets)["logits"]
+            return finetuning.predict(model, task, feats, batch, buckets)["logits"]
 
         logits[scheme] = predict()
         inputs = [

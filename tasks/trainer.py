@@ -1,5 +1,5 @@
 """`TaskTrainer`: the Keras model that the fine-tuning runner compiles and fits (the task's loss
-averaged over the examples of all replicas); `keras_bert.tasks.runner` uses it,
+averaged over the examples of all replicas); `keras_bert.tasks.finetuning` uses it,
 `keras_bert.tasks.quantization_aware` and the distillation trainer extend it."""
 
 import keras
@@ -13,7 +13,7 @@ class TaskTrainer(keras.Model):
     """Trains a task model with its task's loss, averaged over the examples of all replicas.
 
     Args:
-        task: a `keras_bert.tasks.task.Task`.
+        task: a `keras_bert.tasks.definition.TaskDefinition`.
         model: the task model (`task.build_model(...)`); it is what gets saved and exported.
     """
 

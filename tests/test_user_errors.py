@@ -234,7 +234,8 @@ def test_out_of_memory_in_fine_tuning(tmp_path):
     data = write_sst2(str(tmp_path / "sst2"), n_train=16, n_dev=8, n_test=4)
     checkpoint = write_checkpoint(str(tmp_path / "uncased_L-1_H-32_A-2"))
     prelude = (
-        _OOM + "from keras_bert.tasks import runner\nrunner.TaskTrainer.train_step = out_of_memory"
+        _OOM + "from keras_bert.tasks import finetuning\n"
+        "finetuning.TaskTrainer.train_step = out_of_memory"
     )
     done = run_script(
         "keras-bert-finetune",

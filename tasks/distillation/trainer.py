@@ -9,11 +9,11 @@ training checkpoints hold the student (and the projection) only.
 Why not `keras.distillation.Distiller`: its losses average over every position of a batch
 (NER's and SQuAD's padded tokens would count), per replica (the runner averages over the
 examples of all replicas), and from Keras loss functions (the tasks' losses are
-`Task.loss_sums`, which drop unlabelled positions); its feature extractors read `layer.output`,
-which for the encoder nested in a task model is the encoder's own graph, not the task model's
-(so no hidden states of the task model come out); and it tracks the teacher, which would go into
-every training checkpoint. Its convention for the loss weights (student_loss_weight) is kept:
-`alpha` here.
+`TaskDefinition.loss_sums`, which drop unlabelled positions); its feature extractors read
+`layer.output`, which for the encoder nested in a task model is the encoder's own graph, not the
+task model's (so no hidden states of the task model come out); and it tracks the teacher, which
+would go into every training checkpoint. Its convention for the loss weights (student_loss_weight)
+is kept: `alpha` here.
 """
 
 import keras
@@ -21,7 +21,7 @@ from keras import ops
 
 from keras_bert import backend
 from keras_bert.tasks.distillation import losses
-from keras_bert.tasks.runner import TaskTrainer
+from keras_bert.tasks.finetuning import TaskTrainer
 
 GOLD = "gold"  # Label of each training row: 1 where it has gold labels, 0 (unlabeled_file) not.
 STATES = "hidden_states"  # The feature views' extra output: [embeddings, block 1, ..., block L].
@@ -32,7 +32,7 @@ class DistillTrainer(TaskTrainer):
     """Trains `model` (the student) with the teacher's targets and the gold labels.
 
     Args:
-        task: the `Task`. problem: its `problem` (task.json).
+        task: the `TaskDefinition`. problem: its `problem` (task.json).
         model: the student task model (what is saved and exported).
         teacher: the teacher task model (frozen, not tracked).
         temperature, alpha, hidden_weight, attention_weight: as `DistillConfig`.
