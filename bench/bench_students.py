@@ -252,7 +252,7 @@ def plot(path, task, runners, metrics, rounds, n_timed):
 def tiny_models(tmp):
     """(teacher dir, [student dir], data_dir): a tiny teacher and a distilled 1-layer student."""
     from keras_bert.tasks.distillation.runner import run_distillation
-    from keras_bert.tasks.runner import run_finetuning
+    from keras_bert.tasks.finetuning import run_finetuning
     from keras_bert.testing.tiny_tasks import write_checkpoint, write_sst2
 
     data_dir = write_sst2(os.path.join(tmp, "SST-2"))

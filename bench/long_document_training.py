@@ -14,7 +14,7 @@ windows per batch), run one after the other in this process:
 
 Reported per variant: dev accuracy (documents), training seconds per document and epoch (the
 runner's timed training loops, tracing included) and prediction ms per document
-(`runner.predict` on the dev set, timed after a warm-up pass, median of `--repeat`). With
+(`finetuning.predict` on the dev set, timed after a warm-up pass, median of `--repeat`). With
 `--check_export`, the document-level models' SavedModel (`serving_default`) accuracy on dev
 against the runner's. A `--results` JSON file keeps every finished variant: a later call
 skips them (variants may be run one at a time).
@@ -57,10 +57,10 @@ def options(variant, doc_stride, max_windows):
 
 def run_variant(args, variant, data_dir):
     """One fine-tuning run; returns its results dict."""
-    from keras_bert.tasks import runner
+    from keras_bert.tasks import finetuning
 
     sentences = variant == "sentences"  # The ceiling: the key sentences alone, no news.
-    summary = runner.run_finetuning(
+    summary = finetuning.run_finetuning(
         task="text_classification",
         data_dir=os.path.join(data_dir, "sentences") if sentences else data_dir,
         init_checkpoint=common.require_minilm(),
@@ -106,10 +106,10 @@ def _dev(data_dir):
 
 
 def _runner_labels(model_dir, texts):
-    """The runner's labels of `texts` (its features, `runner.predict`, the task's pooling), and
+    """The runner's labels of `texts` (its features, `finetuning.predict`, the task's pooling), and
     the seconds the prediction took."""
     from keras_bert.checkpoints.task_model import load_task_model
-    from keras_bert.tasks import registry, runner
+    from keras_bert.tasks import finetuning, registry
     from keras_bert.tasks.text_classification.task import TextExample
     from keras_bert.text.tokenizer import BertTokenizer
 
@@ -122,7 +122,7 @@ def _runner_labels(model_dir, texts):
 
     def labels():
         feats = task.encode(examples, tokenizer, info["seq_length"])
-        return task.predictions(examples, feats, runner.predict(model, task, feats, 32))
+        return task.predictions(examples, feats, finetuning.predict(model, task, feats, 32))
 
     return labels
 

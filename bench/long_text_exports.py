@@ -1,7 +1,7 @@
 """A model fine-tuned with `--long_text=windows`: its SavedModel and float32 TFLite answers against
 the runner's on real long documents, and a 1 MB text through both.
 
-The runner's answers are the task's own path (`task.encode` windows, `runner.predict`, the
+The runner's answers are the task's own path (`task.encode` windows, `finetuning.predict`, the
 task's pooling); the exports' come from `serving_default` in batches of 8 documents.
 
     .venv/bin/python bench/long_text_exports.py --model_dir runs/docs/model --data docs/dev.tsv \\
@@ -37,7 +37,7 @@ def runner_logits(model_dir, texts):
     """The runner's document logits and windows per document."""
     from keras_bert.checkpoints.task_model import load_task_model
     from keras_bert.tasks import features as feature_lib
-    from keras_bert.tasks import registry, runner
+    from keras_bert.tasks import finetuning, registry
     from keras_bert.tasks.text_classification.task import TextExample
 
     model, info, vocab = load_task_model(model_dir)
@@ -51,7 +51,7 @@ def runner_logits(model_dir, texts):
     feats = task.encode(
         examples, BertTokenizer(vocab, lower_case=info["lower_case"]), info["seq_length"]
     )
-    outputs = runner.predict(model, task, feats, 32)
+    outputs = finetuning.predict(model, task, feats, 32)
     pooled = feature_lib.pool_windows(  # Document-level models' logits come pooled.
         outputs["logits"], feats.example_index, len(texts), info["window_pooling"]
     )

@@ -1,6 +1,6 @@
 """`FinetuneConfig`: the settings of a fine-tuning run (light: the command line,
 `keras_bert.tasks.finetune`, defines its flags from it and checks names and paths before
-TensorFlow loads; the runner is `keras_bert.tasks.runner`)."""
+TensorFlow loads; the runner is `keras_bert.tasks.finetuning`)."""
 
 import dataclasses
 import os
@@ -11,7 +11,7 @@ from keras_bert import paths
 from keras_bert.tasks import registry
 from keras_bert.training.settings import TrainingSettings
 
-# The paper's GLUE recipe (§4.1, A.3); tasks override some of it (Task.recipe).
+# The paper's GLUE recipe (§4.1, A.3); tasks override some of it (TaskDefinition.recipe).
 RECIPE: dict[str, int | float] = {
     "seq_length": 128,
     "batch_size": 32,

@@ -10,9 +10,9 @@ of `--learning_rates` (default 5e-5,4e-5,3e-5,2e-5), `--batch_sizes`, `--num_tra
 `--model_dir`, the best by the task's main dev metric linked as `<model_dir>/best`, every run's
 score in `<model_dir>/eval_results.json`; a killed sweep resumes.
 
-The runner is `keras_bert.tasks.runner` (`run_finetuning`, `predict`, `save_task_model`, ...; also
-importable from here) and its settings a `FinetuneConfig` (flag name = field name). The training
-half is the pre-training runner's: `keras_bert.training` strategies, optimizer and
+The runner is `keras_bert.tasks.finetuning` (`run_finetuning`, `predict`, `save_task_model`,
+...; also importable from here) and its settings a `FinetuneConfig` (flag name = field name).
+The training half is the pre-training runner's: `keras_bert.training` strategies, optimizer and
 schedule, atomic checkpoints with exact resume, TensorBoard, progress and the curve plot. Batches
 hold examples of similar length padded to their own longest one (or, under XLA and on TPU, to the
 smallest of a few fixed lengths). Text stays on the host: tokenization runs in `tf.data`, before
@@ -59,7 +59,7 @@ __all__ = [
 
 
 __getattr__, __dir__ = _lazy.attach(
-    __name__, {name: f"keras_bert.tasks.runner:{name}" for name in _TRAINER_NAMES}
+    __name__, {name: f"keras_bert.tasks.finetuning:{name}" for name in _TRAINER_NAMES}
 )
 
 
@@ -197,7 +197,7 @@ def main(argv):
         results = sweep.run_sweep(config, sweep_grid(config))
         print(json.dumps({k: v for k, v in results.items() if k != "runs"}, indent=1))
         return
-    from keras_bert.tasks.runner import run_finetuning
+    from keras_bert.tasks.finetuning import run_finetuning
 
     print_summary(run_finetuning(config))
 

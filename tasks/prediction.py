@@ -1,6 +1,6 @@
 """A task model's outputs (`predict`, batches sorted by length as in training), its metrics on
 the eval splits (`evaluate_splits`) and the fine-tuning runner's final evaluation and prediction
-files (`keras_bert.tasks.runner`)."""
+files (`keras_bert.tasks.finetuning`)."""
 
 import json
 import weakref
@@ -13,8 +13,8 @@ import tensorflow as tf
 from keras_bert.io_utils import write_atomic
 from keras_bert.tasks import documents
 from keras_bert.tasks import features as feature_lib
+from keras_bert.tasks.finetuning_setup import load_split
 from keras_bert.tasks.long_text import document_level
-from keras_bert.tasks.runner_setup import load_split
 from keras_bert.training.memory import out_of_memory_hint
 
 

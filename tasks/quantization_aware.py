@@ -39,7 +39,7 @@ class QuantizationAwareTrainer(TrainingWrapper):
     """A `TrainingWrapper` whose forward pass fake-quantizes weights and activations.
 
     Args:
-        task: a `keras_bert.tasks.task.Task`.
+        task: a `keras_bert.tasks.definition.TaskDefinition`.
         model: the (float) task model.
         momentum: float. Of the activation ranges' moving averages.
     """

@@ -2,8 +2,8 @@
 imported on demand).
 
 A task family is a sub-package of `keras_bert.tasks` (glue/, squad/, ner/, swag/,
-text_classification/) with a `task` module holding its `Task` class and, when the family has
-settings a run may change, a light `options` module (no TensorFlow) whose `OPTIONS` is a
+text_classification/) with a `task` module holding its `TaskDefinition` class and, when the
+family has settings a run may change, a light `options` module (no TensorFlow) whose `OPTIONS` is a
 dataclass of them (one docstring line per field). Adding a task is its folder plus one line of
 `TASKS`: training, the command line's option flags and every export format follow (export picks
 its signatures by the `problem` the task writes to task.json).
@@ -16,8 +16,8 @@ import importlib.util
 import re
 
 GLUE_TASKS = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
-# name -> (family: sub-package of keras_bert.tasks, the Task class in its `task` module, its first
-# argument)
+# name -> (family: sub-package of keras_bert.tasks, the TaskDefinition class in its `task`
+# module, its first argument)
 TASKS = {
     **{name: ("glue", "GlueClassification", name) for name in GLUE_TASKS},
     "squad1": ("squad", "SquadTask", "1.1"),

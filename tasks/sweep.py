@@ -10,7 +10,7 @@ ran several random restarts and selected the best model on the Dev set").
 
 `--model_dir` (the sweep directory) receives:
 - one run directory per setting, named by it (`lr3e-05_bs32_ep3_adam_weight_decay_seed1/`), each
-  a normal run of `keras_bert.tasks.runner.run_finetuning` (checkpoints, eval_results.json,
+  a normal run of `keras_bert.tasks.finetuning.run_finetuning` (checkpoints, eval_results.json,
   model/, ...) plus `sweep_run.json` (its setting, dev metrics and score) once it is finished;
 - `best`: a relative symbolic link to the best run's directory (on gs://, where there are no
   links, a one-line file holding its name). Relative, it stays right when the sweep directory is
@@ -234,7 +234,7 @@ def run_sweep(
             f"model_dir for the sweep."
         )
     if runner is None:
-        from keras_bert.tasks.runner import run_finetuning as runner
+        from keras_bert.tasks.finetuning import run_finetuning as runner
     settings = grid.settings()
     progress = progress or Progress([s["num_train_epochs"] for s in settings])
     runs = [_run_once(config, setting, progress, runner) for setting in settings]
@@ -274,7 +274,7 @@ def predict_with_model(config: FinetuneConfig, run_dir: str) -> list[str]:
     import tensorflow as tf
 
     from keras_bert.checkpoints.task_model import load_task_model
-    from keras_bert.tasks.runner import predict
+    from keras_bert.tasks.finetuning import predict
     from keras_bert.text.tokenizer import BertTokenizer
     from keras_bert.text.vocab import load_vocabulary
 

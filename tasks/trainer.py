@@ -1,7 +1,7 @@
 """`TrainingWrapper`: what a fine-tuning run adds around the task model, as a Keras model
 whose loss starts from the task model's own (`BertTask.task_loss`, the loss of `fit`).
 
-The runner (`keras_bert.tasks.runner`) compiles and fits the task model itself; only runs that
+The runner (`keras_bert.tasks.finetuning`) compiles and fits the task model itself; only runs that
 change the forward pass or the loss wrap it: quantization-aware training
 (`keras_bert.tasks.quantization_aware`) and distillation (`keras_bert.tasks.distillation`).
 The wrapped task model is what gets saved and exported.
@@ -17,7 +17,7 @@ class TrainingWrapper(keras.Model):
     """Trains a task model with its own loss (`model.task_loss`); subclasses add to it.
 
     Args:
-        task: a `keras_bert.tasks.task.Task` (the run's data and labels).
+        task: a `keras_bert.tasks.definition.TaskDefinition` (the run's data and labels).
         model: the task model (`task.build_model(...)`, a `keras_bert.models.BertTask`).
     """
 

@@ -31,7 +31,7 @@ def run_spec(spec, runner=None):
 
 
 def main(spec):
-    from keras_bert.tasks.runner import run_finetuning
+    from keras_bert.tasks.finetuning import run_finetuning
     from keras_bert.training import callbacks
 
     calls = [0]

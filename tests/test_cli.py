@@ -122,9 +122,10 @@ def test_top_level_names_resolve_to_their_objects():
 
 def test_command_line_modules_keep_their_library_names():
     from keras_bert.pretraining import create_pretraining_data, static_records
-    from keras_bert.tasks import finetune, runner
+    from keras_bert.tasks import finetune, finetuning
 
-    assert finetune.run_finetuning is runner.run_finetuning and finetune.predict is runner.predict
+    assert finetune.run_finetuning is finetuning.run_finetuning
+    assert finetune.predict is finetuning.predict
     assert create_pretraining_data.create_pretraining_data is static_records.create_pretraining_data
     assert "run_finetuning" in dir(finetune)
 

@@ -223,10 +223,10 @@ def test_code_under_the_demo_is_what_the_demo_runs():
         "keras_bert.apps.demo.readme",
         "keras_bert.apps.source_graph",
         "keras_bert.pretraining.runner",
-        "keras_bert.tasks.runner",
+        "keras_bert.tasks.finetuning",
         "keras_bert.tasks.registry",
         "keras_bert.tasks.text_classification.task",  # By name, through the registry.
-        "keras_bert.tasks",  # The package above tasks.runner.
+        "keras_bert.tasks",  # The package above tasks.finetuning.
         "keras_bert.export.tflite",
         "keras_bert.config",
     } <= set(under)

@@ -20,7 +20,7 @@ from task_cases import task_options, write_task_data
 from keras_bert.export import tflite
 from keras_bert.export.saved_model import export_saved_model
 from keras_bert.tasks import registry
-from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.finetuning import run_finetuning
 
 SEQ_LENGTH = 32
 # One task per kind; the default run takes the first two (about 60 s each on 2 cores, against

@@ -5,8 +5,9 @@ Every module of keras_bert/, tasks/ (installed as keras_bert.tasks), export/ (ke
 and apps/ (keras_bert.apps) is parsed, function-local imports included
 (`keras_bert.apps.source_graph`). The layers, lowest first:
 
-0. base: the package root (its names load lazily, by strings), _lazy, _saving, errors, paths,
-   io_utils, inputs (the encoder's input names), backend, extras, cli (flag helpers)
+0. base: the package root (its names load lazily, by strings), _lazy, _saving, _deprecated
+   (renamed modules' old names), errors, paths, io_utils, inputs (the encoder's input names),
+   backend, extras, cli (flag helpers)
 1. layers; and two leaves the checkpoint formats read: text.vocab (the vocabulary file) and
    models.lora (Keras' LoRA in an encoder's dense layers: the adapters format)
 2. config, presets (the table of released checkpoints)
@@ -20,10 +21,10 @@ and apps/ (keras_bert.apps) is parsed, function-local imports included
 6. models
 7. rewrites (the deployment rewrites: integer, channel-group and fake-quantized copies of the
    encoder, which export/ and quantization-aware fine-tuning build)
-8. training (distribution, callbacks, settings: no model or checkpoint code)
+8. training (strategies, distribution, callbacks, settings: no model or checkpoint code)
 9. the checkpoints that build our models (init_checkpoint: load_encoder, load_pretrainer,
    load_init_checkpoint) or hold training state (checkpoints.training)
-10. training.run (the run skeleton both runners share: it compiles and restores through
+10. training.run_skeleton (the run skeleton both runners share: it compiles and restores through
     checkpoints)
 11. pretraining
 12. tasks
@@ -55,6 +56,7 @@ LAYERS = (
         "keras_bert",
         "keras_bert._lazy",
         "keras_bert._saving",
+        "keras_bert._deprecated",
         "keras_bert.errors",
         "keras_bert.paths",
         "keras_bert.io_utils",
@@ -72,7 +74,7 @@ LAYERS = (
     ("keras_bert.rewrites",),
     ("keras_bert.training",),
     ("keras_bert.checkpoints.init_checkpoint", "keras_bert.checkpoints.training"),
-    ("keras_bert.training.run",),
+    ("keras_bert.training.run_skeleton",),
     ("keras_bert.pretraining",),
     ("keras_bert.tasks",),
     ("keras_bert.export",),

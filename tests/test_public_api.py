@@ -15,7 +15,7 @@ NAMES = (
     "keras_bert.training.settings.TrainingSettings",
     "keras_bert.tasks.config.FinetuneConfig",
     "keras_bert.pretraining.config.PretrainingConfig",
-    "keras_bert.tasks.runner.run_finetuning",
+    "keras_bert.tasks.finetuning.run_finetuning",
     "keras_bert.pretraining.runner.run_pretraining",
     "keras_bert.pretraining.static_records.create_pretraining_data",
     "keras_bert.tasks.extract_features.extract_features",

@@ -117,7 +117,7 @@ def run_config(config):
     config = dict(config)
     kind = config.pop("runner", "pretrain")
     if kind == "finetune":
-        from keras_bert.tasks.runner import run_finetuning
+        from keras_bert.tasks.finetuning import run_finetuning
 
         return run_finetuning(**config)
     if kind == "distill":

@@ -10,7 +10,7 @@ from keras_bert.apps.demo.job import SEQ_LENGTH
 
 def finetune(job, train_rows, dev_rows, dev_modules):
     """Stage 5: the package task's TSV files and `run_finetuning` from the pre-training run."""
-    from keras_bert.tasks.runner import run_finetuning
+    from keras_bert.tasks.finetuning import run_finetuning
 
     job.start(
         f"Fine-tuning it to tell which of {len(job.settings['packages'])} packages a docstring "

@@ -1,6 +1,6 @@
 """Fine-tuned task model directories: `model.keras`, `task.json` and `vocab.txt`.
 
-`keras_bert.tasks.runner` writes one as `<model_dir>/model/` at the end of a fine-tuning run;
+`keras_bert.tasks.finetuning` writes one as `<model_dir>/model/` at the end of a fine-tuning run;
 `keras_bert.export` reads it back. task.json holds the task's name and facts (`task.info()`:
 its `problem`, which picks the serving signatures, labels, text inputs...), the training
 `seq_length`, the casing (`lower_case`) and the names of the two other files; when the run
@@ -54,7 +54,8 @@ def save_task_model(
     Args:
         model: the task model (a `keras_bert.models.task_models` class).
         path: str, the directory (local or gs://).
-        task: the `keras_bert.tasks.task.Task` it was trained for (its `name` and `info()`).
+        task: the `keras_bert.tasks.definition.TaskDefinition` it was trained for (its `name` and
+            `info()`).
         seq_length: int, the longest packed sequence of training.
         vocabulary: list[str], the WordPiece tokens.
         lower_case: bool, the tokenizer's casing.

@@ -21,7 +21,7 @@ import tensorflow as tf
 from keras_bert.checkpoints import variables_checkpoint
 from keras_bert.checkpoints.files import verify_checkpoint
 from keras_bert.errors import CheckpointError
-from keras_bert.training import distribute
+from keras_bert.training import strategies
 
 
 def training_checkpoint(directory, model, optimizer, max_to_keep=5, strategy=None):
@@ -62,7 +62,7 @@ class TrainingCheckpoint:
     def __init__(self, directory, model, optimizer, max_to_keep=5, strategy=None):
         self.directory = directory
         self.optimizer = optimizer
-        self.is_chief = strategy is None or distribute.is_chief(strategy)
+        self.is_chief = strategy is None or strategies.is_chief(strategy)
         seeds = {
             f"seed_{i}": v
             for i, v in enumerate(model.non_trainable_variables)
@@ -75,7 +75,7 @@ class TrainingCheckpoint:
         write_dir = (
             directory
             if self.is_chief
-            else os.path.join(directory, f".worker_{distribute.worker_id(strategy)}_tmp")
+            else os.path.join(directory, f".worker_{strategies.worker_id(strategy)}_tmp")
         )
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, write_dir, max_to_keep=max_to_keep, checkpoint_name="ckpt"

@@ -26,8 +26,7 @@ from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining import records
 from keras_bert.pretraining.config import PretrainingConfig
-from keras_bert.training import callbacks, distribution, plots
-from keras_bert.training import run as training_run
+from keras_bert.training import callbacks, distribution, plots, run_skeleton
 from keras_bert.training.memory import out_of_memory_hint
 
 
@@ -155,11 +154,11 @@ def run_pretraining(config: PretrainingConfig | None = None, **overrides: Any) -
         `examples_per_second`, `checkpoint` (path of the last checkpoint), `tensorboard_dir`,
         `plot` (PNG path or None), `model` (the trained `BertPretrainer`).
     """
-    run = training_run.start(PretrainingConfig, config, overrides)
+    run = run_skeleton.start(PretrainingConfig, config, overrides)
     config = run.config
     with run.strategy.scope():
         model = build_pretrainer(config, config.resolve_bert_config())
-    training_run.compile_and_restore(
+    run_skeleton.compile_and_restore(
         run,
         model,
         config.num_train_steps,
@@ -175,11 +174,11 @@ def run_pretraining(config: PretrainingConfig | None = None, **overrides: Any) -
             f"The checkpoint in {config.model_dir} is at step {run.start_step}, not a multiple of "
             f"steps_per_loop {config.steps_per_loop}; resume with the settings it was made with."
         )
-    training_run.start_log(run, config.num_train_steps, config.checkpoint_every)
+    run_skeleton.start_log(run, config.num_train_steps, config.checkpoint_every)
     _train(run, model)
     results = _evaluate(run, model) if config.eval_files else {}
     last = run.log.history[-1] if run.log.history else {}
-    summary = training_run.summarize(
+    summary = run_skeleton.summarize(
         run,
         {
             "final": {

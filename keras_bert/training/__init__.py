@@ -8,7 +8,7 @@ imports without TensorFlow.
 from keras_bert._lazy import attach
 
 _NAMES = {
-    "get_strategy": "keras_bert.training.distribute:get_strategy",
+    "get_strategy": "keras_bert.training.strategies:get_strategy",
     "WarmupLinearDecay": "keras_bert.training.optimizers:WarmupLinearDecay",
     "create_optimizer": "keras_bert.training.optimizers:create_optimizer",
     "OutOfMemoryError": "keras_bert.training.memory:OutOfMemoryError",

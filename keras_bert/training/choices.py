@@ -1,7 +1,7 @@
 """The names training settings choose from. Importable without TensorFlow: command lines list
 them in --help and configs check them before anything heavy loads."""
 
-# keras_bert.training.distribute; "auto": the TPU if one answers, else mirrored over 2+ GPUs, else
+# keras_bert.training.strategies; "auto": the TPU if one answers, else mirrored over 2+ GPUs, else
 # default.
 STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu", "auto")
 # keras_bert.training.distribution (JAX's keras.distribution); "auto": data_parallel over 2+

@@ -1,7 +1,7 @@
 """Several devices on the JAX backend: `keras.distribution` from the `distribution` flag.
 
 The TensorFlow backend trains under a `tf.distribute` strategy (`--strategy`,
-`keras_bert.training.distribute`); JAX under a `keras.distribution` (`--distribution`):
+`keras_bert.training.strategies`); JAX under a `keras.distribution` (`--distribution`):
 
 - "none": one device (the default).
 - "data_parallel": `keras.distribution.DataParallel` over every device: the variables are

@@ -4,7 +4,7 @@
                      model_dir="runs/mrpc-3", do_train=True, do_eval=True)
 
 Steps: load the teacher (`load_task_model`) and its tokenizer, read and encode the task's data
-as fine-tuning does (`runner.load_splits`), add `unlabeled_file`'s inputs, build the student
+as fine-tuning does (`finetuning.load_splits`), add `unlabeled_file`'s inputs, build the student
 (`students.build_student`), compile its `DistillTrainer` and restore the newest checkpoint, then
 the fine-tuning runner's `train_and_finish` (epochs, best epoch, evaluation, predictions,
 model/, summary); eval_results.json also holds the teacher's metrics under "teacher".
@@ -20,11 +20,11 @@ from absl import logging
 
 from keras_bert.models import lora
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks import runner
+from keras_bert.tasks import finetuning
 from keras_bert.tasks.distillation.config import DistillConfig
 from keras_bert.tasks.distillation.students import build_student
 from keras_bert.tasks.distillation.trainer import GOLD, DistillTrainer
-from keras_bert.training import run as training_run
+from keras_bert.training import run_skeleton
 
 
 def run_distillation(config: DistillConfig | None = None, **overrides: Any) -> dict[str, Any]:
@@ -40,14 +40,14 @@ def run_distillation(config: DistillConfig | None = None, **overrides: Any) -> d
         `model_path`, ...) plus `teacher_eval` (the teacher's metrics on the same eval
         splits), `student_parameters` and `teacher_parameters`.
     """
-    run = training_run.start(DistillConfig, config, overrides)
+    run = run_skeleton.start(DistillConfig, config, overrides)
     config, task = run.config, run.config.task_object
     teacher, info, tokenizer = _teacher_and_tokenizer(run)
-    train, eval_sets = runner.load_splits(config, tokenizer)
+    train, eval_sets = finetuning.load_splits(config, tokenizer)
     _check_labels(task, info)
     if train:
         train = (train[0], with_unlabeled(config, tokenizer, train[1]))
-    plan = runner.plan_steps(config, train)
+    plan = finetuning.plan_steps(config, train)
     with run.strategy.scope():
         student, pairs = build_student(config, task, teacher, tokenizer.vocabulary, run.dtype)
         trainer = DistillTrainer(
@@ -61,7 +61,7 @@ def run_distillation(config: DistillConfig | None = None, **overrides: Any) -> d
             attention_weight=config.attention_weight,
             layer_pairs=pairs,
         )
-    training_run.compile_and_restore(
+    run_skeleton.compile_and_restore(
         run,
         trainer,
         plan[1],
@@ -72,7 +72,7 @@ def run_distillation(config: DistillConfig | None = None, **overrides: Any) -> d
     teacher_eval = {}
 
     def reference():
-        teacher_eval.update(runner.evaluate_splits(config, teacher, run.strategy, eval_sets))
+        teacher_eval.update(finetuning.evaluate_splits(config, teacher, run.strategy, eval_sets))
         logging.info("Teacher: %s", ", ".join(f"{k} {v:.4f}" for k, v in teacher_eval.items()))
         return {"teacher": dict(teacher_eval)}
 
@@ -81,7 +81,7 @@ def run_distillation(config: DistillConfig | None = None, **overrides: Any) -> d
         "student_parameters": lora.count_parameters(student.weights),
         "teacher_parameters": lora.count_parameters(teacher.weights),
     }
-    summary = runner.train_and_finish(
+    summary = finetuning.train_and_finish(
         run, student, trainer, tokenizer, train, eval_sets, plan, fields, reference
     )
     summary["teacher_eval"] = teacher_eval

@@ -82,7 +82,7 @@ def build_student(config, task, teacher, vocabulary, dtype):
 
     Args:
         config: `DistillConfig`.
-        task: the `Task`.
+        task: the `TaskDefinition`.
         teacher: the teacher's task model (its `encoder` a `BertEncoder`).
         vocabulary: list[str], the teacher's vocabulary.
         dtype: the run's Keras dtype policy.

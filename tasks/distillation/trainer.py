@@ -33,7 +33,7 @@ class DistillTrainer(TrainingWrapper):
     """Trains `model` (the student) with the teacher's targets and the gold labels.
 
     Args:
-        task: the `Task`. problem: its `problem` (task.json).
+        task: the `TaskDefinition`. problem: its `problem` (task.json).
         model: the student task model (what is saved and exported).
         teacher: the teacher task model (frozen, not tracked).
         temperature, alpha, hidden_weight, attention_weight: as `DistillConfig`.

@@ -15,15 +15,15 @@ import numpy as np
 from keras_bert.models.documents import DocumentClassifier
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
+from keras_bert.tasks.definition import TaskDefinition
 from keras_bert.tasks.glue import data as glue
 from keras_bert.tasks.glue.metrics import compute_metrics
 from keras_bert.tasks.glue.tfds_data import read_tfds
 from keras_bert.tasks.long_text import LongTextOptions, document_level
-from keras_bert.tasks.task import Task
 from keras_bert.text.window_sizes import resolve_stride
 
 
-class GlueClassification(Task):
+class GlueClassification(TaskDefinition):
     """One GLUE task (`keras_bert.tasks.glue.data.SPECS[name]`) for the fine-tuning runner.
 
     Args:

@@ -29,7 +29,7 @@ from keras_bert import extras
 from keras_bert.io_utils import write_atomic
 from keras_bert.models.task_models import BertTokenClassifier
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.task import Task
+from keras_bert.tasks.definition import TaskDefinition
 
 # The CoNLL-2003 entity types; the model's tags are O, then B- and I- of each, in this order
 # (tensorflow-datasets' conll2003 order).
@@ -281,7 +281,7 @@ def best_window(position, spans):
 # === The task ===
 
 
-class NerTask(Task):
+class NerTask(TaskDefinition):
     """CoNLL-2003 NER for the fine-tuning runner.
 
     Args:

@@ -23,12 +23,12 @@ import os
 
 from keras_bert.io_utils import write_atomic
 from keras_bert.models.task_models import BertSpanLabeler
+from keras_bert.tasks.definition import TaskDefinition
 from keras_bert.tasks.squad import data as squad_data
 from keras_bert.tasks.squad import metrics as squad_eval
 from keras_bert.tasks.squad.data import SquadDataError, SquadExample  # noqa: F401 (the public names)
 from keras_bert.tasks.squad.features import encode_examples
 from keras_bert.tasks.squad.postprocess import postprocess
-from keras_bert.tasks.task import Task
 
 # The paper's recipes (§4.2, §4.3): 384 tokens, lr 5e-5; v1.1 3 epochs at batch 32, v2.0 2 at 48.
 RECIPES = {
@@ -37,7 +37,7 @@ RECIPES = {
 }
 
 
-class SquadTask(Task):
+class SquadTask(TaskDefinition):
     """SQuAD v1.1 ("squad1") or v2.0 ("squad2") for the fine-tuning runner.
 
     Args:

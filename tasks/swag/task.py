@@ -24,7 +24,7 @@ from sklearn import metrics as sk_metrics
 from keras_bert.io_utils import write_atomic
 from keras_bert.models.task_models import BertMultipleChoice
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.task import Task
+from keras_bert.tasks.definition import TaskDefinition
 
 NUM_CHOICES = 4
 FILE_NAMES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
@@ -138,7 +138,7 @@ def _label(value, where):
     return label
 
 
-class SwagTask(Task):
+class SwagTask(TaskDefinition):
     """SWAG multiple choice for the fine-tuning runner (the paper: lr 2e-5, batch 16, 3 epochs).
 
     Args:

@@ -32,8 +32,8 @@ from keras_bert.io_utils import write_atomic
 from keras_bert.models.documents import DocumentClassifier
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
+from keras_bert.tasks.definition import TaskDefinition
 from keras_bert.tasks.long_text import LongTextOptions, document_level
-from keras_bert.tasks.task import Task
 from keras_bert.text.window_sizes import resolve_stride
 
 HEADER = ("label", "text")
@@ -123,7 +123,7 @@ def _example(fields, split, number, where, require_labels, pair):
     return TextExample(f"{split}-{number}", fields[0], label, fields[1] if pair else None)
 
 
-class TextClassification(Task):
+class TextClassification(TaskDefinition):
     """Single-text classification with the labels of the user's training file.
 
     Args:

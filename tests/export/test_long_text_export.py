@@ -13,7 +13,7 @@ from export_cases import TEXTS, TEXTS_B, write_task_model
 from keras_bert.export import tflite
 from keras_bert.export.signatures import build_signatures
 from keras_bert.export.source import load_source
-from keras_bert.tasks import registry, runner
+from keras_bert.tasks import finetuning, registry
 from keras_bert.tasks.glue.data import InputExample
 
 CASES = [
@@ -44,7 +44,7 @@ def test_pair_windows_give_the_runner_answers(tmp_path, task_name, training, poo
     ]
     feats = task.encode(examples, source.tokenizer, source.seq_length)
     assert feats.num_features > len(examples)  # Long second texts: several windows.
-    want = task.predictions(examples, feats, runner.predict(source.model, task, feats, 8))
+    want = task.predictions(examples, feats, finetuning.predict(source.model, task, feats, 8))
     out = build_signatures(source)["serving_default"](tf.constant(text_a), tf.constant(text_b))
     counts = np.bincount(feats.example_index)
     assert out["num_windows"].numpy().tolist() == np.minimum(counts, 5).tolist()
@@ -70,7 +70,7 @@ def test_tflite_pools_in_the_model_as_the_runner(tmp_path, pooling):
     texts = [a + " the story was good" * (i % 5) * 5 for i, a in enumerate(TEXTS_B)]
     examples = [InputExample(f"dev-{i}", t, None, None) for i, t in enumerate(texts)]
     feats = task.encode(examples, source.tokenizer, source.seq_length)
-    logits = runner.predict(source.model, task, feats, 8)["logits"]  # (N, C): documents'
+    logits = finetuning.predict(source.model, task, feats, 8)["logits"]  # (N, C): documents'
     want = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
     path = tflite.write_tflite(source, str(tmp_path / "tflite"))
     lite = tflite.load_interpreter(os.path.join(path, tflite.MODEL_FILE))

@@ -12,7 +12,7 @@ from seqeval.metrics.sequence_labeling import get_entities
 from test_saved_model import _json_text
 
 from keras_bert.export.source import load_source
-from keras_bert.tasks import runner
+from keras_bert.tasks import finetuning
 from keras_bert.tasks.ner.task import NerExample, NerTask
 from keras_bert.tasks.squad.task import SquadExample, SquadTask
 from keras_bert.tasks.swag.task import SwagExample, SwagTask
@@ -59,7 +59,7 @@ def _python_entities(model_dir, cases):
     for _, words, _ in parsed:
         examples.append(NerExample(words))
     features = task.encode(examples, source.tokenizer, SEQ_LENGTH)
-    outputs = runner.predict(source.model, task, features, batch_size=4)
+    outputs = finetuning.predict(source.model, task, features, batch_size=4)
     answers = []
     for (text, words, starts), tags in zip(parsed, task.predictions(examples, features, outputs)):
         answers.append(
@@ -198,7 +198,7 @@ def test_swag_choices_equal_the_tasks_logits(swag):
     source = load_source(swag["model_dir"])
     task = SwagTask()
     features = task.encode(examples, source.tokenizer, SEQ_LENGTH)
-    logits = runner.predict(source.model, task, features, batch_size=2)["logits"]
+    logits = finetuning.predict(source.model, task, features, batch_size=2)["logits"]
     want = softmax(np.asarray(logits, np.float64))
     signatures = tf.saved_model.load(swag["path"]).signatures
     context = tf.constant([e.context for e in examples])
@@ -312,7 +312,7 @@ def _python_squad(model_dir, version):
     )
     examples = [SquadExample(str(i), q, c) for i, (q, c) in enumerate(SQUAD_CASES)]
     features = task.encode(examples, source.tokenizer, SEQ_LENGTH)
-    outputs = runner.predict(source.model, task, features, batch_size=4)
+    outputs = finetuning.predict(source.model, task, features, batch_size=4)
     return examples, task.predict(examples, features, outputs), features, outputs
 
 

@@ -40,7 +40,7 @@ from keras_bert.export import (
     tflite,
 )
 from keras_bert.export.source import load_source
-from keras_bert.tasks import runner
+from keras_bert.tasks import finetuning
 from keras_bert.tasks.swag.task import SwagExample, SwagTask
 from keras_bert.testing.real_data import real_file
 
@@ -282,7 +282,7 @@ def test_swag_choices_equal_the_keras_model(swag):
     examples = _swag_cases()
     source = load_source(swag["model_dir"])
     task = SwagTask()
-    logits = runner.predict(
+    logits = finetuning.predict(
         source.model, task, task.encode(examples, source.tokenizer, SEQ_LENGTH), batch_size=16
     )["logits"]
     want = softmax(np.asarray(logits, np.float64))

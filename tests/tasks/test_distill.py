@@ -24,7 +24,7 @@ from keras_bert.tasks import registry
 from keras_bert.tasks.distillation import losses, students
 from keras_bert.tasks.distillation.runner import run_distillation
 from keras_bert.tasks.distillation.trainer import GOLD, STATES, DistillTrainer, feature_view
-from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.finetuning import run_finetuning
 
 QUIET = dict(verbose=False, plot=False)
 

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from keras_bert.tasks.distillation.runner import run_distillation
-from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.finetuning import run_finetuning
 from keras_bert.testing.real_data import minilm_dir, real_file
 
 

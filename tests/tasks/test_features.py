@@ -7,7 +7,7 @@ import tensorflow as tf
 from finetune_cases import VOCAB, sentiment_rows, write_checkpoint, write_sst2
 
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks import prediction, runner
+from keras_bert.tasks import finetuning, prediction
 from keras_bert.tasks.features import FeatureSet, batch_plan, make_dataset
 from keras_bert.text.tokenizer import BertTokenizer
 
@@ -142,7 +142,7 @@ def test_under_xla_only_the_bucket_shapes_are_compiled(tmp_path):
 
     feature_lib.make_dataset = recording
     try:
-        summary = runner.run_finetuning(
+        summary = finetuning.run_finetuning(
             task="sst2",
             data_dir=data,
             init_checkpoint=ckpt,

@@ -10,10 +10,10 @@ import pytest
 import tensorflow as tf
 from finetune_cases import VOCAB, write_checkpoint, write_sst2
 
-from keras_bert.tasks import finetune, registry, runner
+from keras_bert.tasks import finetune, finetuning, registry
 from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.finetuning import run_finetuning
 from keras_bert.tasks.glue import data as glue
-from keras_bert.tasks.runner import run_finetuning
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +106,8 @@ def test_fine_tune_learns_and_writes_the_output_contract(sst2, tmp_path):
     from keras_bert.text.tokenizer import BertTokenizer
 
     feats = task.encode(examples, BertTokenizer(VOCAB), 64)
-    ours = runner.predict(summary["model"], task, feats, 32)
-    theirs = runner.predict(reloaded, task, feats, 32)
+    ours = finetuning.predict(summary["model"], task, feats, 32)
+    theirs = finetuning.predict(reloaded, task, feats, 32)
     np.testing.assert_allclose(ours["logits"], theirs["logits"], atol=1e-5)
     assert task.evaluate(examples, feats, theirs)["accuracy"] == best["accuracy"]
 
@@ -216,7 +216,7 @@ def test_mnli_reports_matched_and_mismatched_and_writes_three_submission_files(s
     from keras_bert.text.tokenizer import BertTokenizer
 
     examples = glue.read_examples("mnli", data, "dev_matched")
-    logits = runner.predict(
+    logits = finetuning.predict(
         summary["model"], task, task.encode(examples, BertTokenizer(VOCAB), 64), 8
     )["logits"]
     gold = [glue.get_spec("mnli").labels.index(e.label) for e in examples]
@@ -256,7 +256,7 @@ def test_stsb_regression_trains_on_mse_and_reports_pearson_and_spearman(sst2, tm
     examples = glue.read_examples("stsb", data, "dev")
     # The runner's own batches (eval_batch_size = batch_size, 16): this tiny model's scores
     # spread over 1e-5 only, so the float rounding of other batch shapes moves the correlation.
-    scores = runner.predict(
+    scores = finetuning.predict(
         summary["model"], task, task.encode(examples, BertTokenizer(VOCAB), 64), 16
     )["logits"][:, 0]
     gold = [e.label for e in examples]
@@ -264,7 +264,7 @@ def test_stsb_regression_trains_on_mse_and_reports_pearson_and_spearman(sst2, tm
     assert summary["eval"]["spearman"] == pytest.approx(stats.spearmanr(scores, gold)[0], rel=1e-4)
     # The loss is the mean squared error (NumPy on one batch).
     feats = task.encode(examples[:5], BertTokenizer(VOCAB), 64)
-    outputs = runner.predict(summary["model"], task, feats, 8)
+    outputs = finetuning.predict(summary["model"], task, feats, 8)
     total, count = summary["model"].loss_sums(
         {"logits": feats.labels["label"]}, {"logits": tf.constant(outputs["logits"])}
     )

@@ -351,7 +351,7 @@ _CALLS = []
 
 
 def _counting(config):
-    from keras_bert.tasks.runner import run_finetuning
+    from keras_bert.tasks.finetuning import run_finetuning
 
     _CALLS.append(config)
     return run_finetuning(config)

@@ -21,7 +21,7 @@ from keras_bert.export import export_saved_model, tflite
 from keras_bert.export.source import load_source
 from keras_bert.models.documents import DocumentClassifier, WindowPooling
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks import registry, runner
+from keras_bert.tasks import finetuning, registry
 from keras_bert.tasks.config import FinetuneConfig
 from keras_bert.tasks.documents import (
     concatenate_packs,
@@ -29,9 +29,9 @@ from keras_bert.tasks.documents import (
     make_document_dataset,
     window_counts,
 )
+from keras_bert.tasks.finetuning import run_finetuning
 from keras_bert.tasks.glue.data import InputExample
 from keras_bert.tasks.long_text import LongTextOptions
-from keras_bert.tasks.runner import run_finetuning
 from keras_bert.tasks.text_classification.task import (
     TextClassificationDataError,
     TextExample,
@@ -182,7 +182,7 @@ def test_pairs_files_are_read_with_their_kind(tmp_path):
     assert [(e.label, e.text, e.text_b) for e in test] == [(None, "q", "d"), ("same", "q2", "d2")]
     assert task.info()["text_inputs"] == ["text", "text_b"]
     # The texts recorded in model/ for int8 calibration have the export's two inputs.
-    assert runner.serving_rows(task, train) == [("a cat", "a cat"), ("x", "y")]
+    assert finetuning.serving_rows(task, train) == [("a cat", "a cat"), ("x", "y")]
     feats = task.encode(train, BertTokenizer(VOCAB), 16)
     assert feats.inputs["input_type_ids"].to_list()[1] == [0, 0, 0, 1, 1]
 
@@ -243,13 +243,14 @@ def test_windows_read_what_truncation_cannot(documents):
 
 
 def _runner_logits(model_dir, texts, options):
-    """The runner's document logits: the task's features, `runner.predict`, the task's pooling."""
+    """The runner's document logits: the task's features, `finetuning.predict`, the task's
+    pooling."""
     model, info, vocab = load_task_model(model_dir)
     task = registry.get_task("text_classification", options)
     task.labels, task.pair = info["labels"], False
     examples = [TextExample(f"test-{i}", t, None) for i, t in enumerate(texts)]
     feats = task.encode(examples, BertTokenizer(vocab), info["seq_length"])
-    outputs = runner.predict(model, task, feats, 16)
+    outputs = finetuning.predict(model, task, feats, 16)
     logits = feature_lib.pool_windows(outputs["logits"], feats.example_index, len(texts), "mean")
     return logits, np.bincount(feats.example_index)
 

@@ -15,10 +15,10 @@ from keras_bert import checkpoints
 from keras_bert.checkpoints.adapters import load_adapters
 from keras_bert.models import lora
 from keras_bert.models.task_models import BertClassifier
-from keras_bert.tasks import registry, runner
+from keras_bert.tasks import finetuning, registry
 from keras_bert.tasks.config import FinetuneConfig
+from keras_bert.tasks.finetuning import run_finetuning
 from keras_bert.tasks.glue import data as glue
-from keras_bert.tasks.runner import run_finetuning
 from keras_bert.text.tokenizer import BertTokenizer
 
 RANK, HIDDEN, INNER, C = 2, TINY["hidden_size"], TINY["intermediate_size"], 2
@@ -92,7 +92,7 @@ def lora_run(tmp_path_factory):
 
 
 def _logits(model, feats):
-    return runner.predict(model, registry.get_task("sst2"), feats, 32)["logits"]
+    return finetuning.predict(model, registry.get_task("sst2"), feats, 32)["logits"]
 
 
 def test_a_run_trains_only_lora_and_the_head(lora_run):
@@ -216,7 +216,7 @@ def test_lora_on_two_mirrored_replicas_follows_one_device(lora_run, tmp_path):
         str(tmp_path / "ckpt"), hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
     )
     code = f"""
-from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.finetuning import run_finetuning
 results = {{}}
 for name, strategy, rank in (
     ("one", "default", {RANK}), ("full", "mirrored", None), ("two", "mirrored", {RANK})

@@ -10,8 +10,9 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from keras_bert.tasks import registry, runner
+from keras_bert.tasks import finetuning, registry
 from keras_bert.tasks.features import IGNORE_LABEL
+from keras_bert.tasks.finetuning import run_finetuning
 from keras_bert.tasks.ner.task import (
     ConllDataError,
     NerExample,
@@ -21,7 +22,6 @@ from keras_bert.tasks.ner.task import (
     to_iob2,
     windows,
 )
-from keras_bert.tasks.runner import run_finetuning
 from keras_bert.testing.real_data import REAL_DATA
 from keras_bert.text.tokenizer import BertTokenizer
 
@@ -573,7 +573,7 @@ def test_fine_tune_learns_ner(conll_dir, tmp_path):
     task = registry.get_task("conll2003")
     feats = task.encode(test, BertTokenizer(VOCAB), 32)
     ours, theirs = (
-        runner.predict(m, task, feats, 8)["logits"] for m in (summary["model"], reloaded)
+        finetuning.predict(m, task, feats, 8)["logits"] for m in (summary["model"], reloaded)
     )
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, atol=1e-5)

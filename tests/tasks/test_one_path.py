@@ -114,7 +114,7 @@ def test_the_runner_and_fit_pad_batches_by_one_rule():
 def test_the_runner_fits_the_task_model_itself(tmp_path):
     """A run's trained model is the task model class, compiled as `fit` compiles it (its own
     loss and metrics), no wrapper; the old wrapper's name warns."""
-    from keras_bert.tasks import runner
+    from keras_bert.tasks import finetuning as runner
     from keras_bert.testing.tiny_tasks import write_checkpoint, write_sst2
 
     data = write_sst2(str(tmp_path / "sst2"), n_train=16, n_dev=8, n_test=4)

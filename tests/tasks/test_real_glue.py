@@ -5,9 +5,9 @@ import os
 
 import pytest
 
+from keras_bert.tasks.finetuning import run_finetuning
 from keras_bert.tasks.glue import data as glue
 from keras_bert.tasks.glue import metrics as glue_metrics
-from keras_bert.tasks.runner import run_finetuning
 from keras_bert.testing.real_data import minilm_dir, real_file
 
 

@@ -16,7 +16,7 @@ import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from keras_bert.tasks import registry
-from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.finetuning import run_finetuning
 from keras_bert.tasks.squad import metrics as squad_eval
 from keras_bert.tasks.squad.data import SquadDataError, SquadExample, locate_answer
 from keras_bert.tasks.squad.features import doc_windows, max_context_masks

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_squad import oracle_outputs, original_features, write_file
 
-from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.finetuning import run_finetuning
 from keras_bert.tasks.squad import metrics as squad_eval
 from keras_bert.tasks.squad.data import locate_answer
 from keras_bert.tasks.squad.features import answer_token_span

@@ -13,7 +13,7 @@ from task_cases import SWAG_HEADER as HEADER
 
 from keras_bert.tasks import registry
 from keras_bert.tasks.config import FinetuneConfig
-from keras_bert.tasks.runner import run_finetuning
+from keras_bert.tasks.finetuning import run_finetuning
 from keras_bert.tasks.swag.task import SwagDataError, SwagExample, read_swag
 from keras_bert.text.tokenizer import BertTokenizer
 

@@ -144,7 +144,7 @@ def test_runner_save_hf_writes_what_from_preset_and_transformers_read(tmp_path):
     the run's model/, labels), and by transformers where it is installed."""
     from finetune_cases import write_checkpoint, write_sst2
 
-    from keras_bert.tasks.runner import run_finetuning
+    from keras_bert.tasks.finetuning import run_finetuning
 
     summary = run_finetuning(
         task="sst2",

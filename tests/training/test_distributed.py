@@ -14,7 +14,7 @@ from logical_cpus import run_on_logical_cpus
 from pretraining_data import write_records
 from train_job import JOB, run_config
 
-from keras_bert.training import distribute
+from keras_bert.training import strategies
 
 BERT = dict(
     vocab_size=48,
@@ -80,25 +80,25 @@ def _losses(result, key="loss"):
 
 def test_unknown_strategy_and_missing_tf_config(monkeypatch):
     with pytest.raises(ValueError, match="Unknown distribution strategy 'gpu'"):
-        distribute.get_strategy("gpu")
+        strategies.get_strategy("gpu")
     monkeypatch.delenv("TF_CONFIG", raising=False)
     with pytest.raises(ValueError, match="TF_CONFIG"):
-        distribute.get_strategy("multi_worker_mirrored")
+        strategies.get_strategy("multi_worker_mirrored")
     monkeypatch.setenv("TF_CONFIG", "{not json")
     with pytest.raises(ValueError, match="not a valid cluster"):
-        distribute.get_strategy("multi_worker_mirrored")
+        strategies.get_strategy("multi_worker_mirrored")
 
 
 def test_auto_falls_back_to_the_cpu_and_picks_float32_here():
     # No TPU and no GPU on this machine: the TPU resolver fails and "auto" is the default strategy.
-    assert distribute.resolve_auto("auto", None, "auto") == {
+    assert strategies.resolve_auto("auto", None, "auto") == {
         "strategy": "default",
         "tpu": "local",
         "mixed_precision": "none",
     }
-    assert distribute.get_strategy("auto") is tf.distribute.get_strategy()
+    assert strategies.get_strategy("auto") is tf.distribute.get_strategy()
     # Explicit settings pass through untouched.
-    assert distribute.resolve_auto("mirrored", None, "mixed_bfloat16") == {
+    assert strategies.resolve_auto("mirrored", None, "mixed_bfloat16") == {
         "strategy": "mirrored",
         "tpu": None,
         "mixed_precision": "mixed_bfloat16",
@@ -113,8 +113,8 @@ def test_auto_takes_a_tpu_that_answers_once_and_bfloat16(monkeypatch):
         made.append(tpu)
         return "a TPUStrategy"
 
-    monkeypatch.setattr(distribute, "get_strategy", fake_tpu)
-    assert distribute.resolve_auto("auto", None, "auto") == {
+    monkeypatch.setattr(strategies, "get_strategy", fake_tpu)
+    assert strategies.resolve_auto("auto", None, "auto") == {
         "strategy": "tpu",
         "tpu": "local",
         "mixed_precision": "mixed_bfloat16",
@@ -131,15 +131,15 @@ def test_a_tpu_system_is_initialized_once_per_address(monkeypatch):
         tf.tpu.experimental, "initialize_tpu_system", lambda resolver: calls.append("init")
     )
     monkeypatch.setattr(tf.distribute, "TPUStrategy", lambda resolver: ("strategy", resolver))
-    monkeypatch.setattr(distribute, "_TPU_STRATEGIES", {})
-    first = distribute.get_strategy("tpu", "local")
-    assert distribute.get_strategy("tpu", "local") is first and calls == ["local", "init"]
+    monkeypatch.setattr(strategies, "_TPU_STRATEGIES", {})
+    first = strategies.get_strategy("tpu", "local")
+    assert strategies.get_strategy("tpu", "local") is first and calls == ["local", "init"]
 
 
 def test_default_strategy_is_chief():
-    strategy = distribute.get_strategy("default")
+    strategy = strategies.get_strategy("default")
     assert strategy.num_replicas_in_sync == 1
-    assert distribute.is_chief(strategy) and distribute.worker_id(strategy) == 0
+    assert strategies.is_chief(strategy) and strategies.worker_id(strategy) == 0
 
 
 def test_mirrored_two_devices_matches_one_device(tmp_path):

@@ -193,7 +193,7 @@ def test_the_other_backends_flag_is_one_clear_error(monkeypatch):
 
 
 def test_run_refuses_a_distribution_on_tensorflow(tmp_path):
-    from keras_bert.tasks.runner import run_finetuning
+    from keras_bert.tasks.finetuning import run_finetuning
 
     with pytest.raises(ValueError, match="for the JAX backend"):
         config = finetune_job(tmp_path, "tf", distribution="data_parallel")

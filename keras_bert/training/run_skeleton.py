@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from keras_bert.checkpoints.training import training_checkpoint
 from keras_bert.io_utils import write_atomic
-from keras_bert.training import callbacks, distribute, distribution, optimizers
+from keras_bert.training import callbacks, distribution, optimizers, strategies
 
 
 class Run:
@@ -96,10 +96,10 @@ def start(config_class, config=None, overrides=None):
         chief = strategy.is_chief
     else:
         config = dataclasses.replace(
-            config, **distribute.resolve_auto(config.strategy, config.tpu, config.mixed_precision)
+            config, **strategies.resolve_auto(config.strategy, config.tpu, config.mixed_precision)
         )
-        strategy = distribute.get_strategy(config.strategy, config.tpu)
-        chief = distribute.is_chief(strategy)
+        strategy = strategies.get_strategy(config.strategy, config.tpu)
+        chief = strategies.is_chief(strategy)
     tf.io.gfile.makedirs(config.model_dir)
     return Run(config, strategy, chief)
 
@@ -150,7 +150,7 @@ def compile_and_restore(
             steps_per_execution=steps_per_execution,
         )
         if not distribution.is_keras_distribution(run.strategy):
-            distribute.adapt_keras_model(keras_model, run.strategy)
+            strategies.adapt_keras_model(keras_model, run.strategy)
         checkpoint = training_checkpoint(
             checkpoint_dir,
             keras_model,

@@ -1,4 +1,4 @@
-"""The fine-tuning runner's set-up (`keras_bert.tasks.runner`): the encoder and tokenizer from
+"""The fine-tuning runner's set-up (`keras_bert.tasks.finetuning`): the encoder and tokenizer from
 init_checkpoint (a pre-trained checkpoint, a fine-tuned model/ of the same task, or a preset),
 the data of each split, and the task model built in the strategy's scope (LoRA,
 quantization-aware training), compiled (with its own loss and metrics, as `fit`'s) and
@@ -15,7 +15,7 @@ from keras_bert.io_utils import write_atomic
 from keras_bert.models import lora
 from keras_bert.models.task_models import center_regression_head
 from keras_bert.tasks import quantization_aware
-from keras_bert.training import run as training_run
+from keras_bert.training import run_skeleton as training_run
 
 LORA_FILE = "lora.json"  # The run's LoRA settings (`_lora_settings`).
 QUANTIZATION_AWARE_FILE = "quantization_aware.json"  # Written by quantization-aware runs.

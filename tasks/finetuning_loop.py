@@ -1,4 +1,4 @@
-"""The fine-tuning runner's training loop (`keras_bert.tasks.runner`): the step plan, each
+"""The fine-tuning runner's training loop (`keras_bert.tasks.finetuning`): the step plan, each
 epoch's batches (split over the strategy's replicas; documents' windows for document-level
 tasks), `fit`, the evaluation after each epoch and the best epoch's weights."""
 

@@ -1,6 +1,7 @@
-"""The task interface: data -> features -> model -> metrics -> predictions.
+"""`TaskDefinition`, the task interface: data -> features -> model -> metrics -> predictions.
 
-A task is a small class the runner (`keras_bert.tasks.finetune`) drives; the runner owns
+A task definition is a small class (not a Keras model: it builds one, a
+`keras_bert.models.task.BertTask`) the runner (`keras_bert.tasks.finetune`) drives; the runner owns
 everything shared (tokenizer, batching, strategy, optimizer, checkpoints, logs, outputs). The
 runner picks tasks by name from `keras_bert.tasks.registry`.
 
@@ -12,7 +13,7 @@ import os
 from keras_bert.tasks.documents import WEIGHT
 
 
-class Task:
+class TaskDefinition:
     """One benchmark's data, head, loss, metrics and prediction files.
 
     Attributes:
