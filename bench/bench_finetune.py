@@ -11,10 +11,11 @@ folder by default (`--data_dir`, `--vocab`). The model is a
    as a fixed-length preprocessor does), same weights, same batches; the predictions must agree.
    A "model only" row times the same batches built beforehand through one traced function
    (no input pipeline, no tracing), to separate the model's share from `predict`'s.
-2. Train: one epoch of the runner's `TaskTrainer.fit` over the same sentences (the runner's
+2. Train: one epoch of the runner's `fit` of the task model over the same sentences (the runner's
    shuffled, length-bucketed batch plan), per-batch padding against every batch padded to `--seq`.
 3. Step: one fine-tuning step (forward, backward, optimizer update; Keras `train_on_batch`) of
-   ours (`TaskTrainer` on `BertClassifier`) against `keras_hub.models.BertTextClassifier` on a
+   ours (`BertClassifier`, compiled as the runner compiles it) against
+   `keras_hub.models.BertTextClassifier` on a
    `BertBackbone` of the same size, on the same batch padded to `--seq` (equal work) and padded
    to its own longest sequence, in graph mode and with XLA. Every model gets the runner's
    optimizer (the original AdamWeightDecay, lr 2e-5, clipping 1.0).
@@ -98,11 +99,13 @@ def efficiency_rows(lengths, batch, seq):
     return rows
 
 
-def dense_batches(feats, batches, padded, label_keys=()):
-    """The planned batches as a list of (inputs, labels) dicts of tensors."""
+def dense_batches(feats, batches, padded, task=None):
+    """The planned batches as a list of (inputs, labels) of tensors: labels by the task model's
+    output name (`TaskDefinition.targets`, the runner's), none without a task."""
     from keras_bert.tasks import features as feature_lib
 
-    return list(feature_lib.make_dataset(feats, batches, padded, label_keys=label_keys))
+    labels = dict(label_keys=task.label_keys, targets=task.targets) if task else {"label_keys": ()}
+    return list(feature_lib.make_dataset(feats, batches, padded, **labels))
 
 
 # === Models ===
@@ -134,19 +137,16 @@ def build_ours(task, config):
 
 
 def ours_trainer(task, model, steps, jit):
-    """The runner's `TaskTrainer`, compiled with the runner's optimizer."""
-    from keras_bert.tasks import finetuning
-
-    task_trainer = finetuning.TaskTrainer(task, model)
-    task_trainer.compile(
-        optimizer=make_optimizer(model.trainable_variables, steps), jit_compile=jit
-    )
-    return task_trainer
+    """The task model compiled as the runner compiles it: its own loss and metrics, the runner's
+    optimizer."""
+    del task  # The model carries its loss.
+    model.compile(optimizer=make_optimizer(model.trainable_variables, steps), jit_compile=jit)
+    return model
 
 
 def hub_trainer(config, num_classes, steps, jit):
     """keras_hub BertTextClassifier on a BertBackbone of the same size, compiled like ours
-    (its default sparse cross-entropy from logits, no accuracy metric: ours tracks none)."""
+    (its default sparse cross-entropy from logits, and accuracy as ours)."""
     import keras
     import keras_hub
 
@@ -155,7 +155,9 @@ def hub_trainer(config, num_classes, steps, jit):
         common.keras_hub_backbone(config), num_classes, preprocessor=None, dropout=RUNNER["dropout"]
     )
     model.compile(
-        optimizer=make_optimizer(model.trainable_variables, steps), metrics=None, jit_compile=jit
+        optimizer=make_optimizer(model.trainable_variables, steps),
+        metrics=["sparse_categorical_accuracy"],
+        jit_compile=jit,
     )
     return model
 
@@ -201,7 +203,7 @@ def eval_cases(model, task, feats, batch, seq):
 
 
 def train_cases(task, model, feats, batch, seq):
-    """One epoch of `TaskTrainer.fit` on the runner's plan, per-batch padding vs padded to `seq`."""
+    """One epoch of the runner's `fit` on its plan, per-batch padding vs padded to `seq`."""
     from keras_bert.tasks import features as feature_lib
 
     lengths = feats.lengths
@@ -211,7 +213,9 @@ def train_cases(task, model, feats, batch, seq):
     cases = {}
     for scheme, buckets in (("bucketed", None), (f"pad {seq}", [seq])):
         batches, padded = feature_lib.batch_plan(lengths, batch, shuffle=True, buckets=buckets)
-        data = feature_lib.make_dataset(feats, batches, padded, label_keys=task.label_keys)
+        data = feature_lib.make_dataset(
+            feats, batches, padded, label_keys=task.label_keys, targets=task.targets
+        )
         trainer.fit(data.take(2), epochs=1, verbose=0, shuffle=False)  # Trace once, untimed.
         cases[f"train epoch, {scheme}"] = _case(
             "train",
@@ -245,10 +249,10 @@ def step_cases(task, model, config, feats, batch, seq, modes):
             "keras-hub": hub_trainer(config, model.num_classes, steps=1000, jit=jit),
         }
         for padded in (seq, length):
-            ((x, y),) = dense_batches(feats, [index], [padded], label_keys=task.label_keys)
+            ((x, y),) = dense_batches(feats, [index], [padded], task)
             scheme = f"pad {seq}" if padded == seq else f"bucketed ({length})"
             for peer, trainer in trainers.items():
-                args = (x, y) if peer == "ours" else (keras_hub_inputs(x), y["label"])
+                args = (x, y) if peer == "ours" else (keras_hub_inputs(x), y["logits"])
                 call = lambda trainer=trainer, args=args: trainer.train_on_batch(*args)  # noqa: E731
                 call()  # Trace (and XLA-compile) once, untimed.
                 cases[f"step {peer} {mode}, {scheme}"] = _case(

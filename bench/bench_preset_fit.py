@@ -13,12 +13,14 @@ batch and sequence length both ways:
 - the runner (`keras-bert-finetune --task=sst2`, bench_tflite.py's `finetune_sst2`), its
   model/ read back with `from_preset` to predict the same sentences.
 
-Printed: each one's accuracy, how often their labels agree, and whether the served labels equal
-`predict`'s. One run each (seeded): the difference between the two is within a run-to-run spread
-of about a point on 436 sentences.
+Both train the same model class with the same loss, metrics, optimizer and padding rule (one
+fine-tuning path, tests/tasks/test_one_path.py); their batches differ in order (the runner groups
+sentences of similar length). Printed per seed: each one's accuracy, how often their labels
+agree, and whether the served labels equal `predict`'s; with several `--seeds`, each path's mean
+and spread.
 
     .venv/bin/python bench/bench_preset_fit.py [--data ../shared/data/sst2/dev.tsv] \\
-        [--epochs 2] [--lr 5e-5] [--batch 16] [--seq 128] [--seed 0]
+        [--epochs 2] [--lr 5e-5] [--batch 16] [--seq 128] [--seed 0 | --seeds 0,1,2]
 """
 
 import os
@@ -44,14 +46,19 @@ def parse_args(argv=None):
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seeds",
+        default=None,
+        help="comma-separated seeds: a row each, and each path's mean and spread (default: --seed)",
+    )
     args = parser.parse_args(argv)
     common.require_data(args.data, "--data")
     common.require_minilm()
     return args
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def one_seed(args, seed):
+    """The five lines and the runner with `seed`: their accuracies, agreement and wall times."""
     import keras
     from bench_tflite import finetune_sst2
 
@@ -60,20 +67,21 @@ def main(argv=None):
 
     settings = dict(epochs=args.epochs, learning_rate=args.lr, batch_size=args.batch)
     with tempfile.TemporaryDirectory() as tmp:
-        keras.utils.set_random_seed(args.seed)
+        keras.utils.set_random_seed(seed)
         start = time.time()
         ours = five_lines(tmp, seq_length=args.seq, serve_count=None, sst2=args.data, **settings)
         preset_seconds = time.time() - start
-        keras.utils.set_random_seed(args.seed)
+        keras.utils.set_random_seed(seed)
         start = time.time()
-        model_dir = finetune_sst2(tmp, args.seq, args.data, **settings)
+        model_dir = finetune_sst2(tmp, args.seq, args.data, seed=seed, **settings)
         runner_seconds = time.time() - start
         runner = BertClassifier.from_preset(model_dir)
         texts = sst2_dev(args.data)[0][1::2]
         theirs = runner.predict(texts, verbose=0).argmax(-1)
     labels, predicted = ours["labels"], ours["predicted"]
     served = np.array([ours["names"].index(name) for name in ours["served"]])
-    result = {
+    return {
+        "seed": seed,
         "sentences": len(labels),
         "preset_accuracy": ours["accuracy"],
         "runner_accuracy": float(np.mean(theirs == labels)),
@@ -82,22 +90,55 @@ def main(argv=None):
         "preset_seconds": round(preset_seconds),
         "runner_seconds": round(runner_seconds),
     }
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else [args.seed]
+    runs = [one_seed(args, seed) for seed in seeds]
+    n = runs[0]["sentences"]
     print(
-        f"\nall-MiniLM-L6-v2 on SST-2 dev: trained on the {len(labels)} even rows, measured on the "
-        f"{len(labels)} odd rows; {args.epochs} epochs, peak lr {args.lr}, batch {args.batch}, "
-        f"seq {args.seq}, seed {args.seed}; load {common.machine()['load_average']}\n"
+        f"\nall-MiniLM-L6-v2 on SST-2 dev: trained on the {n} even rows, measured on the {n} odd "
+        f"rows; {args.epochs} epochs, peak lr {args.lr}, batch {args.batch}, seq {args.seq}; "
+        f"load {common.machine()['load_average']}\n"
     )
+    rows = [
+        [
+            r["seed"],
+            f"{r['preset_accuracy']:.2%}",
+            f"{r['runner_accuracy']:.2%}",
+            f"{r['label_agreement']:.2%}",
+            f"{r['served_equal_predict']:.2%}",
+            f"{r['preset_seconds']} / {r['runner_seconds']}",
+        ]
+        for r in runs
+    ]
+    result = {"runs": runs}
+    for path in ("preset", "runner"):
+        scores = [r[f"{path}_accuracy"] for r in runs]
+        result[path] = {"mean": float(np.mean(scores)), "min": min(scores), "max": max(scores)}
+    if len(runs) > 1:
+        rows.append(
+            ["mean (min-max)"]
+            + [
+                f"{result[p]['mean']:.2%} ({result[p]['min']:.2%}-{result[p]['max']:.2%})"
+                for p in ("preset", "runner")
+            ]
+            + ["", "", ""]
+        )
     print(
         common.format_table(
-            ["path", "accuracy", "wall s (fit + export + serve / fit + eval)"],
             [
-                ["from_preset + fit + predict", f"{result['preset_accuracy']:.2%}", preset_seconds],
-                ["keras-bert-finetune", f"{result['runner_accuracy']:.2%}", runner_seconds],
+                "seed",
+                "from_preset + fit + predict",
+                "keras-bert-finetune",
+                "labels agree",
+                "served == predict",
+                "wall s (five lines / runner)",
             ],
+            rows,
         )
     )
-    print(f"labels agree (five lines vs runner): {result['label_agreement']:.2%}")
-    print(f"served without the package == predict: {result['served_equal_predict']:.2%}")
     return result
 
 

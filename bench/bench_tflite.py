@@ -55,7 +55,7 @@ def read_dev(path):
     return [(r[0],) for r in rows[1:]], np.array([int(r[1]) for r in rows[1:]])
 
 
-def finetune_sst2(tmp, seq_length, sst2, epochs=2, learning_rate=5e-5, batch_size=16):
+def finetune_sst2(tmp, seq_length, sst2, epochs=2, learning_rate=5e-5, batch_size=16, seed=0):
     """all-MiniLM-L6-v2 fine-tuned by the runner on the even-numbered sentences of SST-2's dev
     file `sst2` (evaluated on the odd ones); returns model/."""
     from keras_bert.tasks.finetune import run_finetuning
@@ -78,6 +78,7 @@ def finetune_sst2(tmp, seq_length, sst2, epochs=2, learning_rate=5e-5, batch_siz
         num_train_epochs=epochs,
         batch_size=batch_size,
         seq_length=seq_length,
+        seed=seed,
     )
     print(f"fine-tuned on SST-2 dev's even rows: {summary['eval']}")
     return os.path.join(tmp, "run", "model")

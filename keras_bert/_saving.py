@@ -47,7 +47,7 @@ MODULES = {
         "LossScaleOptimizer",
         "WarmupLinearDecay",
     ),
-    "keras_bert.tasks.trainer": ("TaskTrainer",),
+    "keras_bert.tasks.trainer": ("TrainingWrapper",),
     "keras_bert.tasks.distillation.trainer": ("DistillTrainer",),
     "keras_bert.rewrites.fake_quant": ("ActivationRanges",),
     "keras_bert.rewrites.encoder": ("EncoderRewrite",),

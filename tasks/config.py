@@ -149,15 +149,15 @@ class FinetuneConfig(TrainingSettings):
     def bucket_lengths(self) -> list[int] | None:
         """The fixed padded lengths, or None to pad each batch to its longest example."""
         assert self.seq_length is not None  # __post_init__ sets it (the task's recipe).
+        from keras_bert.text import task_data  # TensorFlow: not at --help.
+
         if self.buckets:
             lengths = sorted({int(b) for b in str(self.buckets).split(",") if b.strip()})
             if not lengths or lengths[0] < 2:
                 raise ValueError(f"buckets must be lengths >= 2, got {self.buckets!r}.")
-            return [b for b in lengths if b < self.seq_length] + [self.seq_length]
+            return task_data.bucket_sizes(self.seq_length, lengths)
         if self.fixed_shapes:
-            from keras_bert.tasks.features import DEFAULT_BUCKETS
-
-            return [b for b in DEFAULT_BUCKETS if b < self.seq_length] + [self.seq_length]
+            return task_data.bucket_sizes(self.seq_length)
         return None
 
 

@@ -1,5 +1,4 @@
-"""`TaskDefinition`, the task interface: data -> features -> model -> loss -> metrics ->
-predictions.
+"""`TaskDefinition`, the task interface: data -> features -> model -> metrics -> predictions.
 
 A task definition is a small class (not a Keras model: it builds one, a
 `keras_bert.models.task.BertTask`) the runner (`keras_bert.tasks.finetune`) drives; the runner owns
@@ -11,7 +10,7 @@ Dimensions: B batch, N features.
 
 import os
 
-from keras import ops
+from keras_bert.tasks.documents import WEIGHT
 
 
 class TaskDefinition:
@@ -22,7 +21,9 @@ class TaskDefinition:
         main_metric: str, the eval_results key that picks the best epoch (higher is better).
         train_split: str. eval_splits: dict split -> suffix added to its metric names.
         predict_splits: dict split -> prediction file name.
-        label_keys: tuple of FeatureSet label names the loss reads.
+        label_outputs: dict FeatureSet label name -> the task model's output it trains (the
+            model's own `loss_sums` is the loss, the same as a Python user's `fit`);
+            `label_keys` are its keys.
         recipe: dict of fine-tuning defaults that differ from the GLUE recipe
             (e.g. {"seq_length": 384, "learning_rate": 5e-5}).
     """
@@ -32,7 +33,7 @@ class TaskDefinition:
     train_split = "train"
     eval_splits: dict[str, str] = {"dev": ""}
     predict_splits: dict[str, str] = {}
-    label_keys: tuple[str, ...] = ()
+    label_outputs: dict[str, str] = {}
     recipe: dict[str, int | float] = {}
 
     def read(self, data_dir, split, use_tfds=False, file=None):
@@ -54,10 +55,18 @@ class TaskDefinition:
         """The task model on `encoder` (a `keras_bert.models.task_models` class)."""
         raise NotImplementedError
 
-    def loss_sums(self, labels, outputs):
-        """(sum of per-example losses, number of examples) over the batch, float32 scalars,
-        so that the runner can average over the examples of all replicas."""
-        raise NotImplementedError
+    @property
+    def label_keys(self):
+        """The FeatureSet labels a training batch carries (`label_outputs`' keys)."""
+        return tuple(self.label_outputs)
+
+    def targets(self, labels):
+        """A training batch's labels as the task model's `fit` takes them: `(y,)` or, where
+        the batch carries per-example weights (`WEIGHT`: 0 for the padding documents of fixed
+        shapes), `(y, sample_weight)`; y is a dict output name -> labels (a label that trains
+        no output, such as distillation's, keeps its own name)."""
+        y = {self.label_outputs.get(k, k): v for k, v in labels.items() if k != WEIGHT}
+        return (y,) if WEIGHT not in labels else (y, labels[WEIGHT])
 
     def evaluate(self, examples, features, outputs):
         """Metrics dict (plain names) from the model `outputs` (see `trainer.predict`)."""
@@ -82,16 +91,3 @@ class TaskDefinition:
     def check_settings(self, seq_length):
         """Raise if the task's options do not fit `seq_length` (default: nothing); the run's
         config calls it before anything is written."""
-
-
-def sparse_xent_sums(labels, logits, weights=None):
-    """(sum of cross-entropies, count) for int labels [...] and logits [..., C]; positions with
-    weight 0 (or label < 0 when no weights are given) are left out."""
-    labels = ops.cast(labels, "int32")
-    if weights is None:
-        weights = ops.cast(labels >= 0, "float32")
-    weights = ops.cast(weights, "float32")
-    xent = ops.sparse_categorical_crossentropy(
-        ops.maximum(labels, 0), ops.cast(logits, "float32"), from_logits=True
-    )
-    return ops.sum(xent * weights), ops.sum(weights)

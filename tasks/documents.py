@@ -82,6 +82,7 @@ def make_document_dataset(
     fixed=None,
     buckets=None,
     label_keys=("label",),
+    targets=None,
 ):
     """A `tf.data.Dataset` of a `document_plan`: (inputs, labels) per replica pack.
 
@@ -94,6 +95,7 @@ def make_document_dataset(
             labels then carry `weight` (0 for padding documents).
         buckets: optional fixed padded lengths (`features.padded_length`).
         label_keys: label names to include, one per document (its first window's).
+        targets: callable or None, as `features.make_dataset`'s.
 
     Returns:
         `tf.data.Dataset` of (inputs, labels): `input_word_ids`, `input_mask`, `input_type_ids`
@@ -133,7 +135,7 @@ def make_document_dataset(
         y = {name: tf.gather(value, doc_rows) for name, value in labels.items()}  # (B,)
         if fixed:
             y[WEIGHT] = tf.cast(doc_rows < n, tf.float32)
-        return x, y
+        return (x, *targets(y)) if targets else (x, y)
 
     return data.map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(
         tf.data.AUTOTUNE

@@ -27,6 +27,8 @@ IGNORE_LABEL = -100
 SORT_WINDOW_BATCHES = 50
 # Fixed padded lengths for XLA, TPU and JAX, capped by the run's seq_length.
 DEFAULT_BUCKETS = task_data.DEFAULT_BUCKETS
+# A batch's padded length: the rule of `fit`'s batches too (`task_data.bucket_sizes`).
+padded_length = task_data.padded_length
 
 
 @dataclasses.dataclass
@@ -75,15 +77,6 @@ class FeatureSet:
         if ids.ragged_rank == 2:  # The longest of each feature's K choices.
             lengths = tf.reduce_max(lengths, axis=1)
         return lengths.numpy()
-
-
-def padded_length(max_length, buckets=None):
-    """The padded length of a batch whose longest feature has `max_length` tokens: itself, or
-    the smallest bucket that holds it (the largest bucket when none does)."""
-    if not buckets:
-        return int(max_length)
-    fitting = [b for b in sorted(buckets) if b >= max_length]
-    return int(fitting[0] if fitting else max(buckets))
 
 
 def batch_plan(
@@ -143,6 +136,7 @@ def make_dataset(
     replica_range=None,
     pad_batch_to=None,
     label_keys=None,
+    targets=None,
 ):
     """A `tf.data.Dataset` of the planned batches: (inputs, labels) dicts of dense tensors.
 
@@ -155,6 +149,8 @@ def make_dataset(
         pad_batch_to: int or None. Pad every element to this many rows with empty features
             (input_mask 0; evaluation under XLA/TPU, where the batch size must be static).
         label_keys: label names to include (default all of `features.labels`).
+        targets: callable or None: a batch's labels dict -> the tuple that follows the inputs
+            (`Task.targets`: the task model's y, and sample weights); None: (labels,).
 
     Returns:
         `tf.data.Dataset` of (inputs, labels); inputs `input_word_ids`, `input_mask`,
@@ -195,7 +191,7 @@ def make_dataset(
             y[name] = (
                 _to_dense(rows, length, IGNORE_LABEL) if isinstance(rows, tf.RaggedTensor) else rows
             )
-        return x, y
+        return (x, *targets(y)) if targets else (x, y)
 
     return data.map(gather, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).prefetch(
         tf.data.AUTOTUNE

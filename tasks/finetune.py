@@ -44,7 +44,7 @@ from keras_bert.tasks.config import RECIPE, FinetuneConfig, check_input_paths
 from keras_bert.training import settings
 
 # The runner's names, importable from here as before (loaded on first use: --help stays light).
-_TRAINER_NAMES = ("TaskTrainer", "predict", "run_finetuning")
+_TRAINER_NAMES = ("TaskTrainer", "TrainingWrapper", "predict", "run_finetuning")
 __all__ = [
     "FinetuneConfig",
     "RECIPE",

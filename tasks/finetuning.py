@@ -11,7 +11,7 @@ model/, TensorBoard logs, plot) is listed in that command line's docstring, its 
 The runner's parts: `keras_bert.tasks.finetuning_setup` (the encoder, tokenizer, data and compiled
 task model), `keras_bert.tasks.finetuning_loop` (the epochs and the best epoch) and
 `keras_bert.tasks.prediction` (predictions, metrics and prediction files). The names other code
-uses (`predict`, `evaluate_splits`, `load_splits`, `plan_steps`, `TaskTrainer`) are importable
+uses (`predict`, `evaluate_splits`, `load_splits`, `plan_steps`, `TrainingWrapper`) are importable
 from here too.
 """
 
@@ -29,13 +29,14 @@ from keras_bert.tasks.prediction import (
     predict,
     write_predictions,
 )
-from keras_bert.tasks.trainer import TaskTrainer
+from keras_bert.tasks.trainer import TaskTrainer, TrainingWrapper
 from keras_bert.training import callbacks, plots, run_skeleton
 
 # The runner's names, some defined in its parts: the distillation runner, the sweep, the command
 # line (`keras_bert.tasks.finetune`) and users import them from here.
 __all__ = [
     "TaskTrainer",
+    "TrainingWrapper",
     "evaluate_splits",
     "load_splits",
     "plan_steps",
@@ -94,7 +95,7 @@ def train_and_finish(
     Args:
         run: the `run_skeleton.Run`, compiled and restored (`compile_and_restore`).
         model: the task model that is evaluated, saved and exported.
-        trainer: the compiled `TaskTrainer` (or subclass) that `fit` trains.
+        trainer: the compiled Keras model that `fit` trains: `model`, or a `TrainingWrapper`.
         tokenizer: `BertTokenizer`.
         train: (examples, FeatureSet) or None. eval_sets: {split: (examples, FeatureSet)}.
         plan: `plan_steps`'s (steps_per_epoch, num_train_steps, loop).

@@ -116,6 +116,7 @@ def _document_data(run, train, epoch, done, steps_per_epoch, label_keys):
         fixed=(budget, config.task_object.options.max_windows) if config.fixed_shapes else None,
         buckets=config.bucket_lengths(),
         label_keys=label_keys,
+        targets=config.task_object.targets,
     )
     if replicas > 1 and distribution.is_keras_distribution(strategy):
         # JAX: every pack padded to the budget, the packs of a global batch side by side.
@@ -147,7 +148,7 @@ def _train_epoch(run, trainer, train, epoch, steps_per_epoch, loop):
     config = run.config
     done = run.step - epoch * steps_per_epoch
     if document_level(config.task_object):
-        data = _document_data(run, train, epoch, done, steps_per_epoch, trainer.label_keys)
+        data = _document_data(run, train, epoch, done, steps_per_epoch, _label_keys(run, trainer))
         _fit(run, trainer, data, epoch, steps_per_epoch, loop, done)
         return
     batches, padded = feature_lib.batch_plan(
@@ -160,8 +161,21 @@ def _train_epoch(run, trainer, train, epoch, steps_per_epoch, loop):
         buckets=config.bucket_lengths(),
     )
     batches, padded = batches[done:steps_per_epoch], padded[done:steps_per_epoch]
-    data = _distribute(run.strategy, train, batches, padded, trainer.label_keys)
+    data = _distribute(
+        run.strategy,
+        train,
+        batches,
+        padded,
+        label_keys=_label_keys(run, trainer),
+        targets=config.task_object.targets,
+    )
     _fit(run, trainer, data, epoch, steps_per_epoch, loop, done)
+
+
+def _label_keys(run, trainer):
+    """The FeatureSet labels a training batch carries: the task's, or a wrapper's
+    (`TrainingWrapper.label_keys`: distillation adds its own)."""
+    return getattr(trainer, "label_keys", None) or run.config.task_object.label_keys
 
 
 def _fit(run, trainer, data, epoch, steps_per_epoch, loop, done):
@@ -234,16 +248,17 @@ def _check_resume(start_step, loop):
         )
 
 
-def _distribute(strategy, feats, batches, padded, label_keys):
+def _distribute(strategy, feats, batches, padded, **labels):
     """The training dataset of a batch plan, split over the strategy's replicas (row r::R
-    of each global batch to replica r, every replica padded to the global batch's length)."""
+    of each global batch to replica r, every replica padded to the global batch's length);
+    `labels`: `make_dataset`'s label_keys and targets."""
     replicas = strategy.num_replicas_in_sync
     if distribution.is_keras_distribution(strategy):  # JAX: Keras splits each global batch.
         distribution.check_batch(len(batches[0]) if batches else replicas, strategy)
         local = strategy.process_batches(batches)  # Several hosts: this host's rows.
-        return feature_lib.make_dataset(feats, local, padded, label_keys=label_keys)
+        return feature_lib.make_dataset(feats, local, padded, **labels)
     if replicas == 1 and not isinstance(strategy, tf.distribute.TPUStrategy):
-        return feature_lib.make_dataset(feats, batches, padded, label_keys=label_keys)
+        return feature_lib.make_dataset(feats, batches, padded, **labels)
 
     def dataset_fn(context):
         per_pipeline = replicas // context.num_input_pipelines
@@ -254,7 +269,7 @@ def _distribute(strategy, feats, batches, padded, label_keys):
             padded,
             num_replicas=replicas,
             replica_range=(first, first + per_pipeline),
-            label_keys=label_keys,
+            **labels,
         )
 
     return strategy.distribute_datasets_from_function(dataset_fn)

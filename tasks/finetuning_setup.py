@@ -1,7 +1,8 @@
 """The fine-tuning runner's set-up (`keras_bert.tasks.finetuning`): the encoder and tokenizer from
 init_checkpoint (a pre-trained checkpoint, a fine-tuned model/ of the same task, or a preset),
-the data of each split, and the task model and its `TaskTrainer` built in the strategy's scope
-(LoRA, quantization-aware training), compiled and restored."""
+the data of each split, and the task model built in the strategy's scope (LoRA,
+quantization-aware training), compiled (with its own loss and metrics, as `fit`'s) and
+restored."""
 
 import json
 import time
@@ -14,7 +15,6 @@ from keras_bert.io_utils import write_atomic
 from keras_bert.models import lora
 from keras_bert.models.task_models import center_regression_head
 from keras_bert.tasks import quantization_aware
-from keras_bert.tasks.trainer import TaskTrainer
 from keras_bert.training import run_skeleton as training_run
 
 LORA_FILE = "lora.json"  # The run's LoRA settings (`_lora_settings`).
@@ -145,12 +145,13 @@ def load_split(config, tokenizer, split, limit):
 
 
 def build_and_compile(run, encoder, num_train_steps, train=None, tuned=None):
-    """(task model, its `TaskTrainer`), compiled, the newest checkpoint restored; the head of
-    `tuned` (a fine-tuned task model around `encoder`) copied; with lora_rank, LoRA on the
-    encoder (the rest of it frozen) before the optimizer is made; with quantization_aware, a
-    `QuantizationAwareTrainer` whose ranges start from the first batch of `train` (examples,
-    FeatureSet); a new regression head starts at the mean training score
-    (`center_regression_head`)."""
+    """(task model, the Keras model that trains: the task model itself, compiled as `fit`
+    compiles it with the run's optimizer, or with quantization_aware a
+    `QuantizationAwareTrainer` around it whose ranges start from the first batch of `train`
+    (examples, FeatureSet)); the newest checkpoint restored; the head of `tuned` (a fine-tuned
+    task model around `encoder`) copied; with lora_rank, LoRA on the encoder (the rest of it
+    frozen) before the optimizer is made; a new regression head starts at the mean training
+    score (`center_regression_head`)."""
     config, task = run.config, run.config.task_object
     rank, alpha = _lora_settings(run)
     with run.strategy.scope():
@@ -165,7 +166,7 @@ def build_and_compile(run, encoder, num_train_steps, train=None, tuned=None):
             trainer = quantization_aware.QuantizationAwareTrainer(task, model)
             trainer.initialize_ranges(quantization_aware.first_batch(config, train[1]))
         else:
-            trainer = TaskTrainer(task, model)
+            trainer = model
     trainable = lora.count_parameters(model.trainable_weights)
     full = lora.full_finetuning_parameters(model)
     logging.info(

@@ -1,4 +1,4 @@
-"""Quantization-aware fine-tuning (`--quantization_aware`): the `TaskTrainer` that trains the
+"""Quantization-aware fine-tuning (`--quantization_aware`): the `TrainingWrapper` that trains the
 task model in float and, through `keras_bert.rewrites.fake_quant`, its fake-quantized twin (what
 `--quantize=int8_integer_only` TFLite computes) to give the float model's answers. The twin is a
 training-time copy of the model (`keras_bert.rewrites.encoder.substitute_encoder`) that shares
@@ -30,13 +30,13 @@ from keras_bert import backend
 from keras_bert.rewrites import encoder as rewrite
 from keras_bert.rewrites import fake_quant
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.trainer import TaskTrainer
+from keras_bert.tasks.trainer import TrainingWrapper
 
 FLOAT_OUTPUTS = "float_outputs"  # Key of the float model's outputs in a training step's y_pred.
 
 
-class QuantizationAwareTrainer(TaskTrainer):
-    """A `TaskTrainer` whose forward pass fake-quantizes weights and activations.
+class QuantizationAwareTrainer(TrainingWrapper):
+    """A `TrainingWrapper` whose forward pass fake-quantizes weights and activations.
 
     Args:
         task: a `keras_bert.tasks.definition.TaskDefinition`.

@@ -1,20 +1,24 @@
-"""`TaskTrainer`: the Keras model that the fine-tuning runner compiles and fits (the task's loss
-averaged over the examples of all replicas); `keras_bert.tasks.finetuning` uses it,
-`keras_bert.tasks.quantization_aware` and the distillation trainer extend it."""
+"""`TrainingWrapper`: what a fine-tuning run adds around the task model, as a Keras model
+whose loss starts from the task model's own (`BertTask.task_loss`, the loss of `fit`).
+
+The runner (`keras_bert.tasks.finetuning`) compiles and fits the task model itself; only runs that
+change the forward pass or the loss wrap it: quantization-aware training
+(`keras_bert.tasks.quantization_aware`) and distillation (`keras_bert.tasks.distillation`).
+The wrapped task model is what gets saved and exported.
+"""
+
+import warnings
 
 import keras
-from keras import ops
-
-from keras_bert import backend
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class TaskTrainer(keras.Model):
-    """Trains a task model with its task's loss, averaged over the examples of all replicas.
+class TrainingWrapper(keras.Model):
+    """Trains a task model with its own loss (`model.task_loss`); subclasses add to it.
 
     Args:
-        task: a `keras_bert.tasks.definition.TaskDefinition`.
-        model: the task model (`task.build_model(...)`); it is what gets saved and exported.
+        task: a `keras_bert.tasks.definition.TaskDefinition` (the run's data and labels).
+        model: the task model (`task.build_model(...)`, a `keras_bert.models.BertTask`).
     """
 
     def __init__(self, task, model, **kwargs):
@@ -32,11 +36,17 @@ class TaskTrainer(keras.Model):
         return self.model(inputs, training=training)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        total, count = self.task.loss_sums(y, y_pred)
-        # tf.distribute: the global mean's share of this replica (Keras sums the replicas'
-        # gradients). JAX's keras.distribution computes this on the global batch already.
-        count = backend.all_reduce_sum(count)
-        loss = total / ops.maximum(count, 1.0)
-        for extra in self.model.losses:
-            loss = loss + ops.cast(extra, loss.dtype)
-        return loss
+        return self.model.task_loss(y, y_pred, sample_weight)
+
+
+class TaskTrainer(TrainingWrapper):
+    """Deprecated alias of `TrainingWrapper` (the runner fits the task model itself now)."""
+
+    def __init__(self, task, model, **kwargs):
+        warnings.warn(
+            "TaskTrainer is deprecated: the fine-tuning runner compiles and fits the task model "
+            "itself (its loss is model.task_loss); wrap it in TrainingWrapper to add to that.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(task, model, **kwargs)

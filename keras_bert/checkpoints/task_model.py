@@ -14,6 +14,7 @@ line, tab-separated: int8 TFLite exports calibrate on it) and where its data cam
 >>> model, info, vocab_file = load_task_model("runs/mrpc/model")  # doctest: +SKIP
 """
 
+import contextlib
 import json
 import os
 
@@ -82,7 +83,7 @@ def save_task_model(
         info["training_data"] = str(training_data)
     if training_texts:
         info["training_texts_file"] = TRAINING_TEXTS_NAME
-    with atomic_directory(path, replace=True) as tmp:
+    with atomic_directory(path, replace=True) as tmp, _without_training_state(model):
         model.save(os.path.join(tmp, MODEL_FILE))  # Keras writes gs:// paths through tf.io.gfile.
         write_vocabulary(vocabulary, os.path.join(tmp, VOCAB_NAME))
         with tf.io.gfile.GFile(os.path.join(tmp, TASK_FILE), "w") as f:
@@ -93,6 +94,22 @@ def save_task_model(
             with tf.io.gfile.GFile(os.path.join(tmp, TRAINING_TEXTS_NAME), "w") as f:
                 f.write("".join("\t".join(map(_one_line, row)) + "\n" for row in training_texts))
     return path
+
+
+@contextlib.contextmanager
+def _without_training_state(model):
+    """`model` as a fine-tuned model is kept: without the optimizer, its state and the compile
+    settings of the run that trained it (the runner compiles the task model itself), so that
+    model.keras holds the model alone and loads uncompiled."""
+    if not getattr(model, "compiled", False):
+        yield
+        return
+    optimizer = model.optimizer
+    model.optimizer, model.compiled = None, False
+    try:
+        yield
+    finally:
+        model.optimizer, model.compiled = optimizer, True
 
 
 def _one_line(text):

@@ -135,7 +135,7 @@ def write_weights(model, path):
     if keras.config.backend() != "tensorflow":
         variables_checkpoint.write_variables(f"{path}.npz", model.weights)
         return path
-    return tf.train.Checkpoint(model=model).write(path)
+    return _weights_checkpoint(model).write(path)
 
 
 def read_weight_values(model, path):
@@ -155,8 +155,15 @@ def read_weights(model, path):
         variables_checkpoint.read_variables(f"{path}.npz", model.weights)
         return
     try:
-        tf.train.Checkpoint(model=model).read(path).assert_existing_objects_matched()
+        _weights_checkpoint(model).read(path).assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:
         raise CheckpointError(
             f"Checkpoint {path} does not hold the weights of this model: {e}"
         ) from e
+
+
+def _weights_checkpoint(model):
+    """A `tf.train.Checkpoint` of `model.weights` alone, in order: not of the model object, which
+    holds its optimizer once compiled (a fine-tuning run compiles its task model), and whose
+    step a best epoch's weights must not carry back."""
+    return tf.train.Checkpoint(weights=list(model.weights))

@@ -145,3 +145,8 @@ class DocumentClassifier(_Classification):
 
     def _head_args(self) -> dict[str, Any]:
         return {**super()._head_args(), "pooling": self.pooling}
+
+    def _default_metrics(self) -> Any:
+        # None: Keras' metrics want a label for every output, and `window_logits` has none (the
+        # runner measures documents on its evaluation splits).
+        return None

@@ -21,6 +21,11 @@ peak learning rate 2e-5 (`compile(learning_rate=...)`) reached after 10% of the 
 decayed linearly to 0 at the end of the first `fit` (whose steps set the schedule's length),
 gradients clipped to norm 1, the task's loss and metrics. Any argument of `compile` replaces its
 default.
+
+The task's loss is each model's `loss_sums` (`keras_bert.models.losses`): the mean over the
+labelled examples (tokens for `BertTokenClassifier`, the mean of the start and end losses for
+`BertSpanLabeler`) of all replicas. The fine-tuning runner (`keras_bert.tasks`) compiles and
+fits these same models, so a run and a Python `fit` train with the same loss and metrics.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any, ClassVar, Self
 import keras
 import numpy as np
 
+from keras_bert.models import losses
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.text import task_data
 from keras_bert.text.preprocessor import BertPreprocessor
@@ -175,13 +181,51 @@ class BertTask(keras.Model):
                 variables=self.trainable_variables,
                 optimizer="adam_weight_decay",
             )
-        default_loss, default_metrics = self._loss_and_metrics()
+        # The task's own loss (`compute_loss`) unless another is given: Keras gets none.
+        self._task_loss = _is_auto(loss)
         super().compile(
             optimizer=optimizer,
-            loss=default_loss if loss == AUTO else loss,
-            metrics=default_metrics if metrics == AUTO else metrics,
+            loss=None if self._task_loss else loss,
+            metrics=self._default_metrics() if _is_auto(metrics) else metrics,
             **kwargs,
         )
+
+    def compute_loss(
+        self,
+        x: Any = None,
+        y: Any = None,
+        y_pred: Any = None,
+        sample_weight: Any = None,
+        training: bool = True,
+    ) -> Any:
+        """Keras' `compute_loss`: `task_loss` when compiled with the task's own loss."""
+        if not getattr(self, "_task_loss", False):
+            return super().compute_loss(x, y, y_pred, sample_weight, training)
+        return self.task_loss(y, y_pred, sample_weight)
+
+    def task_loss(self, y: Any, y_pred: Any, sample_weight: Any = None) -> Any:
+        """The task's training loss: `loss_sums`' mean over the labelled examples of all
+        replicas (`losses.mean_over_replicas`), plus the model's own losses (regularizers).
+
+        Args:
+            y: labels: a dict output name -> labels, or what `fit` takes for raw text (class
+                ids, a pair of span positions).
+            y_pred: the model's outputs (dict).
+            sample_weight: per-example weights [B] or None.
+        """
+        loss = losses.mean_over_replicas(*self.loss_sums(self._targets(y), y_pred, sample_weight))
+        for extra in self.losses:
+            loss = loss + keras.ops.cast(extra, loss.dtype)
+        return loss
+
+    def loss_sums(self, y: Any, y_pred: Any, sample_weight: Any = None) -> tuple[Any, Any]:
+        """(sum of the per-example losses, their count): softmax cross-entropy of `logits`
+        (labels < 0 left out). Each task model defines its own.
+
+        Args:
+            y: dict output name -> labels. y_pred: dict of outputs. sample_weight: [B] or None.
+        """
+        return losses.sparse_xent_sums(y["logits"], y_pred["logits"], sample_weight)
 
     def fit(
         self, x: Any = None, y: Any = None, batch_size: int | None = None, **kwargs: Any
@@ -256,8 +300,8 @@ class BertTask(keras.Model):
         )
 
     # Each task model's parts of the raw-text path: how texts are packed, what its labels are
-    # (NumPy), which outputs they go to, its loss and metrics. These defaults: one label per
-    # example on the output "logits", softmax cross-entropy and accuracy.
+    # (NumPy), which outputs they go to, and its metrics (its loss: `loss_sums`). These defaults:
+    # one label per example on the output "logits", accuracy.
 
     def _packer(self) -> Any:
         return task_data.packer(self.preprocessor)
@@ -268,9 +312,8 @@ class BertTask(keras.Model):
     def _targets(self, y: Any) -> Any:
         return y if isinstance(y, dict) else {"logits": y}
 
-    def _loss_and_metrics(self) -> tuple[Any, Any]:
-        xent = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        return {"logits": xent}, {"logits": [keras.metrics.SparseCategoricalAccuracy("accuracy")]}
+    def _default_metrics(self) -> Any:
+        return {"logits": [keras.metrics.SparseCategoricalAccuracy("accuracy")]}
 
     def _record_text_pair(self, x: Any) -> None:
         """A classifier `fit` on pairs (a tuple of two text lists, a dict with text_b, a tf.data
@@ -304,6 +347,10 @@ class BertTask(keras.Model):
 
     def _head_args(self) -> dict[str, Any]:
         return {}
+
+
+def _is_auto(value: Any) -> bool:
+    return isinstance(value, str) and value == AUTO
 
 
 def _check_text_pair(

@@ -21,6 +21,7 @@ from keras import ops
 from keras_bert.inputs import INPUT_NAMES
 from keras_bert.layers import utils
 from keras_bert.layers.dropout import ReplicaDropout
+from keras_bert.models import losses
 from keras_bert.models.encoder import BertEncoder, encoder_inputs
 from keras_bert.models.task import BertTask
 from keras_bert.text import task_data
@@ -48,6 +49,18 @@ class _Classification(_TaskModel):
 
     def _head_args(self) -> dict[str, Any]:
         return {"num_classes": self.num_classes, "dropout": self.dropout}
+
+    def loss_sums(self, y: Any, y_pred: Any, sample_weight: Any = None) -> tuple[Any, Any]:
+        """Softmax cross-entropy of `logits` over the labelled examples (tokens), or for one
+        unit (a regression score) the squared error."""
+        if self.num_classes == 1:
+            return losses.squared_error_sums(y["logits"], y_pred["logits"], sample_weight)
+        return losses.sparse_xent_sums(y["logits"], y_pred["logits"], sample_weight)
+
+    def _default_metrics(self) -> Any:
+        if self.num_classes == 1:  # A regression score.
+            return {"logits": ["mae"]}
+        return super()._default_metrics()
 
 
 def _dense(units: int, encoder: BertEncoder, name: str) -> keras.layers.Dense:
@@ -157,11 +170,6 @@ class BertClassifier(_Classification):
             center_regression_head(self, np.asarray(scores, np.float32))
         return super().fit(x, y, batch_size=batch_size, **kwargs)
 
-    def _loss_and_metrics(self) -> tuple[Any, Any]:
-        if self.num_classes == 1:  # A regression score.
-            return {"logits": keras.losses.MeanSquaredError()}, {"logits": ["mae"]}
-        return super()._loss_and_metrics()
-
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertSpanLabeler(_TaskModel):
@@ -194,12 +202,17 @@ class BertSpanLabeler(_TaskModel):
             return {"start_logits": y[0], "end_logits": y[1]}
         return super()._targets(y)
 
-    def _loss_and_metrics(self) -> tuple[Any, Any]:
-        xent = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        return (  # The mean of the start and end losses (§4.2).
-            {"start_logits": xent, "end_logits": xent},
-            {"start_logits": ["accuracy"], "end_logits": ["accuracy"]},
+    def loss_sums(self, y: Any, y_pred: Any, sample_weight: Any = None) -> tuple[Any, Any]:
+        """The mean of the start and end positions' cross-entropies (§4.2, the original's
+        run_squad.py), per example."""
+        start, count = losses.sparse_xent_sums(
+            y["start_logits"], y_pred["start_logits"], sample_weight
         )
+        end, _ = losses.sparse_xent_sums(y["end_logits"], y_pred["end_logits"], sample_weight)
+        return (start + end) / 2.0, count
+
+    def _default_metrics(self) -> Any:
+        return {"start_logits": ["accuracy"], "end_logits": ["accuracy"]}
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -225,11 +238,7 @@ class BertTokenClassifier(_Classification):
             self, encoder, "sequence_output", num_classes, dropout, **kwargs
         )  # logits (B, S, C)
 
-    def _loss_and_metrics(self) -> tuple[Any, Any]:
-        xent = keras.losses.SparseCategoricalCrossentropy(
-            from_logits=True, ignore_class=IGNORED_TAG
-        )
-        return {"logits": xent}, {"logits": [keras.metrics.SparseCategoricalAccuracy("accuracy")]}
+    # Its loss: `_Classification.loss_sums` (untagged tokens, label -1, left out).
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

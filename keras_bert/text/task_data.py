@@ -133,10 +133,28 @@ def choices_packer(preprocessor):
     return pack
 
 
+def bucket_sizes(seq_length, buckets=DEFAULT_BUCKETS):
+    """The padded lengths of batches: `buckets` below `seq_length`, and `seq_length` itself.
+    One rule for a Python user's `fit` (`trim_padding`) and the fine-tuning runner's batch plans
+    (`keras_bert.tasks.features.padded_length`)."""
+    return [int(b) for b in sorted(buckets) if b < seq_length] + [int(seq_length)]
+
+
+def padded_length(longest, sizes=None):
+    """The padded length of a batch whose longest row has `longest` tokens: the smallest of
+    `sizes` (`bucket_sizes`) that holds it (the largest when none does), or `longest` itself
+    without sizes. `trim_padding` is its in-graph form."""
+    if not sizes:
+        return int(longest)
+    fitting = [s for s in sorted(sizes) if s >= longest]
+    return int(fitting[0] if fitting else max(sizes))
+
+
 def trim_padding(inputs, seq_length, buckets=DEFAULT_BUCKETS):
-    """Encoder inputs [B, S] cut to the smallest of `buckets` below `seq_length` (or S itself)
-    that holds the batch's longest row: the padding beyond it is never computed, and the
-    answers are the same (padded positions are masked out of attention).
+    """Encoder inputs [B, S] cut to the padded length of their longest row (`padded_length`
+    of `bucket_sizes(seq_length, buckets)`, computed in the graph): the padding beyond it is
+    never computed, and the answers are the same (padded positions are masked out of
+    attention).
 
     Args:
         inputs: dict of int tensors [B, S] with "input_mask".
@@ -146,7 +164,7 @@ def trim_padding(inputs, seq_length, buckets=DEFAULT_BUCKETS):
     Returns:
         dict of int tensors [B, S'].
     """
-    sizes = tf.constant([b for b in buckets if b < seq_length] + [seq_length], tf.int32)
+    sizes = tf.constant(bucket_sizes(seq_length, buckets), tf.int32)
     longest = tf.reduce_max(tf.reduce_sum(tf.cast(inputs["input_mask"], tf.int32), -1))
     size = tf.reduce_min(tf.boolean_mask(sizes, sizes >= longest))
     return {k: v[:, :size] for k, v in inputs.items()}

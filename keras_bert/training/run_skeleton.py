@@ -124,7 +124,7 @@ def compile_and_restore(
         num_train_steps, num_warmup_steps: int. The learning-rate schedule's update steps.
         checkpoint_dir: str. Where the `TrainingCheckpoint` lives.
         keras_model: the model that is compiled, fit and checkpointed, when it wraps `model`
-            (the fine-tuning `TaskTrainer`); default `model`.
+            (a fine-tuning `TrainingWrapper`); default `model`.
         grad_accumulation_steps: int. Micro-batches per update.
         steps_per_execution: int. Micro-steps per `tf.function` call.
     """

@@ -1,4 +1,4 @@
-"""`DistillTrainer`: the fine-tuning runner's `TaskTrainer` with the teacher in the loss.
+"""`DistillTrainer`: the fine-tuning runner's `TrainingWrapper` with the teacher in the loss.
 
 Each training step runs the frozen teacher (inference mode: no dropout) on the student's batch
 and adds its soft targets (and, when asked, TinyBERT's hidden-state and attention matching) to
@@ -8,27 +8,28 @@ training checkpoints hold the student (and the projection) only.
 
 Why not `keras.distillation.Distiller`: its losses average over every position of a batch
 (NER's and SQuAD's padded tokens would count), per replica (the runner averages over the
-examples of all replicas), and from Keras loss functions (the tasks' losses are
-`TaskDefinition.loss_sums`, which drop unlabelled positions); its feature extractors read
-`layer.output`, which for the encoder nested in a task model is the encoder's own graph, not the
-task model's (so no hidden states of the task model come out); and it tracks the teacher, which
-would go into every training checkpoint. Its convention for the loss weights (student_loss_weight)
-is kept: `alpha` here.
+examples of all replicas), and from Keras loss functions (the task models' losses are their
+`loss_sums`, which drop unlabelled positions); its feature extractors read `layer.output`,
+which for the encoder nested in a task model is the encoder's own graph, not the task model's
+(so no hidden states of the task model come out); and it tracks the teacher, which would go into
+every training checkpoint. Its convention for the loss weights (student_loss_weight) is kept:
+`alpha` here.
 """
 
 import keras
 from keras import ops
 
 from keras_bert import backend
+from keras_bert.models import losses as task_losses
 from keras_bert.tasks.distillation import losses
-from keras_bert.tasks.finetuning import TaskTrainer
+from keras_bert.tasks.trainer import TrainingWrapper
 
 GOLD = "gold"  # Label of each training row: 1 where it has gold labels, 0 (unlabeled_file) not.
 STATES = "hidden_states"  # The feature views' extra output: [embeddings, block 1, ..., block L].
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
-class DistillTrainer(TaskTrainer):
+class DistillTrainer(TrainingWrapper):
     """Trains `model` (the student) with the teacher's targets and the gold labels.
 
     Args:
@@ -94,7 +95,7 @@ class DistillTrainer(TaskTrainer):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         teacher = self._teacher()(x, training=False)
         mask = x["input_mask"]
-        terms = {"gold": gold_sums(self.task, self.problem, y, y_pred)}
+        terms = {"gold": gold_sums(self.model, self.problem, y, y_pred)}
         terms["soft"] = losses.soft_target_sums(
             self.problem, teacher, y_pred, mask, self.temperature
         )
@@ -140,16 +141,13 @@ class DistillTrainer(TaskTrainer):
         return out
 
 
-def gold_sums(task, problem, labels, outputs):
-    """(sum, count) of the task's own loss over the rows with gold labels (`GOLD` 1); other
-    rows hold ignored labels (negative ids) except regression scores, masked here."""
+def gold_sums(model, problem, y, outputs):
+    """(sum, count) of the task model's own loss (`loss_sums`) over the rows with gold labels
+    (`GOLD` 1); other rows hold ignored labels (negative ids) except regression scores, masked
+    here. `y`: the batch's labels by output name, and `GOLD`."""
     if problem == "regression":
-        gold = ops.cast(labels[GOLD], "float32")
-        error = ops.reshape(ops.cast(outputs["logits"], "float32"), [-1]) - ops.cast(
-            labels["label"], "float32"
-        )
-        return ops.sum(ops.square(error) * gold), ops.sum(gold)
-    return task.loss_sums({k: v for k, v in labels.items() if k != GOLD}, outputs)
+        return task_losses.squared_error_sums(y["logits"], outputs["logits"], y[GOLD])
+    return model.loss_sums({k: v for k, v in y.items() if k != GOLD}, outputs)
 
 
 def feature_view(model):

@@ -11,12 +11,11 @@ whose logits are pooled per example (`keras_bert.tasks.long_text`; options `long
 import dataclasses
 
 import numpy as np
-from keras import ops
 
 from keras_bert.models.documents import DocumentClassifier
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.definition import TaskDefinition, sparse_xent_sums
+from keras_bert.tasks.definition import TaskDefinition
 from keras_bert.tasks.glue import data as glue
 from keras_bert.tasks.glue.metrics import compute_metrics
 from keras_bert.tasks.glue.tfds_data import read_tfds
@@ -32,7 +31,7 @@ class GlueClassification(TaskDefinition):
         **long_text: `keras_bert.tasks.long_text.LongTextOptions` fields.
     """
 
-    label_keys = ("label",)
+    label_outputs = {"label": "logits"}
 
     def __init__(self, name, **long_text):
         self.options = LongTextOptions(**long_text)
@@ -95,16 +94,6 @@ class GlueClassification(TaskDefinition):
         if document_level(self):
             return DocumentClassifier(encoder, classes, dropout, self.options.window_pooling)
         return BertClassifier(encoder, num_classes=classes, dropout=dropout)
-
-    def loss_sums(self, labels, outputs):
-        logits, weights = outputs["logits"], labels.get("weight")  # Weight: padding documents 0.
-        if self.regression:
-            error = ops.reshape(ops.cast(logits, "float32"), [-1]) - ops.cast(
-                labels["label"], "float32"
-            )
-            weights = ops.ones_like(error) if weights is None else ops.cast(weights, "float32")
-            return ops.sum(ops.square(error) * weights), ops.sum(weights)
-        return sparse_xent_sums(labels["label"], logits, weights)
 
     def predictions(self, examples, features, outputs):
         """Label strings (or STS-B scores) of the examples from the model outputs (windows'

@@ -29,7 +29,7 @@ from keras_bert import extras
 from keras_bert.io_utils import write_atomic
 from keras_bert.models.task_models import BertTokenClassifier
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.definition import TaskDefinition, sparse_xent_sums
+from keras_bert.tasks.definition import TaskDefinition
 
 # The CoNLL-2003 entity types; the model's tags are O, then B- and I- of each, in this order
 # (tensorflow-datasets' conll2003 order).
@@ -297,7 +297,7 @@ class NerTask(TaskDefinition):
     main_metric = "f1"
     eval_splits = {"dev": ""}
     predict_splits = {"test": "test_predictions.txt"}
-    label_keys = ("tags",)
+    label_outputs = {"tags": "logits"}
     token_outputs = ("logits",)
     recipe: dict[
         str, int | float
@@ -408,9 +408,6 @@ class NerTask(TaskDefinition):
 
     def build_model(self, encoder, dropout):
         return BertTokenClassifier(encoder, num_classes=len(self.labels), dropout=dropout)
-
-    def loss_sums(self, labels, outputs):
-        return sparse_xent_sums(labels["tags"], outputs["logits"])
 
     def predictions(self, examples, features, outputs):
         """Predicted IOB2 tags per example (one per word) from the logits of each word's first

@@ -23,7 +23,7 @@ import os
 
 from keras_bert.io_utils import write_atomic
 from keras_bert.models.task_models import BertSpanLabeler
-from keras_bert.tasks.definition import TaskDefinition, sparse_xent_sums
+from keras_bert.tasks.definition import TaskDefinition
 from keras_bert.tasks.squad import data as squad_data
 from keras_bert.tasks.squad import metrics as squad_eval
 from keras_bert.tasks.squad.data import SquadDataError, SquadExample  # noqa: F401 (the public names)
@@ -55,7 +55,7 @@ class SquadTask(TaskDefinition):
     ('squad1', 384)
     """
 
-    label_keys = ("start_positions", "end_positions")
+    label_outputs = {"start_positions": "start_logits", "end_positions": "end_logits"}
     token_outputs = ("start_logits", "end_logits")
     main_metric = "f1"
     eval_splits = {"dev": ""}
@@ -115,11 +115,6 @@ class SquadTask(TaskDefinition):
     def build_model(self, encoder, dropout):
         del dropout  # The span head has no dropout of its own (as the original's).
         return BertSpanLabeler(encoder)
-
-    def loss_sums(self, labels, outputs):
-        start, count = sparse_xent_sums(labels["start_positions"], outputs["start_logits"])
-        end, _ = sparse_xent_sums(labels["end_positions"], outputs["end_logits"])
-        return (start + end) / 2.0, count
 
     def predict(self, examples, features, outputs):
         """`squad.postprocess.Prediction` (predictions, nbest, null_odds) with this task's

@@ -24,7 +24,7 @@ from sklearn import metrics as sk_metrics
 from keras_bert.io_utils import write_atomic
 from keras_bert.models.task_models import BertMultipleChoice
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.definition import TaskDefinition, sparse_xent_sums
+from keras_bert.tasks.definition import TaskDefinition
 
 NUM_CHOICES = 4
 FILE_NAMES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
@@ -148,7 +148,7 @@ class SwagTask(TaskDefinition):
     main_metric = "accuracy"
     eval_splits = {"dev": ""}
     predict_splits = {"test": "test_predictions.csv"}
-    label_keys = ("label",)
+    label_outputs = {"label": "logits"}
     recipe = {"learning_rate": 2e-5, "batch_size": 16, "num_train_epochs": 3}
 
     def __init__(self, name="swag"):
@@ -187,9 +187,6 @@ class SwagTask(TaskDefinition):
 
     def build_model(self, encoder, dropout):
         return BertMultipleChoice(encoder, dropout=dropout)
-
-    def loss_sums(self, labels, outputs):
-        return sparse_xent_sums(labels["label"], outputs["logits"])
 
     def evaluate(self, examples, features, outputs):
         predicted = np.argmax(outputs["logits"], axis=-1)

@@ -32,7 +32,7 @@ from keras_bert.io_utils import write_atomic
 from keras_bert.models.documents import DocumentClassifier
 from keras_bert.models.task_models import BertClassifier
 from keras_bert.tasks import features as feature_lib
-from keras_bert.tasks.definition import TaskDefinition, sparse_xent_sums
+from keras_bert.tasks.definition import TaskDefinition
 from keras_bert.tasks.long_text import LongTextOptions, document_level
 from keras_bert.text.window_sizes import resolve_stride
 
@@ -133,7 +133,7 @@ class TextClassification(TaskDefinition):
 
     main_metric = "accuracy"
     predict_splits = {"test": PREDICTIONS_FILE}
-    label_keys = ("label",)
+    label_outputs = {"label": "logits"}
 
     def __init__(self, name="text_classification", **long_text):
         self.name = name
@@ -207,9 +207,6 @@ class TextClassification(TaskDefinition):
                 encoder, len(self.labels), dropout, self.options.window_pooling
             )
         return BertClassifier(encoder, num_classes=len(self.labels), dropout=dropout)
-
-    def loss_sums(self, labels, outputs):  # Weight: 0 for padding documents (fixed shapes).
-        return sparse_xent_sums(labels["label"], outputs["logits"], labels.get("weight"))
 
     def predictions(self, examples, features, outputs):
         """Label strings of the examples from the model outputs (windows' logits pooled per

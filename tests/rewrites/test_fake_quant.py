@@ -141,7 +141,7 @@ def test_training_loss_is_the_float_task_loss_plus_the_quantized_outputs_distanc
     trainer = QuantizationAwareTrainer(task, _classifier(0))
     inputs = _inputs(2)
     trainer.initialize_ranges(inputs)
-    labels = {"label": tf.constant([0, 1, 1])}
+    (labels,) = task.targets({"label": tf.constant([0, 1, 1])})  # The runner's batch labels.
     keras.utils.set_random_seed(3)
     y_pred = trainer(inputs, training=True)
     reference = y_pred["float_outputs"]["logits"].numpy()

@@ -201,7 +201,9 @@ def test_trainer_loss_is_the_documented_sum():
         task, student, teacher, "classification", 3.0, 0.3, 0.5, 0.25, layer_pairs=pairs
     )
     x = _inputs()
-    y = {"label": tf.constant([0, 2, -1]), GOLD: tf.constant([1.0, 1.0, 0.0])}
+    # The runner's batch: labels by the model's output name (`Task.targets`), GOLD kept.
+    (y,) = task.targets({"label": tf.constant([0, 2, -1]), GOLD: tf.constant([1.0, 1.0, 0.0])})
+    assert sorted(y) == [GOLD, "logits"]
     loss = float(trainer.compute_loss(x, y, trainer(x, training=False)))
 
     t_logits = teacher(x)["logits"].numpy()

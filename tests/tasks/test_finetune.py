@@ -265,8 +265,8 @@ def test_stsb_regression_trains_on_mse_and_reports_pearson_and_spearman(sst2, tm
     # The loss is the mean squared error (NumPy on one batch).
     feats = task.encode(examples[:5], BertTokenizer(VOCAB), 64)
     outputs = finetuning.predict(summary["model"], task, feats, 8)
-    total, count = task.loss_sums(
-        {"label": feats.labels["label"]}, {"logits": tf.constant(outputs["logits"])}
+    total, count = summary["model"].loss_sums(
+        {"logits": feats.labels["label"]}, {"logits": tf.constant(outputs["logits"])}
     )
     np.testing.assert_allclose(
         total / count, np.mean((outputs["logits"][:, 0] - feats.labels["label"]) ** 2), rtol=1e-5
@@ -291,7 +291,9 @@ def test_no_string_tensor_reaches_the_model(sst2):
     examples = glue.read_examples("sst2", sst2["data_dir"], "dev")
     feats = task.encode(examples, BertTokenizer(VOCAB), 64)
     batches, padded = feature_lib.batch_plan(feats.lengths, 8, shuffle=True)
-    spec = feature_lib.make_dataset(feats, batches, padded, label_keys=task.label_keys).element_spec
+    spec = feature_lib.make_dataset(
+        feats, batches, padded, label_keys=task.label_keys, targets=task.targets
+    ).element_spec
     assert all(s.dtype in (tf.int32, tf.float32) for s in tf.nest.flatten(spec))
 
 

@@ -1,7 +1,7 @@
 """STS-B's regression head, pinned against NumPy: the score is the raw output of one dense unit on
 `pooled_output` (no squashing, no label scaling), fractional gold scores reach the loss unrounded,
-and the runner's loss (`GlueTask.loss_sums`) and a Python user's `fit` loss are the same mean
-squared error."""
+and the runner's batches and a Python user's `fit` train with the same loss: the model's own
+(`BertClassifier.loss_sums`), the mean squared error."""
 
 import numpy as np
 import pytest
@@ -49,9 +49,11 @@ def test_regression_head_output_and_loss_against_numpy():
     assert feats.labels["label"].dtype == np.float32
 
     batches, padded = feature_lib.batch_plan(feats.lengths, 8, shuffle=False)
-    dataset = feature_lib.make_dataset(feats, batches, padded, label_keys=task.label_keys)
-    inputs, labels = next(iter(dataset))
-    np.testing.assert_array_equal(np.sort(labels["label"].numpy()), np.sort(gold))
+    dataset = feature_lib.make_dataset(
+        feats, batches, padded, label_keys=task.label_keys, targets=task.targets
+    )
+    inputs, labels = next(iter(dataset))  # The runner's y: labels by the model's output name.
+    np.testing.assert_array_equal(np.sort(labels["logits"].numpy()), np.sort(gold))
 
     outputs = model(inputs, training=False)
     pooled = model.encoder(inputs, training=False)["pooled_output"].numpy()
@@ -59,18 +61,20 @@ def test_regression_head_output_and_loss_against_numpy():
     want = pooled @ head.kernel.numpy() + head.bias.numpy()  # The raw dense unit: [B, 1].
     np.testing.assert_allclose(outputs["logits"].numpy(), want, rtol=1e-5, atol=1e-5)
 
-    total, count = task.loss_sums(labels, outputs)
-    error = want[:, 0] - labels["label"].numpy()
+    total, count = model.loss_sums(labels, outputs)
+    error = want[:, 0] - labels["logits"].numpy()
     np.testing.assert_allclose(float(total), np.sum(error**2), rtol=1e-5)
     assert float(count) == len(examples)
 
-    # A Python user's fit: the same mean squared error on the same rows (no [B] x [B, 1]
-    # broadcast to a [B, B] matrix).
-    losses, _ = model._loss_and_metrics()
-    fit_loss = losses["logits"](labels["label"], outputs["logits"])
+    # The loss a compiled model trains with (the runner's and a Python user's fit): the mean
+    # squared error on the same rows (no [B] x [B, 1] broadcast to a [B, B] matrix), also for a
+    # fit's plain array of scores.
+    model.compile()
+    fit_loss = model.compute_loss(inputs, labels["logits"].numpy(), outputs)
     assert float(fit_loss) == pytest.approx(float(total) / float(count), rel=1e-5)
-    near = labels["label"].numpy()[:, None] + np.float32(0.1)  # [B, 1], 0.1 from each score.
-    assert float(losses["logits"](labels["label"], near)) == pytest.approx(0.01, rel=1e-4)
+    near = labels["logits"].numpy()[:, None] + np.float32(0.1)  # [B, 1], 0.1 from each score.
+    near_loss = model.compute_loss(inputs, labels["logits"].numpy(), {"logits": near})
+    assert float(near_loss) == pytest.approx(0.01, rel=1e-4)
 
 
 def test_predictions_are_the_raw_scores_and_the_metrics_scipys():
