@@ -1,0 +1,214 @@
+"""Packed pre-training rows (issue 44): each instance gets exactly its outputs and losses alone,
+on TensorFlow and JAX; no token attends across instances; first-fit-decreasing packing; the
+packed TFRecords' round trip, efficiency and training."""
+
+import importlib.util
+import itertools
+import os
+import subprocess
+import sys
+
+import generated_corpus
+import keras
+import numpy as np
+import packing_job
+import pytest
+import tensorflow as tf
+
+from keras_bert.models.encoder import BertEncoder
+from keras_bert.models.pretrainer import BertPretrainer
+from keras_bert.pretraining import packing, records, runner
+from keras_bert.pretraining.static_records import create_pretraining_data
+from keras_bert.testing.real_data import real_file
+
+S, P, INSTANCES = 64, 5, 4
+
+
+def test_packed_row_equals_instances_alone_and_never_attends_across():
+    packing_job.check_packed_equals_alone()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
+def test_packed_row_equals_instances_alone_on_jax():
+    env = dict(os.environ, KERAS_BACKEND="jax", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run(
+        [sys.executable, packing_job.__file__], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0 and "ok jax" in done.stdout, done.stderr[-3000:]
+
+
+def _reference_ffd(lengths, capacity, max_instances):
+    """First-fit-decreasing, written out plainly."""
+    bins = []
+    for item in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        for b in bins:
+            if sum(lengths[i] for i in b) + lengths[item] <= capacity and len(b) < max_instances:
+                b.append(item)
+                break
+        else:
+            bins.append([item])
+    return bins
+
+
+def _optimal_bins(lengths, capacity, max_instances):
+    """The fewest bins, by brute force over every assignment (small inputs only)."""
+    n = len(lengths)
+    for k in range(1, n + 1):
+        for assignment in itertools.product(range(k), repeat=n):
+            loads, counts = [0] * k, [0] * k
+            for b, length in zip(assignment, lengths):
+                loads[b] += length
+                counts[b] += 1
+            if max(loads) <= capacity and max(counts) <= max_instances:
+                return k
+    return n
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_first_fit_decreasing_against_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 13, size=7)
+    capacity, max_instances = 16, 3
+    bins = packing.first_fit_decreasing(lengths, capacity, max_instances)
+    assert bins == _reference_ffd(list(lengths), capacity, max_instances)
+    assert sorted(i for b in bins for i in b) == list(range(len(lengths)))
+    for b in bins:
+        assert lengths[b].sum() <= capacity and len(b) <= max_instances
+    assert len(bins) <= _optimal_bins(list(lengths), capacity, max_instances) + 1
+    many = rng.integers(1, 129, size=300)
+    assert packing.first_fit_decreasing(many, 128) == _reference_ffd(list(many), 128, 300)
+    with pytest.raises(ValueError, match="length"):
+        packing.first_fit_decreasing([3, 20], 16)
+
+
+def _write(tmp_path, name, pack, corpus=None, vocab=None, seq=S, **kwargs):
+    vocab = vocab or generated_corpus.write_vocab(tmp_path / "vocab.txt")
+    if corpus is None:
+        corpus = generated_corpus.write_corpus(
+            tmp_path / "corpus.txt", generated_corpus.documents(40, seed=3, max_sentences=3)
+        )
+    out = str(tmp_path / name)
+    files = create_pretraining_data(
+        corpus,
+        out,
+        vocab,
+        max_seq_length=seq,
+        max_predictions_per_seq=P,
+        dupe_factor=2,
+        short_seq_prob=0.5,
+        seed=5,
+        pack=pack,
+        max_instances=INSTANCES,
+        **kwargs,
+    )
+    stats = __import__("json").load(open(os.path.join(out, "pretraining-stats.json")))
+    return files, stats
+
+
+def _records(files, spec):
+    parse = lambda r: tf.io.parse_single_example(r, spec)  # noqa: E731
+    return [{k: v.numpy() for k, v in parse(r).items()} for r in tf.data.TFRecordDataset(files)]
+
+
+def _unpack(row):
+    """The instances of a packed record, each as a tuple of its original features."""
+    out = []
+    for k in range(1, row["instance_ids"].max() + 1):
+        where = np.flatnonzero(row["instance_ids"] == k)
+        start, n = where[0], len(where)
+        assert row["cls_positions"][k - 1] == start and row["next_sentence_weights"][k - 1] == 1
+        np.testing.assert_array_equal(row["position_ids"][where], np.arange(n))
+        mine = (row["masked_lm_positions"] >= start) & (row["masked_lm_positions"] < start + n)
+        mine &= row["masked_lm_weights"] > 0
+        out.append(
+            (
+                tuple(row["input_ids"][where]),
+                tuple(row["segment_ids"][where]),
+                tuple(row["masked_lm_positions"][mine] - start),
+                tuple(row["masked_lm_ids"][mine]),
+                int(row["next_sentence_labels"][k - 1]),
+            )
+        )
+    assert row["next_sentence_weights"][len(out) :].sum() == 0
+    return out
+
+
+def test_packed_records_round_trip_and_hold_every_instance_once(tmp_path):
+    plain, plain_stats = _write(tmp_path, "plain", pack=False)
+    packed_files, stats = _write(tmp_path, "packed", pack=True)
+    q = stats["settings"]["packed_predictions"]
+    rows = _records(packed_files, records.feature_spec(S, q, INSTANCES))
+    assert len(rows) == stats["rows"] < plain_stats["examples"] == stats["examples"]
+    instances = []
+    for row in rows:
+        assert row["input_mask"].sum() == (row["instance_ids"] > 0).sum() <= S
+        instances += _unpack(row)
+    alone = []
+    for ex in _records(plain, records.feature_spec(S, P)):
+        n, real = ex["input_mask"].sum(), ex["masked_lm_weights"] > 0
+        alone.append(
+            (
+                tuple(ex["input_ids"][:n]),
+                tuple(ex["segment_ids"][:n]),
+                tuple(ex["masked_lm_positions"][real]),
+                tuple(ex["masked_lm_ids"][real]),
+                int(ex["next_sentence_labels"][0]),
+            )
+        )
+    assert sorted(instances) == sorted(alone)  # the same instances, each exactly once
+    assert stats["packing_efficiency"] == pytest.approx(stats["tokens"] / (len(rows) * S))
+    assert stats["packing_efficiency"] > stats["unpacked_efficiency"] + 0.1
+    # The reader's packed batches train the packed pre-trainer; the plain reader refuses them.
+    batch = next(iter(records.make_dataset(packed_files, 4, S, q, max_instances=INSTANCES)))
+    assert batch[0]["cls_positions"].shape == (4, INSTANCES)
+    assert batch[1]["next_sentence_labels"].shape == (4, INSTANCES)
+    with pytest.raises(ValueError, match="next_sentence_labels"):
+        records.make_dataset(packed_files, 4, S, q)
+    keras.utils.set_random_seed(0)
+    config = packing_job.tiny_config(len(generated_corpus.VOCABULARY), S, 1)
+    model = BertPretrainer(BertEncoder(config), packed=True)
+    model.compile(optimizer="adam")
+    history = model.fit(batch[0], batch[1], batch_size=4, epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert 0.0 <= history.history["nsp_accuracy"][-1] <= 1.0
+    restored = BertPretrainer.from_config(model.get_config())
+    assert restored.packed and "cls_positions" in restored.input
+
+
+@pytest.mark.skipif(real_file("bert_sample", "sample_text.txt") is None, reason="no sample text")
+@pytest.mark.skipif(real_file("bert_uncased", "vocab.txt") is None, reason="no vocabulary")
+def test_packing_efficiency_on_the_real_sample_text(tmp_path):
+    _, stats = _write(
+        tmp_path,
+        "sample",
+        pack=True,
+        corpus=real_file("bert_sample", "sample_text.txt"),
+        vocab=real_file("bert_uncased", "vocab.txt"),
+        seq=128,
+    )
+    assert stats["packing_efficiency"] > 0.9
+    assert stats["packing_efficiency"] > 1.1 * stats["unpacked_efficiency"]
+
+
+def test_runner_trains_on_packed_records(tmp_path):
+    files, stats = _write(tmp_path, "packed", pack=True)
+    config = packing_job.tiny_config(len(generated_corpus.VOCABULARY), S, 1)
+    summary = runner.run_pretraining(
+        bert_config=config,
+        train_files=",".join(files),
+        eval_files=",".join(files),
+        batch_size=4,
+        seq_length=S,
+        max_predictions_per_seq=stats["settings"]["packed_predictions"],
+        max_instances=INSTANCES,
+        num_train_steps=2,
+        num_warmup_steps=1,
+        learning_rate=1e-3,
+        model_dir=str(tmp_path / "run"),
+        checkpoint_every=2,
+        max_eval_steps=2,
+        verbose=False,
+        plot=False,
+    )
+    assert summary["steps"] == 2 and summary["model"].packed
+    assert np.isfinite(summary["eval"]["nsp_loss"]) and 0 <= summary["eval"]["nsp_accuracy"] <= 1
