@@ -212,3 +212,41 @@ def test_runner_trains_on_packed_records(tmp_path):
     )
     assert summary["steps"] == 2 and summary["model"].packed
     assert np.isfinite(summary["eval"]["nsp_loss"]) and 0 <= summary["eval"]["nsp_accuracy"] <= 1
+
+
+def test_raw_text_dynamic_masking_packs_too():
+    from keras_bert.pretraining.dynamic import dynamic_masking, pack_rows, pack_texts
+    from keras_bert.text.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer(generated_corpus.VOCABULARY)
+    texts = [s for d in generated_corpus.documents(20, seed=6) for s in d]
+    rows = pack_texts(tf.data.Dataset.from_tensor_slices(texts).batch(64), tokenizer, S)
+    alone = [r for b in rows for r in b["input_word_ids"].numpy()]
+    packed = pack_rows(rows, max_instances=INSTANCES).batch(8)
+    batches = list(dynamic_masking(packed, tokenizer, 12, seed=1))
+    inputs = {k: np.concatenate([b[0][k] for b in batches]) for k in batches[0][0]}
+    labels = {k: np.concatenate([b[1][k] for b in batches]) for k in batches[0][1]}
+    assert "input_mask" not in inputs and "next_sentence_labels" not in labels
+    instances = []
+    for r in range(len(inputs["input_word_ids"])):
+        ids = inputs["input_word_ids"][r].copy()
+        real = labels["masked_lm_weights"][r] > 0
+        ids[inputs["masked_lm_positions"][r][real]] = labels["masked_lm_ids"][r][real]  # unmask
+        for k in range(1, inputs["input_instance_ids"][r].max() + 1):
+            where = np.flatnonzero(inputs["input_instance_ids"][r] == k)
+            assert inputs["cls_positions"][r][k - 1] == where[0]
+            np.testing.assert_array_equal(
+                inputs["input_position_ids"][r][where], np.arange(len(where))
+            )
+            instances.append(tuple(ids[where]))
+    assert sorted(instances) == sorted(tuple(a[a > 0]) for a in alone)  # each text exactly once
+    tokens = sum(len(i) for i in instances)
+    assert packing.efficiency([tokens], len(inputs["input_word_ids"]), S) > 1.5 * (
+        packing.efficiency([tokens], len(alone), S)
+    )
+    keras.utils.set_random_seed(0)
+    config = packing_job.tiny_config(len(generated_corpus.VOCABULARY), S, 1)
+    model = BertPretrainer(BertEncoder(config), next_sentence=False, packed=True)
+    model.compile(optimizer="adam")
+    history = model.fit(batches[0][0], batches[0][1], verbose=0)
+    assert np.isfinite(history.history["mlm_loss"]).all()
