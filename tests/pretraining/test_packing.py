@@ -250,3 +250,42 @@ def test_raw_text_dynamic_masking_packs_too():
     model.compile(optimizer="adam")
     history = model.fit(batches[0][0], batches[0][1], verbose=0)
     assert np.isfinite(history.history["mlm_loss"]).all()
+
+
+def test_mirrored_two_replicas_follow_one_device_on_packed_rows(tmp_path):
+    import json
+
+    import train_job
+
+    files, stats = _write(tmp_path, "packed", pack=True)
+    bert = packing_job.tiny_config(len(generated_corpus.VOCABULARY), S, 1).replace(
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
+    one = dict(
+        bert_config=bert.to_dict(),
+        train_files=",".join(files),
+        batch_size=8,
+        seq_length=S,
+        max_predictions_per_seq=stats["settings"]["packed_predictions"],
+        max_instances=INSTANCES,
+        num_train_steps=3,
+        num_warmup_steps=1,
+        learning_rate=1e-3,
+        steps_per_loop=1,
+        checkpoint_every=3,
+        model_dir=str(tmp_path / "one"),
+        verbose=False,
+        plot=False,
+    )
+    two = dict(one, strategy="mirrored", model_dir=str(tmp_path / "two"))
+    out = tmp_path / "runs.json"
+    spec = dict(configs=[one, two], out=str(out), logical_cpus=2)
+    done = subprocess.run(
+        [sys.executable, train_job.JOB, json.dumps(spec)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    first, second = json.loads(out.read_text())
+    assert second["replicas"] == 2
+    for key in ("loss", "mlm_loss", "nsp_loss", "nsp_accuracy"):
+        got, want = ([h[key] for h in run["history"]] for run in (second, first))
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=key)
