@@ -190,26 +190,29 @@ def test_packing_efficiency_on_the_real_sample_text(tmp_path):
     assert stats["packing_efficiency"] > 1.1 * stats["unpacked_efficiency"]
 
 
-def test_runner_trains_on_packed_records(tmp_path):
-    files, stats = _write(tmp_path, "packed", pack=True)
-    config = packing_job.tiny_config(len(generated_corpus.VOCABULARY), S, 1)
-    summary = runner.run_pretraining(
-        bert_config=config,
+def _run_settings(tmp_path, name, steps, **overrides):
+    """run_pretraining's settings for a tiny packed run on fresh packed records."""
+    files, stats = _write(tmp_path, f"data-{name}", pack=True)
+    settings = dict(
+        bert_config=packing_job.tiny_config(len(generated_corpus.VOCABULARY), S, 1),
         train_files=",".join(files),
-        eval_files=",".join(files),
-        batch_size=4,
         seq_length=S,
         max_predictions_per_seq=stats["settings"]["packed_predictions"],
         max_instances=INSTANCES,
-        num_train_steps=2,
+        num_train_steps=steps,
         num_warmup_steps=1,
         learning_rate=1e-3,
-        model_dir=str(tmp_path / "run"),
-        checkpoint_every=2,
-        max_eval_steps=2,
+        checkpoint_every=steps,
+        model_dir=str(tmp_path / name),
         verbose=False,
         plot=False,
     )
+    return dict(settings, **overrides)
+
+
+def test_runner_trains_on_packed_records(tmp_path):
+    settings = _run_settings(tmp_path, "run", 2, batch_size=4, max_eval_steps=2)
+    summary = runner.run_pretraining(eval_files=settings["train_files"], **settings)
     assert summary["steps"] == 2 and summary["model"].packed
     assert np.isfinite(summary["eval"]["nsp_loss"]) and 0 <= summary["eval"]["nsp_accuracy"] <= 1
 
@@ -257,26 +260,9 @@ def test_mirrored_two_replicas_follow_one_device_on_packed_rows(tmp_path):
 
     import train_job
 
-    files, stats = _write(tmp_path, "packed", pack=True)
-    bert = packing_job.tiny_config(len(generated_corpus.VOCABULARY), S, 1).replace(
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
-    )
-    one = dict(
-        bert_config=bert.to_dict(),
-        train_files=",".join(files),
-        batch_size=8,
-        seq_length=S,
-        max_predictions_per_seq=stats["settings"]["packed_predictions"],
-        max_instances=INSTANCES,
-        num_train_steps=3,
-        num_warmup_steps=1,
-        learning_rate=1e-3,
-        steps_per_loop=1,
-        checkpoint_every=3,
-        model_dir=str(tmp_path / "one"),
-        verbose=False,
-        plot=False,
-    )
+    one = _run_settings(tmp_path, "one", 3, batch_size=8, steps_per_loop=1)
+    bert = one["bert_config"].replace(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    one["bert_config"] = bert.to_dict()
     two = dict(one, strategy="mirrored", model_dir=str(tmp_path / "two"))
     out = tmp_path / "runs.json"
     spec = dict(configs=[one, two], out=str(out), logical_cpus=2)
