@@ -22,6 +22,7 @@ Packed rows use the original feature names plus four (all int64 but `next_senten
 - `next_sentence_labels` [I] and float `next_sentence_weights` [I] (1.0 for real instances).
 """
 
+import collections
 import math
 
 import numpy as np
@@ -64,11 +65,7 @@ def first_fit_decreasing(lengths, capacity, max_instances=None):
     Returns:
       list of bins, each a list of item indices (in the order they were placed).
     """
-    lengths = np.asarray(lengths, np.int64)
-    if lengths.size and (lengths.min() < 1 or lengths.max() > capacity):
-        raise ValueError(
-            f"Every length must be in [1, {capacity}], got {lengths.min()}..{lengths.max()}."
-        )
+    lengths = _checked(lengths, capacity)
     max_instances = max_instances or len(lengths) or 1
     room = np.full(len(lengths), -1, np.int64)  # (N,): room left in each bin (-1: not open / full)
     bins = []
@@ -87,13 +84,73 @@ def first_fit_decreasing(lengths, capacity, max_instances=None):
     return bins
 
 
+def shortest_pack_first(lengths, capacity, max_instances=None):
+    """Packs items into bins by shortest-pack-first histogram packing (SPFHP, Krell et al. 2021).
+
+    Works on the histogram of lengths: lengths are taken longest first, and all items of one
+    length at once go into the open packs of one kind (the same lengths) with the least room that
+    fits them (a kind whose count exceeds the items left is split), or into new packs. A pack is
+    closed once full or holding `max_instances` items. Its cost grows with the number of distinct
+    lengths and pack kinds, not with the number of items.
+
+    Args and returns: as `first_fit_decreasing` (bins of item indices, the items of each length
+    taken in index order).
+    """
+    lengths = _checked(lengths, capacity)
+    max_instances = max_instances or len(lengths) or 1
+    open_packs = {}  # room left -> list of [count, kind (tuple of lengths)]
+    closed = []
+
+    def add(kind, count, room):
+        if room == 0 or len(kind) >= max_instances:
+            closed.append([count, kind])
+        else:
+            open_packs.setdefault(room, []).append([count, kind])
+
+    histogram = collections.Counter(lengths.tolist())
+    for length in sorted(histogram, reverse=True):
+        left = histogram[length]
+        while left:
+            fits = [room for room in open_packs if room >= length]
+            if not fits:
+                add((length,), left, capacity - length)
+                break
+            room = min(fits)
+            count, kind = open_packs[room].pop()
+            if not open_packs[room]:
+                del open_packs[room]
+            used = min(count, left)
+            if count > used:
+                open_packs.setdefault(room, []).append([count - used, kind])
+            add((*kind, length), used, room - length)
+            left -= used
+    queues = collections.defaultdict(collections.deque)
+    for item, length in enumerate(lengths.tolist()):
+        queues[length].append(item)
+    packs = closed + [pack for kinds in open_packs.values() for pack in kinds]
+    return [[queues[n].popleft() for n in kind] for count, kind in packs for _ in range(count)]
+
+
+def _checked(lengths, capacity):
+    """`lengths` as an int64 array, each checked to lie in [1, capacity]."""
+    lengths = np.asarray(lengths, np.int64)
+    if lengths.size and (lengths.min() < 1 or lengths.max() > capacity):
+        raise ValueError(
+            f"Every length must be in [1, {capacity}], got {lengths.min()}..{lengths.max()}."
+        )
+    return lengths
+
+
+ALGORITHMS = {"ffd": first_fit_decreasing, "spfhp": shortest_pack_first}
+
+
 def efficiency(lengths, num_rows, max_seq_length):
     """Packing efficiency: real tokens / all tokens of `num_rows` rows of `max_seq_length`."""
     return float(np.sum(lengths)) / max(num_rows * max_seq_length, 1)
 
 
-def pack_examples(features, max_instances, max_predictions):
-    """Packs examples of the original format into packed rows (first-fit-decreasing).
+def pack_examples(features, max_instances, max_predictions, algorithm="ffd"):
+    """Packs examples of the original format into packed rows.
 
     Args:
       features: dict of arrays of N unpacked examples with the original names (`input_ids`,
@@ -102,6 +159,7 @@ def pack_examples(features, max_instances, max_predictions):
         `examples.create_examples` returns.
       max_instances: int I, the most instances per row.
       max_predictions: int Q, the masked predictions per packed row (`packed_predictions`).
+      algorithm: "ffd" (`first_fit_decreasing`) or "spfhp" (`shortest_pack_first`).
 
     Returns:
       (dict of packed arrays with `PACKED_FEATURE_NAMES` (see the module docstring), R rows;
@@ -111,7 +169,9 @@ def pack_examples(features, max_instances, max_predictions):
       ValueError: a row's predictions exceed `max_predictions`.
     """
     lengths = np.asarray(features["input_mask"]).sum(axis=1)
-    bins = first_fit_decreasing(lengths, features["input_ids"].shape[1], max_instances)
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}.")
+    bins = ALGORITHMS[algorithm](lengths, features["input_ids"].shape[1], max_instances)
     rows = [_pack_row(features, lengths, b, max_instances, max_predictions) for b in bins]
     packed = {name: np.stack([row[name] for row in rows]) for name in PACKED_FEATURE_NAMES}
     return packed, bins

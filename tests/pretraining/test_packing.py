@@ -81,6 +81,24 @@ def test_first_fit_decreasing_against_brute_force(seed):
         packing.first_fit_decreasing([3, 20], 16)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_shortest_pack_first_packs_validly_and_about_as_tightly_as_ffd(seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 13, size=7)
+    bins = packing.shortest_pack_first(lengths, 16, 3)
+    assert sorted(i for b in bins for i in b) == list(range(len(lengths)))
+    for b in bins:
+        assert lengths[b].sum() <= 16 and len(b) <= 3
+    assert len(bins) <= _optimal_bins(list(lengths), 16, 3) + 1
+    many = np.minimum(rng.geometric(1 / 40, size=2000), 128)  # mostly short, as real documents
+    spfhp = packing.shortest_pack_first(many, 128, 4)
+    ffd = packing.first_fit_decreasing(many, 128, 4)
+    assert sorted(i for b in spfhp for i in b) == list(range(len(many)))
+    assert all(many[b].sum() <= 128 and len(b) <= 4 for b in spfhp)
+    assert len(spfhp) <= 1.05 * len(ffd)  # about as tight (here within 2.5%)
+    assert packing.efficiency(many, len(spfhp), 128) > 2.5 * packing.efficiency(many, 2000, 128)
+
+
 def _write(tmp_path, name, pack, corpus=None, vocab=None, seq=S, **kwargs):
     vocab = vocab or generated_corpus.write_vocab(tmp_path / "vocab.txt")
     if corpus is None:
@@ -143,8 +161,8 @@ def test_packed_records_round_trip_and_hold_every_instance_once(tmp_path):
     for row in rows:
         assert row["input_mask"].sum() == (row["instance_ids"] > 0).sum() <= S
         instances += _unpack(row)
-    alone = []
-    for ex in _records(plain, records.feature_spec(S, P)):
+    alone, plain_records = [], _records(plain, records.feature_spec(S, P))
+    for ex in plain_records:
         n, real = ex["input_mask"].sum(), ex["masked_lm_weights"] > 0
         alone.append(
             (
@@ -156,6 +174,14 @@ def test_packed_records_round_trip_and_hold_every_instance_once(tmp_path):
             )
         )
     assert sorted(instances) == sorted(alone)  # the same instances, each exactly once
+    # SPFHP packs the same instances, about as tightly.
+    features = {k: np.stack([ex[k] for ex in plain_records]) for k in records.FEATURE_NAMES}
+    spfhp, _ = packing.pack_examples(features, INSTANCES, q, algorithm="spfhp")
+    spfhp_rows = [{k: v[r] for k, v in spfhp.items()} for r in range(len(spfhp["input_ids"]))]
+    assert sorted(i for row in spfhp_rows for i in _unpack(row)) == sorted(alone)
+    assert len(spfhp_rows) <= 1.05 * len(rows)
+    with pytest.raises(ValueError, match="algorithm"):
+        packing.pack_examples(features, INSTANCES, q, algorithm="best")
     assert stats["packing_efficiency"] == pytest.approx(stats["tokens"] / (len(rows) * S))
     assert stats["packing_efficiency"] > stats["unpacked_efficiency"] + 0.1
     # The reader's packed batches train the packed pre-trainer; the plain reader refuses them.
