@@ -301,3 +301,15 @@ def test_mirrored_two_replicas_follow_one_device_on_packed_rows(tmp_path):
     for key in ("loss", "mlm_loss", "nsp_loss", "nsp_accuracy"):
         got, want = ([h[key] for h in run["history"]] for run in (second, first))
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=key)
+
+
+def test_packed_pretrainer_saves_and_loads(tmp_path):
+    _, _, model = packing_job._models()
+    features = packing_job._instances(np.random.default_rng(0), 40)
+    inputs, _ = packing_job._packed_batch(packing.pack_examples(features, 4, 12)[0])
+    path = str(tmp_path / "packed.keras")
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    assert restored.packed
+    for key, value in model(inputs).items():
+        np.testing.assert_array_equal(restored(inputs)[key], value)
