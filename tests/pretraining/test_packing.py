@@ -1,6 +1,7 @@
 """Packed pre-training rows (issue 44): each instance gets exactly its outputs and losses alone,
-on TensorFlow and JAX; no token attends across instances; first-fit-decreasing packing; the
-packed TFRecords' round trip, efficiency and training."""
+on TensorFlow, JAX and PyTorch; no token attends across instances; first-fit-decreasing and
+SPFHP packing; the packed TFRecords' round trip, efficiency, raw-text packing and training (one
+device, mirrored, save/load)."""
 
 import importlib.util
 import itertools
@@ -28,13 +29,24 @@ def test_packed_row_equals_instances_alone_and_never_attends_across():
     packing_job.check_packed_equals_alone()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
-def test_packed_row_equals_instances_alone_on_jax():
-    env = dict(os.environ, KERAS_BACKEND="jax", CUDA_VISIBLE_DEVICES="")
+@pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec(name) is None, reason=f"{name} is not installed"
+            ),
+        )
+        for name in ("jax", "torch")
+    ],
+)
+def test_packed_row_equals_instances_alone_on_other_backends(backend):
+    env = dict(os.environ, KERAS_BACKEND=backend, CUDA_VISIBLE_DEVICES="")
     done = subprocess.run(
         [sys.executable, packing_job.__file__], env=env, capture_output=True, text=True, timeout=600
     )
-    assert done.returncode == 0 and "ok jax" in done.stdout, done.stderr[-3000:]
+    assert done.returncode == 0 and f"ok {backend}" in done.stdout, done.stderr[-3000:]
 
 
 def _reference_ffd(lengths, capacity, max_instances):
