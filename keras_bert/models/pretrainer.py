@@ -24,7 +24,6 @@ from keras_bert.layers.heads import MaskedLMHead
 from keras_bert.models.encoder import PACKED_INPUT_NAMES, BertEncoder, encoder_inputs
 
 LABEL_NAMES = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
-PACKED_LABEL_NAMES = (*LABEL_NAMES, "next_sentence_weights")
 
 
 def masked_lm_loss_sums(
