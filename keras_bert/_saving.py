@@ -25,7 +25,13 @@ MODULES = {
     "keras_bert.layers.embeddings": ("BertEmbeddings",),
     "keras_bert.layers.heads": ("MaskedLMHead",),
     "keras_bert.layers.transformer": ("TransformerBlock",),
-    "keras_bert.models.encoder": ("BertEncoder", "_AttentionBias", "_FirstToken"),
+    "keras_bert.models.encoder": (
+        "BertEncoder",
+        "_AttentionBias",
+        "_FirstToken",
+        "_PackedAttentionBias",
+        "_Positions",
+    ),
     "keras_bert.models.pretrainer": ("BertPretrainer",),
     "keras_bert.models.task_models": (
         "BertClassifier",

@@ -33,6 +33,8 @@ class BertEmbeddings(keras.layers.Layer):
     Call arguments:
         input_word_ids: int tensor [B, S].
         input_type_ids: int tensor [B, S].
+        input_position_ids: optional int tensor [B, S], each token's position (packed rows
+            restart at 0 for each instance); None gives 0, 1, ..., S - 1 in every row.
         training: bool.
 
     Returns:
@@ -89,7 +91,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
-    def call(self, input_word_ids, input_type_ids, training=None):
+    def call(self, input_word_ids, input_type_ids, input_position_ids=None, training=None):
         seq_length = ops.shape(input_word_ids)[1]
         input_word_ids = backend.ids_checked(
             input_word_ids, self.vocab_size, "input_word_ids", "vocab_size"
@@ -105,11 +107,22 @@ class BertEmbeddings(keras.layers.Layer):
         dtype = self.compute_dtype
         words = ops.cast(backend.gather_rows(self.word_embeddings, input_word_ids), dtype)
         types = ops.cast(backend.gather_rows(self.token_type_embeddings, input_type_ids), dtype)
-        positions = ops.cast(self.position_embeddings[:seq_length], dtype)  # (S, H)
-        x = self.layer_norm(words + types + ops.expand_dims(positions, 0))  # (B, S, H)
+        if input_position_ids is None:
+            positions = ops.expand_dims(self.position_embeddings[:seq_length], 0)  # (1, S, H)
+        else:
+            input_position_ids = backend.ids_checked(
+                input_position_ids,
+                self.max_position_embeddings,
+                "input_position_ids",
+                "max_position_embeddings",
+            )
+            positions = backend.gather_rows(self.position_embeddings, input_position_ids)
+        x = self.layer_norm(words + types + ops.cast(positions, dtype))  # (B, S, H)
         return self.dropout_layer(x, training=training)
 
-    def compute_output_shape(self, input_word_ids_shape, input_type_ids_shape=None):
+    def compute_output_shape(
+        self, input_word_ids_shape, input_type_ids_shape=None, input_position_ids_shape=None
+    ):
         return tuple(input_word_ids_shape) + (self.hidden_size,)
 
     def get_config(self):

@@ -34,6 +34,22 @@ def attention_bias(input_mask, dtype):
     return (1.0 - mask) * ops.cast(MASK_VALUE, dtype)
 
 
+def packed_attention_bias(instance_ids, dtype):
+    """Block-diagonal additive attention bias [B, 1, S, S] of packed rows.
+
+    `instance_ids` [B, S] numbers the instances of each row 1, 2, ... (0 = padding): a token
+    attends only to the real tokens of its own instance. (Padding queries see every key masked
+    alike; their outputs are unused.)
+    """
+    ids = ops.cast(instance_ids, "int32")
+    same = ops.logical_and(
+        ops.equal(ops.expand_dims(ids, 2), ops.expand_dims(ids, 1)),  # (B, S, S)
+        ops.expand_dims(ids > 0, 1),  # (B, 1, S): real keys
+    )
+    mask = ops.expand_dims(ops.cast(same, dtype), 1)  # (B, 1, S, S)
+    return (1.0 - mask) * ops.cast(MASK_VALUE, dtype)
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class TransformerBlock(keras.layers.Layer):
     """One BERT encoder layer.
@@ -49,7 +65,8 @@ class TransformerBlock(keras.layers.Layer):
 
     Call arguments:
         x: float tensor [B, S, H].
-        attention_bias: float tensor [B, 1, 1, S] from `attention_bias()`, or None.
+        attention_bias: float tensor [B, 1, 1, S] from `attention_bias()`, [B, 1, S, S] from
+            `packed_attention_bias()`, or None.
         training: bool.
 
     Returns:

@@ -14,7 +14,15 @@ from keras_bert.config import BertConfig
 from keras_bert.inputs import INPUT_NAMES
 from keras_bert.layers import utils
 from keras_bert.layers.embeddings import BertEmbeddings
-from keras_bert.layers.transformer import TransformerBlock, attention_bias
+from keras_bert.layers.heads import gather_positions
+from keras_bert.layers.transformer import (
+    TransformerBlock,
+    attention_bias,
+    packed_attention_bias,
+)
+
+# The extra inputs [B, S] of packed rows (several instances per row, `encode_packed`).
+PACKED_INPUT_NAMES = ("input_position_ids", "input_instance_ids")
 
 
 def encoder_inputs() -> dict[str, keras.KerasTensor]:
@@ -114,6 +122,42 @@ class BertEncoder(keras.Model):
         self.transformer_layers = blocks
         self.pooler = pooler
 
+    def encode_packed(self, inputs: dict[str, Any], cls_positions: Any) -> dict[str, Any]:
+        """The encoder's layers on packed rows: several instances per row, none seeing another.
+
+        Every instance gets exactly the outputs it gets alone in a row of its own: its tokens
+        take the positions of `input_position_ids` (restarting at 0) and attend only to the
+        tokens of their own instance (a block-diagonal mask from `input_instance_ids`). Works on
+        symbolic inputs (a functional model, as `BertPretrainer(packed=True)` builds) and eager
+        ones; the weights are this encoder's.
+
+        Args:
+            inputs: dict of int32 [B, S] `input_word_ids`, `input_type_ids`,
+                `input_position_ids` and `input_instance_ids` (1, 2, ... per instance, 0 for
+                padding; it replaces `input_mask`).
+            cls_positions: int32 [B, I], the row position of each instance's [CLS] (0 where a
+                row holds fewer instances).
+
+        Returns:
+            dict with `sequence_output` [B, S, H], `encoder_outputs` (L tensors [B, S, H]) and
+            `pooled_output` [B, I, H], the pooler on each instance's [CLS].
+        """
+        policy = self.dtype_policy
+        x = self.embeddings(
+            inputs["input_word_ids"], inputs["input_type_ids"], inputs["input_position_ids"]
+        )  # (B, S, H)
+        bias = _PackedAttentionBias(dtype=policy)(inputs["input_instance_ids"])  # (B, 1, S, S)
+        layer_outputs = []
+        for block in self.transformer_layers:
+            x = block(x, bias)
+            layer_outputs.append(x)
+        cls = _Positions(dtype=policy)(x, cls_positions)  # (B, I, H)
+        return {
+            "sequence_output": x,
+            "pooled_output": self.pooler(cls),
+            "encoder_outputs": layer_outputs,
+        }
+
     @classmethod
     def from_preset(cls, preset: Any, **kwargs: Any) -> BertEncoder:
         """The encoder of a preset (`keras_bert.presets`: a name, hf://, a directory or a .keras
@@ -145,6 +189,28 @@ class _AttentionBias(keras.layers.Layer):
 
     def compute_output_shape(self, shape):
         return (shape[0], 1, 1, shape[1])
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class _PackedAttentionBias(keras.layers.Layer):
+    """input_instance_ids [B, S] -> block-diagonal attention bias [B, 1, S, S]."""
+
+    def call(self, instance_ids):
+        return packed_attention_bias(instance_ids, self.compute_dtype)
+
+    def compute_output_shape(self, shape):
+        return (shape[0], 1, shape[1], shape[1])
+
+
+@keras.saving.register_keras_serializable(package="keras_bert")
+class _Positions(keras.layers.Layer):
+    """[B, S, H] and positions [B, I] -> the states at those positions [B, I, H]."""
+
+    def call(self, x, positions):
+        return gather_positions(x, positions)
+
+    def compute_output_shape(self, x_shape, positions_shape):
+        return (x_shape[0], positions_shape[1], x_shape[2])
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")

@@ -1,9 +1,14 @@
 """BertPretrainer: the encoder with the masked-LM and next-sentence heads, loss and metrics.
 
-Dimensions: B batch, P masked positions per sequence, V vocab.
+Dimensions: B batch, P masked positions per sequence, V vocab, I instances per packed row.
 Training data follows the original TFRecord feature names: inputs `input_word_ids`,
 `input_mask`, `input_type_ids`, `masked_lm_positions`; labels `masked_lm_ids`,
 `masked_lm_weights`, `next_sentence_labels`.
+
+Packed rows (`packed=True`, several instances per row, `keras_bert.pretraining.packing`) replace
+`input_mask` with `input_position_ids` and `input_instance_ids` [B, S] and add `cls_positions`
+[B, I]; their labels `next_sentence_labels` [B, I] come with `next_sentence_weights` [B, I]
+(1.0 for real instances). Each instance gets exactly the outputs and losses it gets alone.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from keras import ops
 from keras_bert import backend
 from keras_bert.layers import utils
 from keras_bert.layers.heads import MaskedLMHead
-from keras_bert.models.encoder import BertEncoder, encoder_inputs
+from keras_bert.models.encoder import PACKED_INPUT_NAMES, BertEncoder, encoder_inputs
 
 LABEL_NAMES = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
@@ -44,6 +49,8 @@ def pretraining_loss(labels: dict[str, Any], outputs: dict[str, Any]) -> dict[st
             predictions, 0.0 for padding) and, with NSP, `next_sentence_labels` [B] or [B, 1]
             (0 = IsNext, 1 = NotNext, as in the original).
         outputs: dict with `mlm_logits` [B, P, V] and optionally `nsp_logits` [B, 2].
+            Packed rows: `nsp_logits` [B, I, 2], labels [B, I] and `next_sentence_weights`
+            [B, I] in `labels`: the NSP loss is the mean over real instances (of all replicas).
 
     Under `tf.distribute` with several replicas the MLM mean is over the GLOBAL masked positions
     (all replicas), as on one device: this replica's sum / the global count, times the replica
@@ -62,14 +69,23 @@ def pretraining_loss(labels: dict[str, Any], outputs: dict[str, Any]) -> dict[st
     mlm_loss = total / (count + 1e-5) * replicas  # The original's denominator.
     result = {"mlm_loss": mlm_loss, "loss": mlm_loss}
     if "nsp_logits" in outputs:
-        nsp_labels = ops.reshape(ops.cast(labels["next_sentence_labels"], "int32"), (-1,))
-        nsp_loss = ops.mean(
-            ops.sparse_categorical_crossentropy(
-                nsp_labels, ops.cast(outputs["nsp_logits"], "float32"), from_logits=True
-            )
-        )
+        nsp_loss = _next_sentence_loss(labels, outputs["nsp_logits"], replicas)
         result.update(nsp_loss=nsp_loss, loss=mlm_loss + nsp_loss)
     return result
+
+
+def _next_sentence_loss(labels: dict[str, Any], nsp_logits: Any, replicas: int) -> Any:
+    """Mean NSP cross-entropy over the rows, or over the weighted instances of packed rows."""
+    nsp_labels = ops.reshape(ops.cast(labels["next_sentence_labels"], "int32"), (-1,))
+    logits = ops.reshape(ops.cast(nsp_logits, "float32"), (-1, 2))
+    xent = ops.sparse_categorical_crossentropy(nsp_labels, logits, from_logits=True)
+    if "next_sentence_weights" not in labels:
+        return ops.mean(xent)
+    weights = ops.reshape(ops.cast(labels["next_sentence_weights"], "float32"), (-1,))
+    count = ops.sum(weights)
+    if replicas > 1:
+        count = backend.all_reduce_sum(count)
+    return ops.sum(xent * weights) / ops.maximum(count, 1.0) * replicas
 
 
 @keras.saving.register_keras_serializable(package="keras_bert")
@@ -84,12 +100,17 @@ class BertPretrainer(keras.Model):
         encoder: `BertEncoder`.
         next_sentence: bool. Include the NSP head and loss (False gives the
             RoBERTa-style MLM-only objective).
+        packed: bool. Take packed rows (see the module docstring and
+            `BertEncoder.encode_packed`) instead of one instance per row.
 
     Call arguments:
-        inputs: dict of encoder inputs plus `masked_lm_positions` int32 [B, P].
+        inputs: dict of encoder inputs plus `masked_lm_positions` int32 [B, P]; packed:
+            `input_word_ids`, `input_type_ids`, `input_position_ids`, `input_instance_ids`
+            [B, S], `masked_lm_positions` [B, P] and `cls_positions` [B, I].
 
     Returns:
-        dict with `mlm_logits` [B, P, V] and, with NSP, `nsp_logits` [B, 2] (float32).
+        dict with `mlm_logits` [B, P, V] and, with NSP, `nsp_logits` [B, 2] (packed:
+        [B, I, 2]) (float32).
 
     Example:
     >>> encoder = BertEncoder(BertConfig.preset("tiny", vocab_size=100))
@@ -99,7 +120,13 @@ class BertPretrainer(keras.Model):
 
     backbone_cls: ClassVar[type] = BertEncoder  # The encoder `from_preset` builds.
 
-    def __init__(self, encoder: BertEncoder, next_sentence: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        encoder: BertEncoder,
+        next_sentence: bool = True,
+        packed: bool = False,
+        **kwargs: Any,
+    ) -> None:
         config = encoder.config
         policy = encoder.dtype_policy
 
@@ -124,13 +151,7 @@ class BertPretrainer(keras.Model):
         )
 
         # === Functional Model ===
-        inputs = encoder_inputs()
-        inputs["masked_lm_positions"] = keras.Input(
-            shape=(None,), dtype="int32", name="masked_lm_positions"
-        )
-        encoded = encoder(
-            {k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
-        )
+        inputs, encoded = _encode(encoder, packed)
         outputs = {
             "mlm_logits": mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"])
         }
@@ -141,6 +162,7 @@ class BertPretrainer(keras.Model):
         # === Config ===
         self.encoder = encoder
         self.next_sentence = next_sentence
+        self.packed = packed
         self.masked_lm_head = mlm_head
         self.next_sentence_head = nsp_head
 
@@ -187,7 +209,13 @@ class BertPretrainer(keras.Model):
         )
         if self.next_sentence:
             self.nsp_accuracy.update_state(
-                ops.reshape(y["next_sentence_labels"], (-1,)), y_pred["nsp_logits"]
+                ops.reshape(y["next_sentence_labels"], (-1,)),
+                ops.reshape(y_pred["nsp_logits"], (-1, 2)),
+                sample_weight=(
+                    ops.reshape(y["next_sentence_weights"], (-1,))
+                    if "next_sentence_weights" in y
+                    else None
+                ),
             )
         return self.get_metrics_result()
 
@@ -204,6 +232,7 @@ class BertPretrainer(keras.Model):
         return {
             "encoder": keras.saving.serialize_keras_object(self.encoder),
             "next_sentence": self.next_sentence,
+            "packed": self.packed,
             "name": self.name,
             "trainable": self.trainable,
         }
@@ -213,3 +242,18 @@ class BertPretrainer(keras.Model):
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)
+
+
+def _encode(encoder: BertEncoder, packed: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pre-trainer's symbolic inputs and the encoder's outputs on them (see `packed`)."""
+    int_input = lambda name: keras.Input(shape=(None,), dtype="int32", name=name)  # noqa: E731
+    if not packed:
+        inputs = encoder_inputs()
+        inputs["masked_lm_positions"] = int_input("masked_lm_positions")
+        encoded = encoder(
+            {k: inputs[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+        )
+        return inputs, encoded
+    names = ("input_word_ids", "input_type_ids", *PACKED_INPUT_NAMES, "masked_lm_positions")
+    inputs = {name: int_input(name) for name in (*names, "cls_positions")}
+    return inputs, encoder.encode_packed(inputs, inputs["cls_positions"])

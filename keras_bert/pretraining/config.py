@@ -47,6 +47,10 @@ class PretrainingConfig(TrainingSettings):
         lower_case: bool or None. The casing of that tokenization, recorded in model_dir
             (text_config.json).
         next_sentence: bool. Train the NSP head (False: MLM only).
+        max_instances: int or None. Train on packed records (`create_pretraining_data --pack`)
+            of up to this many instances per row; then `max_predictions_per_seq` is the
+            records' masked predictions per row (their stats file's `packed_predictions`).
+            None: one instance per record (the original format).
         deterministic: bool. Reproducible data order (see `records.make_dataset`) and an exact
             data position on resume; False reads in parallel and re-seeds on resume.
         shuffle_buffer: int. Records in the shuffle buffer.
@@ -70,6 +74,7 @@ class PretrainingConfig(TrainingSettings):
     checkpoint_every: int = 1000
     keep_checkpoints: int = 5
     next_sentence: bool = True
+    max_instances: int | None = None
     deterministic: bool = True
     shuffle_buffer: int = 10000
     max_eval_steps: int | None = None

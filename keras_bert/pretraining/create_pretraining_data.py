@@ -4,6 +4,8 @@
     python -m keras_bert.pretraining.create_pretraining_data --input_file=corpus/*.txt \\
         --output_dir=data/seq128 --vocab_file=vocab.txt --max_seq_length=128 --num_shards=16
 
+`--pack` writes packed rows (several instances per row; `keras_bert.pretraining.packing`).
+
 The library is `keras_bert.pretraining.static_records` (`create_pretraining_data`, `ExampleFactory`,
 also importable from here); its docstring describes the chunks, helpers and record format.
 """
@@ -63,6 +65,14 @@ def define_flags():
         flags.DEFINE_integer, "documents_per_chunk", 1000, "Documents per chunk (random next pool)."
     )
     cli.define(flags.DEFINE_string, "output_prefix", "pretraining", "Output file name prefix.")
+    cli.define(
+        flags.DEFINE_bool,
+        "pack",
+        False,
+        "Pack several instances per row (first-fit-decreasing, no cross-attention); read with "
+        "max_instances (keras_bert.pretraining.packing documents the extra features).",
+    )
+    cli.define(flags.DEFINE_integer, "max_instances", 4, "Most instances per packed row.")
     return flags.FLAGS
 
 
@@ -96,6 +106,8 @@ def main(argv):
         output_prefix=FLAGS.output_prefix,
         documents_per_chunk=FLAGS.documents_per_chunk,
         progress=True,
+        pack=FLAGS.pack,
+        max_instances=FLAGS.max_instances,
     )
     print("\n".join(files))
 

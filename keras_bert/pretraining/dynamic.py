@@ -3,8 +3,9 @@
 Dimensions: B batch, S sequence length, P max_predictions_per_seq, W words.
 
 `dynamic_masking` maps batches of packed, unmasked token ids (from raw text through `pack_texts`, or
-from TFRecords written without masks) to the `(inputs, labels)` that `BertPretrainer.fit` consumes,
-with the names of `keras_bert.pretraining.records`. Selection and scattering are tensorflow-text's
+from TFRecords written without masks; several instances per row through `pack_rows`) to the
+`(inputs, labels)` that `BertPretrainer.fit` consumes, with the names of
+`keras_bert.pretraining.records`. Selection and scattering are tensorflow-text's
 `mask_language_model` with a `RandomItemSelector` (its selection vectorized over the batch) and a
 `MaskValuesChooser`, both drawing stateless random numbers from a per-batch seed that
 `tf.data.Dataset.random(seed, rerandomize_each_iteration=True)` gives: the same seed gives the same
@@ -20,10 +21,16 @@ and a word that would overshoot P is left unmasked.
 import collections
 import functools
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from keras_bert.pretraining import packing
 from keras_bert.pretraining.examples import continuation_pieces
+
+# Packed rows' features that `dynamic_masking` passes through: inputs, then labels.
+_PACKED_INPUTS = ("input_position_ids", "input_instance_ids", "cls_positions")
+_PACKED_LABELS = ("next_sentence_labels", "next_sentence_weights")
 
 
 class _StatelessRandom:
@@ -150,6 +157,61 @@ def pack_texts(dataset, tokenizer, seq_length):
     return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
 
 
+def pack_rows(dataset, max_instances=4):
+    """Batches of rows -> packed rows, several instances each (`keras_bert.pretraining.packing`).
+
+    Each batch of K rows is packed on its own by first-fit-decreasing (a larger K packs tighter);
+    the result holds one element per packed row: batch it again, then mask it with
+    `dynamic_masking` (with `max_predictions_per_seq` for a whole packed row) and train
+    `BertPretrainer(packed=True)` on it.
+
+    Args:
+      dataset: tf.data.Dataset of batched dicts of `pack_texts`: input_word_ids, input_mask,
+        input_type_ids [K, S], optionally next_sentence_labels [K] or [K, 1].
+      max_instances: int I, the most instances per packed row.
+
+    Returns:
+      tf.data.Dataset of unbatched dicts: input_word_ids, input_mask, input_type_ids,
+      input_position_ids, input_instance_ids int32 [S], cls_positions int32 [I] and, when given,
+      next_sentence_labels int32 [I] with next_sentence_weights float32 [I].
+    """
+    names = ("input_ids", "input_mask", "segment_ids", "position_ids", "instance_ids")
+    names += ("cls_positions", "next_sentence_labels", "next_sentence_weights")
+    keys = ("input_word_ids", "input_mask", "input_type_ids", *_PACKED_INPUTS, *_PACKED_LABELS)
+
+    def pack_batch(ids, mask, types, labels):
+        empty = np.zeros((len(ids), 0), np.int64)
+        features = dict(input_ids=ids, input_mask=mask, segment_ids=types)
+        features.update(masked_lm_positions=empty, masked_lm_ids=empty)
+        features.update(masked_lm_weights=empty.astype(np.float32))
+        features["next_sentence_labels"] = labels.reshape(-1, 1)
+        packed, _ = packing.pack_examples(features, max_instances, 0)
+        return [
+            packed[name].astype(np.float32 if "weights" in name else np.int32) for name in names
+        ]
+
+    def pack(element):
+        has_labels = "next_sentence_labels" in element
+        ids = element["input_word_ids"]
+        labels = element.get("next_sentence_labels", tf.zeros(tf.shape(ids)[:1], tf.int32))
+        args = [
+            tf.cast(t, tf.int64) for t in (ids, element["input_mask"], element["input_type_ids"])
+        ]
+        out = tf.numpy_function(
+            pack_batch, [*args, tf.cast(labels, tf.int64)], [tf.int32] * 7 + [tf.float32]
+        )
+        rows = {}
+        for key, value in zip(keys, out):
+            width = max_instances if key in (*_PACKED_LABELS, "cls_positions") else ids.shape[1]
+            value.set_shape([None, width])
+            rows[key] = value
+        if not has_labels:
+            rows = {k: v for k, v in rows.items() if k not in _PACKED_LABELS}
+        return tf.data.Dataset.from_tensor_slices(rows)
+
+    return dataset.flat_map(pack)
+
+
 def dynamic_masking(
     dataset,
     vocabulary,
@@ -179,7 +241,8 @@ def dynamic_masking(
       tf.data.Dataset of (inputs, labels): inputs input_word_ids (masked), input_mask,
       input_type_ids int32 [B, S], masked_lm_positions int32 [B, P]; labels masked_lm_ids
       int32 [B, P], masked_lm_weights float32 [B, P] and next_sentence_labels int32 [B, 1] when
-      given.
+      given. Packed rows (from `pack_rows`) keep input_position_ids, input_instance_ids,
+      cls_positions and next_sentence_labels / next_sentence_weights [B, I], without input_mask.
     """
     _check_rates(masked_lm_prob, max_predictions_per_seq, mask_token_rate, random_token_rate)
     tokens, index = _vocabulary_facts(vocabulary)
@@ -286,7 +349,11 @@ def _mask_batch(spec, seed, element):
         "masked_lm_ids": tf.cast(masked_ids.to_tensor(0, shape=shape), tf.int32),
         "masked_lm_weights": tf.ones_like(positions, tf.float32).to_tensor(0.0, shape=shape),
     }
-    if "next_sentence_labels" in features:
+    if "input_instance_ids" in features:  # Packed rows (`pack_rows`).
+        del inputs["input_mask"]
+        inputs.update({k: tf.cast(features[k], tf.int32) for k in _PACKED_INPUTS})
+        labels.update({k: features[k] for k in _PACKED_LABELS if k in features})
+    elif "next_sentence_labels" in features:
         labels["next_sentence_labels"] = tf.reshape(
             tf.cast(features["next_sentence_labels"], tf.int32), [-1, 1]
         )

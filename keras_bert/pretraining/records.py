@@ -9,6 +9,12 @@ Batches are `(inputs, labels)` dicts with the names the model uses, all ids int3
 inputs `input_word_ids`, `input_mask`, `input_type_ids` [B, S], `masked_lm_positions` [B, P];
 labels `masked_lm_ids` [B, P], `masked_lm_weights` [B, P] float32, `next_sentence_labels` [B, 1].
 File patterns go through `tf.io.gfile`, so `gs://` works where TensorFlow has GCS support.
+
+Packed files (`create_pretraining_data(pack=True)`, several instances per row; the format is in
+`keras_bert.pretraining.packing`) are read with `max_instances` I: inputs `input_word_ids`,
+`input_type_ids`, `input_position_ids`, `input_instance_ids` [B, S], `masked_lm_positions`
+[B, P], `cls_positions` [B, I]; labels add `next_sentence_weights` [B, I] float32 and
+`next_sentence_labels` is [B, I]; `BertPretrainer(packed=True)` trains on them.
 """
 
 import tensorflow as tf
@@ -27,12 +33,23 @@ LABEL_FEATURES = {
 }
 # The record features in their serialization order (`create_pretraining_data` writes them so).
 FEATURE_NAMES = (*INPUT_FEATURES, *LABEL_FEATURES)
+# Packed rows: record feature name -> model input / label name (`input_mask` is not an input).
+PACKED_INPUT_FEATURES = {
+    "input_ids": "input_word_ids",
+    "segment_ids": "input_type_ids",
+    "position_ids": "input_position_ids",
+    "instance_ids": "input_instance_ids",
+    "masked_lm_positions": "masked_lm_positions",
+    "cls_positions": "cls_positions",
+}
+PACKED_LABEL_FEATURES = {**LABEL_FEATURES, "next_sentence_weights": "next_sentence_weights"}
 
 
-def feature_spec(seq_length, max_predictions_per_seq):
-    """The `tf.io.parse_example` spec of one original pre-training record."""
+def feature_spec(seq_length, max_predictions_per_seq, max_instances=None):
+    """The `tf.io.parse_example` spec of one original pre-training record, or with
+    `max_instances` of one packed record (`keras_bert.pretraining.packing`)."""
     ints = lambda n: tf.io.FixedLenFeature([n], tf.int64)  # noqa: E731
-    return {
+    spec = {
         "input_ids": ints(seq_length),
         "input_mask": ints(seq_length),
         "segment_ids": ints(seq_length),
@@ -41,6 +58,15 @@ def feature_spec(seq_length, max_predictions_per_seq):
         "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
         "next_sentence_labels": ints(1),
     }
+    if max_instances is not None:
+        spec.update(
+            position_ids=ints(seq_length),
+            instance_ids=ints(seq_length),
+            cls_positions=ints(max_instances),
+            next_sentence_labels=ints(max_instances),
+            next_sentence_weights=tf.io.FixedLenFeature([max_instances], tf.float32),
+        )
+    return spec
 
 
 def list_files(file_patterns):
@@ -79,16 +105,21 @@ def count_records(file_patterns):
     )
 
 
-def decode_record(serialized, seq_length, max_predictions_per_seq):
-    """Serialized records [B] -> (inputs, labels) dicts, int64 ids cast to int32."""
-    parsed = tf.io.parse_example(serialized, feature_spec(seq_length, max_predictions_per_seq))
+def decode_record(serialized, seq_length, max_predictions_per_seq, max_instances=None):
+    """Serialized records [B] -> (inputs, labels) dicts, int64 ids cast to int32 (packed
+    records with `max_instances`)."""
+    spec = feature_spec(seq_length, max_predictions_per_seq, max_instances)
+    parsed = tf.io.parse_example(serialized, spec)
     parsed = {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in parsed.items()}
-    inputs = {name: parsed[key] for key, name in INPUT_FEATURES.items()}
-    labels = {name: parsed[key] for key, name in LABEL_FEATURES.items()}
+    packed = max_instances is not None
+    input_features = PACKED_INPUT_FEATURES if packed else INPUT_FEATURES
+    label_features = PACKED_LABEL_FEATURES if packed else LABEL_FEATURES
+    inputs = {name: parsed[key] for key, name in input_features.items()}
+    labels = {name: parsed[key] for key, name in label_features.items()}
     return inputs, labels
 
 
-def check_records(files, seq_length, max_predictions_per_seq):
+def check_records(files, seq_length, max_predictions_per_seq, max_instances=None):
     """Read the first record eagerly and fail early, naming the file, if it does not fit.
 
     Raises:
@@ -103,7 +134,7 @@ def check_records(files, seq_length, max_predictions_per_seq):
         raise ValueError(f"{first} holds no records.")
     example = tf.train.Example.FromString(records[0])
     feature = example.features.feature
-    for name, spec in feature_spec(seq_length, max_predictions_per_seq).items():
+    for name, spec in feature_spec(seq_length, max_predictions_per_seq, max_instances).items():
         if name not in feature:
             raise ValueError(
                 f"{first}: record has no feature {name!r} (features: {sorted(feature)})."
@@ -115,7 +146,8 @@ def check_records(files, seq_length, max_predictions_per_seq):
         if length != spec.shape[0]:
             raise ValueError(
                 f"{first}: feature {name!r} has length {length}, expected {spec.shape[0]} "
-                f"(seq_length={seq_length}, max_predictions_per_seq={max_predictions_per_seq})."
+                f"(seq_length={seq_length}, max_predictions_per_seq={max_predictions_per_seq}, "
+                f"max_instances={max_instances})."
             )
 
 
@@ -132,6 +164,7 @@ def make_dataset(
     shuffle_buffer=10000,
     drop_remainder=True,
     skip_batches=0,
+    max_instances=None,
 ):
     """The pre-training input pipeline.
 
@@ -154,12 +187,13 @@ def make_dataset(
         shuffle_buffer: int. Records held by the shuffle buffer.
         drop_remainder: bool. Static batch shapes (needed on TPU; always True in training).
         skip_batches: int. Batches of this pipeline to skip (the data position when resuming).
+        max_instances: optional int I: read packed records (see the module docstring).
 
     Returns:
         `tf.data.Dataset` of (inputs, labels), see the module docstring.
     """
     files = list_files(file_patterns)
-    check_records(files, seq_length, max_predictions_per_seq)
+    check_records(files, seq_length, max_predictions_per_seq, max_instances)
     num_pipelines, index, batch_size = _pipeline_share(input_context, batch_size)
     shard_files = num_pipelines > 1 and not deterministic and len(files) >= num_pipelines
     if shard_files:
@@ -175,7 +209,7 @@ def make_dataset(
     if skip_batches:
         ds = ds.skip(skip_batches)
     ds = ds.map(
-        lambda r: decode_record(r, seq_length, max_predictions_per_seq),
+        lambda r: decode_record(r, seq_length, max_predictions_per_seq, max_instances),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )

@@ -32,7 +32,19 @@ from keras_bert.training.memory import out_of_memory_hint
 
 def build_pretrainer(config, bert_config):
     """A fresh `BertPretrainer` in the run's precision, or one loaded from `init_checkpoint`
-    (a Google or Hugging Face checkpoint, whose own config then defines the architecture)."""
+    (a Google or Hugging Face checkpoint, whose own config then defines the architecture);
+    packed (`BertPretrainer(packed=True)`) with `config.max_instances`."""
+    pretrainer = _build_pretrainer(config, bert_config)
+    if config.max_instances is None:
+        return pretrainer
+    packed = BertPretrainer(pretrainer.encoder, config.next_sentence, packed=True)
+    packed.masked_lm_head.set_weights(pretrainer.masked_lm_head.get_weights())
+    if config.next_sentence:
+        packed.next_sentence_head.set_weights(pretrainer.next_sentence_head.get_weights())
+    return packed
+
+
+def _build_pretrainer(config, bert_config):
     dtype = "float32" if config.mixed_precision == "none" else config.mixed_precision
     if config.init_checkpoint:
         try:
@@ -77,6 +89,7 @@ def _train_dataset(config, strategy, start_step):
             deterministic=config.deterministic,
             shuffle_buffer=config.shuffle_buffer,
             skip_batches=done * per_pipeline if config.deterministic else 0,
+            max_instances=config.max_instances,
         )
 
     if distribution.is_keras_distribution(strategy):  # JAX: Keras splits each global batch.
@@ -117,6 +130,7 @@ def _eval_dataset(config, strategy):
             is_training=False,
             input_context=context,
             drop_remainder=static,
+            max_instances=config.max_instances,
         )
 
     if config.strategy == "default":  # And JAX (Keras splits each global batch).

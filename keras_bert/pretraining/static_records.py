@@ -19,7 +19,10 @@ module, the tokenizer and what they use, nothing else (not the runner, models or
 
 Records have the original feature names and dtypes: int64 input_ids, input_mask, segment_ids [S],
 masked_lm_positions, masked_lm_ids [P], float masked_lm_weights [P], int64 next_sentence_labels [1]
-(0 = IsNext, 1 = random next).
+(0 = IsNext, 1 = random next). With `pack=True` the examples of each duplicate of a chunk are
+packed, up to `max_instances` per row, by first-fit-decreasing (`keras_bert.pretraining.packing`,
+which documents the packed records' extra features); the statistics add the packed `rows` and the
+`packing_efficiency` (real tokens / all tokens) with `unpacked_efficiency` beside it.
 """
 
 import collections
@@ -38,7 +41,7 @@ import tensorflow as tf
 from keras_bert.io_utils import write_atomic
 from keras_bert.pretraining import corpus as corpus_lib
 from keras_bert.pretraining import examples as examples_lib
-from keras_bert.pretraining import records
+from keras_bert.pretraining import packing, records
 from keras_bert.pretraining.example_proto import serialize_examples
 
 
@@ -50,7 +53,7 @@ class ExampleFactory:
         vocabulary, vocab_size, cls_id, sep_id, mask_id, pad_id).
       settings: dict of create_pretraining_data's example settings (max_seq_length,
         max_predictions_per_seq, masked_lm_prob, short_seq_prob, dupe_factor, whole_word_masking,
-        seed).
+        seed, and `max_instances`: None, or the most instances per packed row).
     """
 
     def __init__(self, tokenizer, settings):
@@ -106,9 +109,14 @@ class ExampleFactory:
                 masked_tokens=int(features["masked_lm_weights"].sum()),
                 random_next=int(features["next_sentence_labels"].sum()),
             )
-            results.append(
-                (serialize_examples({k: features[k] for k in records.FEATURE_NAMES}), stats)
-            )
+            names = records.FEATURE_NAMES
+            if s.get("max_instances"):
+                features, _ = packing.pack_examples(
+                    features, s["max_instances"], s["packed_predictions"]
+                )
+                names = packing.PACKED_FEATURE_NAMES
+                stats["rows"] = len(features["input_ids"])
+            results.append((serialize_examples({k: features[k] for k in names}), stats))
         stats = collections.Counter(
             documents=chunk.num_documents,
             sentences=len(chunk.sentence_starts) - 1,
@@ -308,6 +316,8 @@ def create_pretraining_data(
     documents_per_chunk: int = 1000,
     max_chunk_sentences: int = 50000,
     progress: bool = False,
+    pack: bool = False,
+    max_instances: int = 4,
 ) -> list[str]:
     """Writes pre-training TFRecords from a corpus (see the module docstring).
 
@@ -335,6 +345,7 @@ def create_pretraining_data(
       documents_per_chunk: int, documents per chunk (the pool random next segments come from).
       max_chunk_sentences: int, a chunk also ends at this many sentences (bounds memory).
       progress: bool, a status line on stderr.
+      pack: bool, write packed rows of up to `max_instances` (int) instances (module docstring).
 
     Returns:
       list of str, the written files. Statistics (documents, sentences, examples, tokens,
@@ -350,6 +361,7 @@ def create_pretraining_data(
         whole_word_masking=whole_word_masking,
         seed=seed,
     )
+    settings.update(_packing_settings(settings, max_instances) if pack else {})
     _check_settings(settings, num_shards, documents_per_chunk)
     _check_vocabulary(vocab_file, lower_case)
     if documents is None:
@@ -365,6 +377,19 @@ def create_pretraining_data(
     return files
 
 
+def _packing_settings(settings, max_instances):
+    """`max_instances` and the masked predictions per packed row (`packed_predictions`)."""
+    if max_instances < 1:
+        raise ValueError(f"max_instances must be >= 1, got {max_instances}")
+    width = packing.packed_predictions(
+        settings["max_seq_length"],
+        settings["max_predictions_per_seq"],
+        settings["masked_lm_prob"],
+        max_instances,
+    )
+    return {"max_instances": max_instances, "packed_predictions": width}
+
+
 def _shard_files(output_dir, output_prefix, num_shards):
     """The output files' paths, `{prefix}-{i:05d}-of-{num_shards:05d}.tfrecord` in output_dir
     (created if needed)."""
@@ -377,6 +402,13 @@ def _shard_files(output_dir, output_prefix, num_shards):
 
 def _write_summary(path, stats, shard_counts, settings, files):
     """Writes the statistics, examples per shard, settings and file names to `path` as JSON."""
+    if settings.get("max_instances"):
+        row_tokens = settings["max_seq_length"]
+        stats = dict(
+            stats,
+            packing_efficiency=packing.efficiency(stats["tokens"], stats["rows"], row_tokens),
+            unpacked_efficiency=packing.efficiency(stats["tokens"], stats["examples"], row_tokens),
+        )
     summary = dict(
         stats,
         shard_examples=shard_counts,
