@@ -33,8 +33,14 @@ the per-round ratios). Labels kept: the share of all dev rows whose argmax equal
 
 Needs the `onnx` extra (onnxruntime, onnx) and transformers with torch (CPU).
 
-Results: docs/results/data/serving-int8.json (the serving results page), with the command
-that measured them.
+TensorFlow's threads are set as TF Serving's flags set them: `threads` intra-op
+(`--tensorflow_intra_op_parallelism`), one inter-op (`--tensorflow_inter_op_parallelism=1`: one
+request's ops run in order, each split over the intra-op threads). int8 SavedModels answer a
+batch of one in their single-request graph (`keras_bert.export.single_request`).
+
+Results: bench/out/bench_serving_int8.json (`common.run_and_record`: the tables, command,
+machine and versions), from which docs/results/data/serving-int8.json (the serving results page)
+is made.
 """
 
 import argparse
@@ -275,12 +281,50 @@ def summarize(totals, answers, rows):
             "vs_ort_int8": statistics.median(
                 b / s for b, s in zip(totals.get(BASE, seconds), seconds)
             ),
+            "vs_ort_fp32": statistics.median(
+                b / s for b, s in zip(totals.get("ort_fp32", seconds), seconds)
+            ),
             "labels_kept": float(kept.mean()),
             "decided_kept": float(kept[decided].mean()),
             "decided": int(decided.sum()),
             "rows": rows,
         }
     return summary
+
+
+COLUMNS = (
+    "threads, batch",
+    "peer",
+    "ms/row (median)",
+    "spread",
+    "x ORT int8",
+    "x ORT float32",
+    "labels kept",
+    "of the decided",
+)
+
+
+def results_table(report):
+    """Every thread count's and batch size's rows in one table (`common.format_table`: kept for
+    the results file that `common.run_and_record` writes), as the results page shows it."""
+    rows = []
+    for threads, results in report["results"].items():
+        for size, summary in results.items():
+            for name, row in summary.items():
+                low, high = row["spread_ms"]
+                rows.append(
+                    [
+                        f"{threads}, {size}",
+                        name,
+                        f"{row['ms_per_row']:.2f}",
+                        f"{low:.2f}-{high:.2f}",
+                        f"{row['vs_ort_int8']:.2f}",
+                        f"{row['vs_ort_fp32']:.2f}",
+                        f"{row['labels_kept']:.2%}",
+                        f"{row['decided_kept']:.2%} of {row['decided']}",
+                    ]
+                )
+    return common.format_table(COLUMNS, rows)
 
 
 def print_table(threads, size, summary):
@@ -369,8 +413,12 @@ def main(argv=None):
         for size, summary in results.items():
             print_table(threads, size, summary)
         report["results"][threads] = results
-    print(json.dumps(report))
+    print(results_table(report))
+    return report
 
 
 if __name__ == "__main__":
-    main()
+    if any(a.startswith("--worker") for a in sys.argv[1:]):
+        main()  # A thread count's process: its numbers go back to the parent's file.
+    else:
+        common.run_and_record(main, __file__)

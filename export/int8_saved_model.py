@@ -65,7 +65,7 @@ import tensorflow as tf
 from tensorflow.python.framework import op_def_library
 
 from keras_bert.checkpoints import task_model
-from keras_bert.export import int8_smoothing
+from keras_bert.export import int8_smoothing, single_request
 from keras_bert.layers import utils
 from keras_bert.layers.transformer import TransformerBlock
 
@@ -181,6 +181,8 @@ class InputCache:
 
 def _uint8(values, width):
     """float32 [M, K] in [0, width] -> quint8 [M, K], round(255 values / width)."""
+    if single_request.in_small_ops():
+        return single_request.quantize_grid(values, 0.0, width)
     return tf.raw_ops.QuantizeV2(
         input=values,
         min_range=0.0,
@@ -213,6 +215,8 @@ def quantize_tensor(inputs, input_range=None):
     else:
         low = tf.minimum(tf.reduce_min(rows), 0.0)
         width = tf.maximum(tf.maximum(tf.reduce_max(rows), 0.0) - low, 1e-6)
+    if single_request.in_small_ops():
+        return single_request.quantize_grid(rows, low, width), width, low, None
     quantized = tf.raw_ops.QuantizeV2(
         input=rows,
         min_range=low,
@@ -384,9 +388,12 @@ def _calibrated_range(recorder, path, factors):
 
 
 class FusedLayerNorm(keras.layers.LayerNormalization):
-    """LayerNormalization in one oneDNN op (`_MklLayerNorm`) instead of about nine."""
+    """LayerNormalization in one oneDNN op (`_MklLayerNorm`) instead of about nine (in the
+    single-request graph, `keras_bert.export.single_request`, the nine: faster on few rows)."""
 
     def call(self, inputs):
+        if single_request.in_small_ops():
+            return single_request.layer_norm(inputs, self.gamma, self.beta, self.epsilon)
         return layer_norm(inputs, self.gamma, self.beta, self.epsilon)
 
 

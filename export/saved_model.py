@@ -178,6 +178,8 @@ def verify_reload(
 ):
     """Reloads the SavedModel at `path`; each signature must answer `probes` as `functions` do.
 
+    Each signature is run on the probes and on their first row alone (a batch of one: int8
+    exports answer it in their single-request graph, `keras_bert.export.single_request`).
     Floating-point outputs are compared on their own scale (`keras_bert.export.checks`): within
     `atol + scale_rtol *` the reference output's largest magnitude, so that float noise between the
     eager run and the optimized graph (3.5e-5 on a token classifier's logits of 5) passes and a
@@ -206,15 +208,19 @@ def verify_reload(
         flat = tf.nest.flatten(spec)
         if not all(s.name in probes for s in flat):
             continue
-        kwargs = {s.name: probes[s.name] for s in flat}
-        # The reference: the same Python code, run eagerly (no tracing), or the traced graph.
-        with eagerly() if eager else contextlib.nullcontext():
-            want = function(*tf.nest.map_structure(lambda s: probes[s.name], spec))
-        got = loaded.signatures[name](**kwargs)
-        for key, value in want.items():
-            problem = checks.difference(got[key], value, atol, scale_rtol)
-            if problem:
-                problems.append(f"signature {name} output {key} differs after reloading: {problem}")
+        # The whole batch, and its first row alone (int8: the single-request graph).
+        for rows, label in ((None, ""), (1, " (one row)")):
+            given = {s.name: probes[s.name][:rows] for s in flat}
+            # The reference: the same Python code, run eagerly (no tracing), or the graph.
+            with eagerly() if eager else contextlib.nullcontext():
+                want = function(*tf.nest.map_structure(lambda s, g=given: g[s.name], spec))
+            got = loaded.signatures[name](**given)
+            for key, value in want.items():
+                problem = checks.difference(got[key], value, atol, scale_rtol)
+                if problem:
+                    problems.append(
+                        f"signature {name} output {key}{label} differs after reloading: {problem}"
+                    )
     if problems:
         raise AssertionError(f"{path}: " + "; ".join(problems) + ".")
 

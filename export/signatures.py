@@ -20,7 +20,7 @@ Dimensions: B batch, S sequence, H hidden, C classes, K choices, E entities, W w
 
 import tensorflow as tf
 
-from keras_bert.export import entities, spans
+from keras_bert.export import entities, single_request, spans
 from keras_bert.export.text_inputs import (
     TextPacker,
     encoder_input_specs,
@@ -68,7 +68,10 @@ def text_signatures(source, answer):
     @tf.function(input_signature=texts_spec)
     def serving_default(*texts):
         inputs = preprocess(*texts)  # (B, S): padded to the batch's longest row only.
-        return answer(inputs, predict_ids(inputs))
+        # int8: a batch of one runs the single-request graph.
+        return answer(
+            inputs, single_request.by_batch_size(source, inputs, predict_ids, model_outputs)
+        )
 
     return {
         "serving_default": serving_default,

@@ -18,7 +18,14 @@ from finetune_cases import TINY
 from test_saved_model import _json_text
 
 import keras_bert
-from keras_bert.export import export, export_saved_model, int8_saved_model, int8_smoothing, list_ops
+from keras_bert.export import (
+    export,
+    export_saved_model,
+    int8_saved_model,
+    int8_smoothing,
+    list_ops,
+    single_request,
+)
 from keras_bert.export.saved_model import EXTRA_DIR
 from keras_bert.export.source import load_source
 from keras_bert.testing.served import serve_fresh
@@ -137,6 +144,28 @@ def test_per_row_product_from_an_activation_floor(product_case):
     got = int8_saved_model.quantized_matmul(quantized, width, kernel, 0 * sums) * s + low * sums
     want = numpy_row_product(x, w, floor)
     np.testing.assert_allclose(got, want, atol=2e-5 * np.abs(want).max())
+
+
+def test_single_request_ops_equal_onednn_quantization_and_layer_norm():
+    x = np.random.RandomState(0).uniform(-2.0, 3.0, (7, 16)).astype(np.float32)
+    gamma, beta = np.linspace(0.5, 1.5, 16, dtype=np.float32), np.full(16, -0.25, np.float32)
+    for quantize, argument in ((int8_saved_model.quantize_tensor, (-1.5, 4.0)), (None, None)):
+
+        @tf.function
+        def graph(x, quantize=quantize, argument=argument):
+            if quantize is None:  # Per row: the quantizer of a product's rows.
+                return int8_saved_model._uint8(tf.clip_by_value(x, 0.0, 2.5), 2.5)
+            return quantize(x, argument)[0]
+
+        onednn = graph(x)
+        with single_request.small_ops():
+            plain = tf.function(graph.python_function)(x)  # Traced again, in small ops.
+        values = tf.bitcast(plain, tf.uint8).numpy()
+        assert values.min() == 0 and values.max() == 255  # Saturated at both ends.
+        np.testing.assert_array_equal(values, tf.bitcast(onednn, tf.uint8).numpy())
+    want = tf.function(int8_saved_model.layer_norm)(x, gamma, beta, 1e-12)
+    got = single_request.layer_norm(x, gamma, beta, 1e-12)
+    np.testing.assert_allclose(got, want, atol=1e-5)
 
 
 def test_fused_layer_norm_equals_numpy():
@@ -310,6 +339,21 @@ def test_int8_classifier_answers_near_the_float_model(sst2_int8):
     # calibrated ranges; per row: from GELU's floor); each LayerNorm is one op.
     assert "Min" not in ops and len(ops["Max"].nodes) == 1
     assert len(ops["_MklLayerNorm"].nodes) == 3 and "SquaredDifference" not in ops
+
+
+def test_int8_single_requests_run_plain_small_ops_with_the_batch_answers(sst2_int8):
+    serve = tf.saved_model.load(sst2_int8["int8"]).signatures["serving_default"]
+    batch = serve(text=tf.constant(TEXTS))["probabilities"]
+    one = np.concatenate([serve(text=tf.constant([t]))["probabilities"] for t in TEXTS])
+    # The same int8 products on the same ranges: only float rounding apart.
+    np.testing.assert_allclose(one, batch, atol=0.01)
+    # A batch of one: plain LayerNorm and rounding (`single_request`); others: oneDNN's ops.
+    answer, batch_graph = (
+        list_ops(sst2_int8["int8"], name) for name in ("serving_default", "predict_ids")
+    )
+    assert "Round" in answer and "Rsqrt" in answer
+    assert "Round" not in batch_graph and "Rsqrt" not in batch_graph
+    assert len(answer["_MklLayerNorm"].nodes) == len(batch_graph["_MklLayerNorm"].nodes) == 3
 
 
 def test_int8_task_json_and_warmup_records(sst2_int8):
