@@ -37,6 +37,7 @@ from keras_bert.text.window_sizes import MAX_WINDOWS
 LONG_TEXT = ("truncate", "windows")
 POOLINGS = ("mean", "max", "logsumexp", "first", "attention")
 WINDOW_TRAINING = ("document", "window")
+TOKEN_POOLINGS = ("cls", "mean")  # `keras_bert.models.task_models.POOLINGS` (light: no Keras).
 IN_MODEL = ("logsumexp", "attention")  # Poolings only document-level models have.
 
 
@@ -57,6 +58,9 @@ class LongTextOptions:
             is one sentence past the first window it reached 0.925 against document-level
             training's 0.904 (max), 0.899 (attention), 0.888 (mean) and 0.887 (logsumexp), and on
             the paragraph benchmark 0.94 against 0.927 (document-level max).
+        token_pooling: str or None. The classifier's vector of a text or window: "cls"
+            (`pooled_output`) or "mean" (of its tokens; `BertClassifier`'s `pooling`). Default
+            (None): "mean" with long_text=windows, "cls" with truncate.
     """
 
     long_text: str = "truncate"
@@ -64,6 +68,7 @@ class LongTextOptions:
     max_windows: int = MAX_WINDOWS
     window_pooling: str = "mean"
     window_training: str = "window"
+    token_pooling: str | None = None
 
     def __post_init__(self) -> None:
         if self.long_text not in LONG_TEXT:
@@ -80,6 +85,12 @@ class LongTextOptions:
             raise ValueError(
                 f"window_pooling={self.window_pooling} pools inside the model, as trained: it "
                 "needs window_training=document."
+            )
+        if self.token_pooling is None:
+            self.token_pooling = "mean" if self.long_text == "windows" else "cls"
+        if self.token_pooling not in TOKEN_POOLINGS:
+            raise ValueError(
+                f"token_pooling must be one of {TOKEN_POOLINGS}, got {self.token_pooling!r}."
             )
         if self.max_windows is None or int(self.max_windows) < 1:
             raise ValueError(

@@ -204,9 +204,15 @@ class TextClassification(Task):
             )
         if document_level(self):
             return DocumentClassifier(
-                encoder, len(self.labels), dropout, self.options.window_pooling
+                encoder,
+                len(self.labels),
+                dropout,
+                self.options.window_pooling,
+                token_pooling=self.options.token_pooling,
             )
-        return BertClassifier(encoder, num_classes=len(self.labels), dropout=dropout)
+        return BertClassifier(
+            encoder, len(self.labels), dropout, pooling=self.options.token_pooling
+        )
 
     def loss_sums(self, labels, outputs):  # Weight: 0 for padding documents (fixed shapes).
         return sparse_xent_sums(labels["label"], outputs["logits"], labels.get("weight"))

@@ -143,13 +143,14 @@ def test_truncation_is_counted_in_the_log(monkeypatch):
 
 
 def test_bad_settings_and_pairs_files_get_one_clear_error(tmp_path):
-    def config(**options):
+    def config(save_hf=False, **options):
         return FinetuneConfig(
             task="mrpc",
             init_checkpoint="x",
             model_dir="y",
             do_eval=True,
             seq_length=64,
+            save_hf=save_hf,
             task_options={"long_text": "windows", **options},
         )
 
@@ -160,6 +161,12 @@ def test_bad_settings_and_pairs_files_get_one_clear_error(tmp_path):
         config(max_windows=0)
     with pytest.raises(ValueError, match="window_pooling must be one of"):
         LongTextOptions(window_pooling="median")
+    with pytest.raises(ValueError, match="token_pooling must be one of"):
+        LongTextOptions(long_text="windows", token_pooling="max")
+    assert LongTextOptions(long_text="windows", token_pooling="cls").token_pooling == "cls"
+    with pytest.raises(ValueError, match="save_hf writes a Hugging Face"):
+        config(save_hf=True)
+    assert config(save_hf=True, token_pooling="cls").save_hf
     with pytest.raises(ValueError, match="window_pooling=logsumexp pools inside the model"):
         LongTextOptions(long_text="windows", window_pooling="logsumexp", window_training="window")
     (tmp_path / "train.tsv").write_text("label\ttext_a\ttext_b\ny\ta\tb\nn\tc\n")
@@ -239,6 +246,10 @@ def test_windows_read_what_truncation_cannot(documents):
         "mean",
     )
     assert info["window_training"] == "window"  # The defaults (LongTextOptions says why).
+    assert info["token_pooling"] == "mean"  # Windows: the head reads the mean of the tokens.
+    assert load_task_model(windows["model_path"])[0].pooling == "mean"
+    with open(os.path.join(truncate["model_path"], "task.json")) as f:
+        assert json.load(f)["token_pooling"] == "cls"  # Truncation keeps the paper's [CLS].
     with open(windows["predictions"][0]) as f:
         assert len(f.read().splitlines()) == 1 + 24
 
