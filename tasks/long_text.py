@@ -12,22 +12,24 @@ the document's answer pools its windows' logits (`keras_bert.tasks.features.pool
   text whole up to `max_first_length(seq_length)` tokens (half of a row) and cuts its second into
   windows beside it. Evaluation and prediction pool the windows' logits per text
   (`window_pooling`) and score texts, never windows. Texts with more windows than `max_windows`
-  are read up to the cap (exports report `num_windows` and `text_cut`). Training
-  (`window_training`):
-  - "document" (the default): a text's windows go through the encoder together, their logits
+  are read up to the cap (exports report `num_windows` and `text_cut`). The classifier reads
+  a window through the mean of its tokens' vectors (`token_pooling="mean"`, the default with
+  windows; `keras_bert.models.task_models.pooled_features`): where one sentence of a window
+  decides, [CLS] (`token_pooling="cls"`) learned nothing on bench/long_document_training.py's
+  review sentences among news (chance), the mean learns them. Training (`window_training`):
+  - "window" (the default): each window is a training example with its text's label (pooled
+    only at evaluation); cheaper per step, and with mean token pooling it learns where one
+    sentence decides (see `LongTextOptions`).
+  - "document": a text's windows go through the encoder together, their logits
     are pooled inside the training step as in serving (`keras_bert.models.documents`), and the
     loss is the text's. A batch holds whole texts, at most `batch_size` windows
-    (`keras_bert.tasks.documents`). Pooling "max" (per class, the default), "mean", "first",
-    or "attention": a learned softmax over the windows' [CLS] vectors weighs their logits.
-    Why max: at the start of training, mean pooling (and attention, which starts as the
-    mean) sends every window the same gradient toward the document's label, which is what
-    per-window training does; max sends it to the window that leans most, and learns where one
-    sentence decides (tests/tasks/test_long_text.py's one-phrase documents: max 1.00, mean
-    and per-window 0.50; see bench/long_document_training.py for real text).
-  - "window": each window is a training example with its text's label (pooled only at
-    evaluation). Cheaper per step, but where one sentence decides the label, most windows
-    carry a label they do not show: measured on bench/long_document_training.py's
-    one-sentence documents, it learns nothing there.
+    (`keras_bert.tasks.documents`). Pooling "max" (per class), "mean" (the default), "first",
+    or "attention": a learned softmax over the windows' vectors weighs their logits.
+    Why max for document-level training: at the start, mean pooling (and attention, which
+    starts as the mean) sends every window the same gradient toward the document's label,
+    which is what per-window training does; max sends it to the window that leans most, and
+    learns where one sentence decides (tests/tasks/test_long_text.py's one-phrase documents:
+    max 1.00, mean and per-window 0.50; see bench/long_document_training.py for real text).
 """
 
 import dataclasses

@@ -589,9 +589,9 @@ def one_phrase_data(tmp_path_factory):
 def test_one_phrase_past_the_first_window_is_learned_at_document_level(
     one_phrase_data, tmp_path, training, pooling
 ):
-    """The label is one phrase past the first window: trained on documents (pooled as served),
-    the tiny model learns it; trained on windows with their document's label (most of them
-    showing none), it does not."""
+    """The label is one phrase past the first window: with the [CLS] head, trained on documents
+    (pooled as served), the tiny model learns it; trained on windows with their document's label
+    (most of them showing none), it does not."""
     run = run_finetuning(
         task="text_classification",
         data_dir=str(one_phrase_data),
@@ -611,6 +611,7 @@ def test_one_phrase_past_the_first_window_is_learned_at_document_level(
             "doc_stride": 13,
             "window_training": training,
             "window_pooling": pooling,
+            "token_pooling": "cls",
         },
     )
     accuracy = run["eval"]["accuracy"]
