@@ -10,12 +10,15 @@ windows per batch), run one after the other in this process:
 - truncate: the first `seq_length` tokens of each document;
 - window: `--long_text=windows --window_training=window` (each window trained with its
   document's label, the windows' logits pooled by mean at evaluation);
-- document-<pooling>: `--window_training=document --window_pooling=<pooling>`.
+- document-<pooling>: `--window_training=document --window_pooling=<pooling>`;
+- a suffix `:cls` or `:mean` sets `--token_pooling` (the classifier's vector of a window: its
+  `pooled_output` or the mean of its tokens; without it, the runner's default: "mean" with
+  windows, "cls" for truncate and the sentences alone).
 
 Reported per variant: dev accuracy (documents), training seconds per document and epoch (the
 runner's timed training loops, tracing included) and prediction ms per document
 (`finetuning.predict` on the dev set, timed after a warm-up pass, median of `--repeat`). With
-`--check_export`, the document-level models' SavedModel (`serving_default`) accuracy on dev
+`--check_export`, the windows models' SavedModel (`serving_default`) accuracy on dev
 against the runner's. A `--results` JSON file keeps every finished variant: a later call
 skips them (variants may be run one at a time).
 
@@ -46,10 +49,13 @@ VARIANTS = (
 
 
 def options(variant, doc_stride, max_windows):
-    """The task options of a variant."""
+    """The task options of a variant (see the module docstring)."""
+    variant, _, token_pooling = variant.partition(":")
+    pooling = {"token_pooling": token_pooling} if token_pooling else {}
     if variant in ("sentences", "truncate"):
-        return {}
+        return pooling
     windows = {"long_text": "windows", "doc_stride": doc_stride, "max_windows": max_windows}
+    windows.update(pooling)
     if variant == "window":
         return dict(windows, window_training="window", window_pooling="mean")
     return dict(windows, window_training="document", window_pooling=variant.split("-")[1])
@@ -59,12 +65,12 @@ def run_variant(args, variant, data_dir):
     """One fine-tuning run; returns its results dict."""
     from keras_bert.tasks import finetuning
 
-    sentences = variant == "sentences"  # The ceiling: the key sentences alone, no news.
+    sentences = variant.partition(":")[0] == "sentences"  # The ceiling: no news around them.
     summary = finetuning.run_finetuning(
         task="text_classification",
         data_dir=os.path.join(data_dir, "sentences") if sentences else data_dir,
         init_checkpoint=common.require_minilm(),
-        model_dir=os.path.join(args.out, variant),
+        model_dir=os.path.join(args.out, variant.replace(":", "_")),
         do_train=True,
         do_eval=True,
         seq_length=args.seq_length,
@@ -89,7 +95,7 @@ def run_variant(args, variant, data_dir):
         "model_path": summary["model_path"],
     }
     result.update(predict_cost(args, summary["model_path"], data_dir))
-    if args.check_export and variant.startswith("document"):
+    if args.check_export and variant.partition(":")[0] not in ("sentences", "truncate"):
         result.update(export_check(args, summary["model_path"], data_dir, variant))
     return result
 
@@ -115,6 +121,7 @@ def _runner_labels(model_dir, texts):
 
     model, info, vocab = load_task_model(model_dir)
     names = ("long_text", "doc_stride", "max_windows", "window_pooling", "window_training")
+    names += ("token_pooling",)
     task = registry.get_task("text_classification", {k: info[k] for k in names if k in info})
     task.labels, task.pair = info["labels"], False
     examples = [TextExample(f"dev-{i}", t, None) for i, t in enumerate(texts)]
@@ -149,7 +156,9 @@ def export_check(args, model_dir, data_dir, variant):
     gold, texts = _dev(data_dir)
     want = _runner_labels(model_dir, texts)()
     serving = tf.saved_model.load(
-        export_saved_model(model_dir, os.path.join(args.out, variant + "-serving"))
+        export_saved_model(
+            model_dir, os.path.join(args.out, variant.replace(":", "_") + "-serving")
+        )
     ).signatures["serving_default"]
     got = [
         label.decode()

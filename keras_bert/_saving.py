@@ -24,6 +24,7 @@ MODULES = {
     "keras_bert.layers.dropout": ("ReplicaDropout",),
     "keras_bert.layers.embeddings": ("BertEmbeddings",),
     "keras_bert.layers.heads": ("MaskedLMHead",),
+    "keras_bert.layers.pooling": ("MaskedMeanPooling",),
     "keras_bert.layers.transformer": ("TransformerBlock",),
     "keras_bert.models.encoder": (
         "BertEncoder",

@@ -119,6 +119,13 @@ class FinetuneConfig(TrainingSettings):
         self._check_lora()
         if self.quantization_aware and not self.do_train:
             raise ValueError("quantization_aware is a way of training: it needs do_train.")
+        pooling = getattr(getattr(self.task_object, "options", None), "token_pooling", "cls")
+        if self.save_hf and pooling != "cls":
+            raise ValueError(
+                f"save_hf writes a Hugging Face BertFor... directory, whose head reads [CLS] "
+                f"through the pooler, not token_pooling={pooling!r} (the default with "
+                f"long_text=windows): pass token_pooling=cls, or drop save_hf."
+            )
 
     def _check_model_source(self) -> None:
         """Raises unless the model to train is named: init_checkpoint, or model + vocab_file."""

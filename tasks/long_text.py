@@ -12,22 +12,24 @@ the document's answer pools its windows' logits (`keras_bert.tasks.features.pool
   text whole up to `max_first_length(seq_length)` tokens (half of a row) and cuts its second into
   windows beside it. Evaluation and prediction pool the windows' logits per text
   (`window_pooling`) and score texts, never windows. Texts with more windows than `max_windows`
-  are read up to the cap (exports report `num_windows` and `text_cut`). Training
-  (`window_training`):
-  - "document" (the default): a text's windows go through the encoder together, their logits
+  are read up to the cap (exports report `num_windows` and `text_cut`). The classifier reads
+  a window through the mean of its tokens' vectors (`token_pooling="mean"`, the default with
+  windows; `keras_bert.models.task_models.pooled_features`): where one sentence of a window
+  decides, [CLS] (`token_pooling="cls"`) learned nothing on bench/long_document_training.py's
+  review sentences among news (chance), the mean learns them. Training (`window_training`):
+  - "window" (the default): each window is a training example with its text's label (pooled
+    only at evaluation); cheaper per step, and with mean token pooling it learns where one
+    sentence decides (see `LongTextOptions`).
+  - "document": a text's windows go through the encoder together, their logits
     are pooled inside the training step as in serving (`keras_bert.models.documents`), and the
     loss is the text's. A batch holds whole texts, at most `batch_size` windows
-    (`keras_bert.tasks.documents`). Pooling "max" (per class, the default), "mean", "first",
-    or "attention": a learned softmax over the windows' [CLS] vectors weighs their logits.
-    Why max: at the start of training, mean pooling (and attention, which starts as the
-    mean) sends every window the same gradient toward the document's label, which is what
-    per-window training does; max sends it to the window that leans most, and learns where one
-    sentence decides (tests/tasks/test_long_text.py's one-phrase documents: max 1.00, mean
-    and per-window 0.50; see bench/long_document_training.py for real text).
-  - "window": each window is a training example with its text's label (pooled only at
-    evaluation). Cheaper per step, but where one sentence decides the label, most windows
-    carry a label they do not show: measured on bench/long_document_training.py's
-    one-sentence documents, it learns nothing there.
+    (`keras_bert.tasks.documents`). Pooling "max" (per class), "mean" (the default), "first",
+    or "attention": a learned softmax over the windows' vectors weighs their logits.
+    Why max for document-level training: at the start, mean pooling (and attention, which
+    starts as the mean) sends every window the same gradient toward the document's label,
+    which is what per-window training does; max sends it to the window that leans most, and
+    learns where one sentence decides (tests/tasks/test_long_text.py's one-phrase documents:
+    max 1.00, mean and per-window 0.50; see bench/long_document_training.py for real text).
 """
 
 import dataclasses
@@ -37,6 +39,7 @@ from keras_bert.text.window_sizes import MAX_WINDOWS
 LONG_TEXT = ("truncate", "windows")
 POOLINGS = ("mean", "max", "logsumexp", "first", "attention")
 WINDOW_TRAINING = ("document", "window")
+TOKEN_POOLINGS = ("cls", "mean")  # `keras_bert.models.task_models.POOLINGS` (light: no Keras).
 IN_MODEL = ("logsumexp", "attention")  # Poolings only document-level models have.
 
 
@@ -53,10 +56,14 @@ class LongTextOptions:
             window_training="document".
         window_training: str. Train on whole "document"s (pooled as served) or each "window"
             with its text's label. The default stays "window" with "mean" pooling: measured
-            with all-MiniLM-L6-v2 (`bench/long_document_training.py`), on documents whose label
-            is one sentence past the first window it reached 0.925 against document-level
-            training's 0.904 (max), 0.899 (attention), 0.888 (mean) and 0.887 (logsumexp), and on
-            the paragraph benchmark 0.94 against 0.927 (document-level max).
+            (with the [CLS] head) with all-MiniLM-L6-v2 (`bench/long_document_training.py`), on
+            documents whose label is one topic sentence past the first window it reached 0.925
+            against document-level training's 0.904 (max), 0.899 (attention), 0.888 (mean) and
+            0.887 (logsumexp), and on the paragraph benchmark 0.94 against 0.927 (document-level
+            max).
+        token_pooling: str or None. The classifier's vector of a text or window: "cls"
+            (`pooled_output`) or "mean" (of its tokens; `BertClassifier`'s `pooling`). Default
+            (None): "mean" with long_text=windows, "cls" with truncate.
     """
 
     long_text: str = "truncate"
@@ -64,6 +71,7 @@ class LongTextOptions:
     max_windows: int = MAX_WINDOWS
     window_pooling: str = "mean"
     window_training: str = "window"
+    token_pooling: str | None = None
 
     def __post_init__(self) -> None:
         if self.long_text not in LONG_TEXT:
@@ -80,6 +88,12 @@ class LongTextOptions:
             raise ValueError(
                 f"window_pooling={self.window_pooling} pools inside the model, as trained: it "
                 "needs window_training=document."
+            )
+        if self.token_pooling is None:
+            self.token_pooling = "mean" if self.long_text == "windows" else "cls"
+        if self.token_pooling not in TOKEN_POOLINGS:
+            raise ValueError(
+                f"token_pooling must be one of {TOKEN_POOLINGS}, got {self.token_pooling!r}."
             )
         if self.max_windows is None or int(self.max_windows) < 1:
             raise ValueError(

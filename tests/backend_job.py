@@ -21,7 +21,15 @@ import keras_bert  # noqa: F401 (registers the serializable classes on first use
 from keras_bert import checkpoints
 from keras_bert.models import encoder, pretrainer, task_models  # noqa: F401
 
-MODELS = ("encoder", "pretrainer", "classifier", "span_labeler", "token_classifier", "choices")
+MODELS = (
+    "encoder",
+    "pretrainer",
+    "classifier",
+    "mean_classifier",
+    "span_labeler",
+    "token_classifier",
+    "choices",
+)
 
 
 def flat_outputs(name, outputs):

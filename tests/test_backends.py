@@ -17,6 +17,7 @@ import keras
 import numpy as np
 import pytest
 import reference
+from backend_job import MODELS
 from finetune_cases import TINY
 
 import keras_bert
@@ -41,7 +42,6 @@ OTHER_BACKENDS = [
 ]
 ATOL = 1e-5  # float32, different kernels, same math.
 MINILM_ATOL = 1e-4  # The bar against transformers.
-MODELS = ("encoder", "pretrainer", "classifier", "span_labeler", "token_classifier", "choices")
 MINILM_TEXTS = ("The cat sat on the mat.", "BERT reads both directions at once, said the paper.")
 
 
@@ -57,6 +57,7 @@ def _build(work):
         "encoder": encoder,
         "pretrainer": BertPretrainer(encoder),
         "classifier": BertClassifier(encoder, num_classes=3),
+        "mean_classifier": BertClassifier(encoder, num_classes=3, pooling="mean"),
         "span_labeler": BertSpanLabeler(encoder),
         "token_classifier": BertTokenClassifier(encoder, num_classes=4),
         "choices": BertMultipleChoice(encoder),

@@ -187,6 +187,11 @@ def _load_hf_task(cls, path, kwargs, facts):
     architecture names (found in Keras' registry: `cls` or a subclass of it)."""
     hf = hf_tasks.read_facts(path)
     arch = hf_tasks.ARCHITECTURES[hf.architecture]
+    if kwargs.get("pooling", "cls") != "cls":
+        raise ValueError(
+            f"{path} is a fine-tuned {hf.architecture}, whose head reads [CLS] through the "
+            f"pooler: drop pooling={kwargs['pooling']!r}."
+        )
     named = _saving.registered_class(arch.model_class)
     if not issubclass(named, cls):
         raise ValueError(

@@ -248,6 +248,11 @@ def save_task(model, path, vocabulary, lower_case, labels=None, overwrite=False,
             `task_facts`' text_inputs say, where it has them).
     """
     name = _architecture_for(model)
+    if getattr(model, "pooling", "cls") != "cls":
+        raise ValueError(
+            f"{name} reads [CLS] through the pooler: a {type(model).__name__} with "
+            f"pooling={model.pooling!r} has no Hugging Face form (save it as .keras, or export it)."
+        )
     arch = ARCHITECTURES[name]
     encoder = model.encoder
     arrays = {

@@ -6,9 +6,9 @@ Dimensions: W windows (flat over the batch), B documents, K windows of the longe
 S sequence, H hidden, C classes.
 
 - `WindowPooling`: [W, C] window logits and a [B, K] index of each document's windows -> [B, C].
-- `DocumentClassifier`: a `BertClassifier`'s head (dropout + dense on `pooled_output`) on
-  every window, pooled per document ("mean", "max", "logsumexp", "first" or learned
-  "attention").
+- `DocumentClassifier`: a `BertClassifier`'s head (dropout + dense on `pooled_output`, or on
+  the mean of the window's tokens) on every window, pooled per document ("mean", "max",
+  "logsumexp", "first" or learned "attention").
 """
 
 from __future__ import annotations
@@ -20,7 +20,12 @@ from keras import ops
 
 from keras_bert.layers.dropout import ReplicaDropout
 from keras_bert.models.encoder import BertEncoder, encoder_inputs
-from keras_bert.models.task_models import _check_encoder, _Classification, _dense
+from keras_bert.models.task_models import (
+    _check_encoder,
+    _Classification,
+    _dense,
+    pooled_features,
+)
 
 POOLINGS = ("mean", "max", "logsumexp", "first", "attention")
 WINDOW_INDEX = "window_index"  # The model input: int32 [B, K], -1 where a document has none.
@@ -89,7 +94,8 @@ class WindowPooling(keras.layers.Layer):
 @keras.saving.register_keras_serializable(package="keras_bert")
 class DocumentClassifier(_Classification):
     """Document classification (or regression) from windows: `BertClassifier`'s head on every
-    window's `pooled_output`, pooled per document (`WindowPooling`).
+    window (its `pooled_output`, or the mean of its tokens), pooled per document
+    (`WindowPooling`).
 
     Args:
         encoder: `BertEncoder`.
@@ -97,6 +103,8 @@ class DocumentClassifier(_Classification):
         dropout: float. Dropout before the dense layer.
         pooling: str, see `WindowPooling`; "attention" adds a dense scorer (H + 1 weights,
             initialized to zero: training starts from the mean).
+        token_pooling: str. Each window's vector: "cls" (`pooled_output`) or "mean" (of its
+            tokens), as `BertClassifier`'s `pooling`.
 
     Call arguments:
         inputs: dict of the windows' encoder inputs int32 [W, S] and `window_index` int32
@@ -120,6 +128,7 @@ class DocumentClassifier(_Classification):
         num_classes: int,
         dropout: float = 0.1,
         pooling: str = "mean",
+        token_pooling: str = "cls",
         **kwargs: Any,
     ) -> None:
         _check_encoder(encoder)
@@ -128,23 +137,28 @@ class DocumentClassifier(_Classification):
         inputs = encoder_inputs()
         inputs[WINDOW_INDEX] = keras.Input(shape=(None,), dtype="int32", name=WINDOW_INDEX)
         windows = {k: v for k, v in inputs.items() if k != WINDOW_INDEX}
-        cls = encoder(windows)["pooled_output"]  # (W, H)
-        states = ReplicaDropout(dropout, name="classifier_dropout")(cls)
+        vectors = pooled_features(encoder, windows, token_pooling)  # (W, H)
+        states = ReplicaDropout(dropout, name="classifier_dropout")(vectors)
         window_logits = _dense(int(num_classes), encoder, "classifier")(states)  # (W, C)
         scores = None
         if pooling == "attention":
             scores = keras.layers.Dense(
                 1, dtype="float32", kernel_initializer="zeros", name="window_scorer"
-            )(cls)  # (W, 1)
+            )(vectors)  # (W, 1)
         pool = WindowPooling(pooling, name="window_pooling")
         logits = pool(window_logits, inputs[WINDOW_INDEX], scores)  # (B, C)
         self._finish(encoder, inputs, {"logits": logits, "window_logits": window_logits}, **kwargs)
         self.num_classes = int(num_classes)
         self.dropout = float(dropout)
         self.pooling = pooling
+        self.token_pooling = token_pooling
 
     def _head_args(self) -> dict[str, Any]:
-        return {**super()._head_args(), "pooling": self.pooling}
+        return {
+            **super()._head_args(),
+            "pooling": self.pooling,
+            "token_pooling": self.token_pooling,
+        }
 
     def _default_metrics(self) -> Any:
         # None: Keras' metrics want a label for every output, and `window_logits` has none (the

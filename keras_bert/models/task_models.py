@@ -4,7 +4,8 @@ Dimensions: B batch, K choices, S sequence, H hidden, C classes.
 Every model takes the encoder inputs (`input_word_ids`, `input_mask`, `input_type_ids`) and
 returns float32 logits, also under mixed precision.
 
-- `BertClassifier`: dropout + dense on `pooled_output` (GLUE; one unit for regression).
+- `BertClassifier`: dropout + dense on `pooled_output`, or on the mean of the tokens'
+  `sequence_output` (`pooling="mean"`) (GLUE; one unit for regression).
 - `BertSpanLabeler`: start and end logits over `sequence_output` (SQuAD).
 - `BertTokenClassifier`: dropout + dense on every token of `sequence_output` (NER).
 - `BertMultipleChoice`: one score per choice from each choice's `pooled_output` (SWAG).
@@ -21,12 +22,14 @@ from keras import ops
 from keras_bert.inputs import INPUT_NAMES
 from keras_bert.layers import utils
 from keras_bert.layers.dropout import ReplicaDropout
+from keras_bert.layers.pooling import MaskedMeanPooling
 from keras_bert.models import losses
 from keras_bert.models.encoder import BertEncoder, encoder_inputs
 from keras_bert.models.task import BertTask
 from keras_bert.text import task_data
 
 IGNORED_TAG = -1  # Token tags for raw-text fit: a packed token without a tag (special, padding).
+POOLINGS = ("cls", "mean")  # A classifier's text vector: `pooled_output`, or the tokens' mean.
 
 
 class _TaskModel(BertTask):
@@ -72,20 +75,39 @@ def _dense(units: int, encoder: BertEncoder, name: str) -> keras.layers.Dense:
     )
 
 
+def pooled_features(encoder: BertEncoder, inputs: dict[str, Any], pooling: str) -> Any:
+    """A classifier's vector of each text [B, H]: "cls", the encoder's `pooled_output` (the
+    pooler on [CLS], trained by next-sentence prediction); "mean", the mean of `sequence_output`
+    over the text's tokens (`MaskedMeanPooling`), as sentence-transformers checkpoints such as
+    all-MiniLM-L6-v2 were trained to embed texts."""
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}.")
+    outputs = encoder(inputs)
+    if pooling == "cls":
+        return outputs["pooled_output"]
+    return MaskedMeanPooling(name="mean_pooling")(outputs["sequence_output"], inputs["input_mask"])
+
+
 def _classify(
     model: _Classification,
     encoder: BertEncoder,
     output: str,
     num_classes: int,
     dropout: float,
+    pooling: str = "cls",
     **kwargs: Any,
 ) -> None:
-    """Builds `model` as dropout + dense(num_classes) on the encoder's `output`."""
+    """Builds `model` as dropout + dense(num_classes) on the encoder's `output` (for
+    "pooled_output": `pooled_features` with `pooling`)."""
     _check_encoder(encoder)
     if int(num_classes) < 1:
         raise ValueError(f"num_classes must be >= 1, got {num_classes}.")
     inputs = encoder_inputs()
-    states = ReplicaDropout(dropout, name="classifier_dropout")(encoder(inputs)[output])
+    if output == "pooled_output":
+        features = pooled_features(encoder, inputs, pooling)  # (B, H)
+    else:
+        features = encoder(inputs)[output]
+    states = ReplicaDropout(dropout, name="classifier_dropout")(features)
     logits = _dense(int(num_classes), encoder, "classifier")(states)
     model._finish(encoder, inputs, {"logits": logits}, **kwargs)
     model.num_classes = int(num_classes)
@@ -129,12 +151,17 @@ def _check_encoder(encoder: BertEncoder) -> None:
 
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertClassifier(_Classification):
-    """Sentence or sentence-pair classification (or regression) on `pooled_output`.
+    """Sentence or sentence-pair classification (or regression) on `pooled_output`, or on the
+    mean of the tokens' vectors.
 
     Args:
         encoder: `BertEncoder`.
         num_classes: int. Output units (1 for a regression score such as STS-B).
         dropout: float. Dropout before the dense layer (the paper: 0.1).
+        pooling: str. "cls": the head reads `pooled_output` (the paper's); "mean": the mean of
+            `sequence_output` over the non-padding tokens (`MaskedMeanPooling`), what
+            sentence-transformers checkpoints (all-MiniLM-L6-v2) were trained for; it learns
+            where one sentence of a long window decides (`keras_bert.tasks.long_text`).
 
     Returns:
         dict with `logits` float32 [B, C].
@@ -149,9 +176,18 @@ class BertClassifier(_Classification):
     text_inputs = ("text",)
 
     def __init__(
-        self, encoder: BertEncoder, num_classes: int, dropout: float = 0.1, **kwargs: Any
+        self,
+        encoder: BertEncoder,
+        num_classes: int,
+        dropout: float = 0.1,
+        pooling: str = "cls",
+        **kwargs: Any,
     ) -> None:
-        _classify(self, encoder, "pooled_output", num_classes, dropout, **kwargs)  # logits (B, C)
+        _classify(self, encoder, "pooled_output", num_classes, dropout, pooling, **kwargs)
+        self.pooling = pooling
+
+    def _head_args(self) -> dict[str, Any]:
+        return {**super()._head_args(), "pooling": self.pooling}
 
     def _packer(self) -> Any:
         # Its logits do not depend on the padded length: batches cut to their longest row.

@@ -92,8 +92,14 @@ class GlueClassification(TaskDefinition):
     def build_model(self, encoder, dropout):
         classes = 1 if self.regression else len(self.spec.labels)
         if document_level(self):
-            return DocumentClassifier(encoder, classes, dropout, self.options.window_pooling)
-        return BertClassifier(encoder, num_classes=classes, dropout=dropout)
+            return DocumentClassifier(
+                encoder,
+                classes,
+                dropout,
+                self.options.window_pooling,
+                token_pooling=self.options.token_pooling,
+            )
+        return BertClassifier(encoder, classes, dropout, pooling=self.options.token_pooling)
 
     def predictions(self, examples, features, outputs):
         """Label strings (or STS-B scores) of the examples from the model outputs (windows'

@@ -204,9 +204,15 @@ class TextClassification(TaskDefinition):
             )
         if document_level(self):
             return DocumentClassifier(
-                encoder, len(self.labels), dropout, self.options.window_pooling
+                encoder,
+                len(self.labels),
+                dropout,
+                self.options.window_pooling,
+                token_pooling=self.options.token_pooling,
             )
-        return BertClassifier(encoder, num_classes=len(self.labels), dropout=dropout)
+        return BertClassifier(
+            encoder, len(self.labels), dropout, pooling=self.options.token_pooling
+        )
 
     def predictions(self, examples, features, outputs):
         """Label strings of the examples from the model outputs (windows' logits pooled per

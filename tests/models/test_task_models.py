@@ -90,3 +90,30 @@ def test_logits_are_float32_under_mixed_precision():
         BertClassifier(_encoder(), 0)
     with pytest.raises(TypeError, match="BertEncoder"):
         BertClassifier(keras.layers.Dense(3), 2)
+
+
+def test_mean_pooled_classifier_against_numpy_padding_and_round_trip(tmp_path):
+    """pooling="mean": the head reads the mean of the tokens' `sequence_output` (padding
+    excluded), not `pooled_output`; more padding gives the same logits; .keras keeps it."""
+    encoder = _encoder()
+    model = BertClassifier(encoder, 3, pooling="mean")
+    out = model(INPUTS)["logits"].numpy()
+    states = encoder(INPUTS)["sequence_output"].numpy()  # (B, S, H)
+    lengths = INPUTS["input_mask"].sum(1)
+    means = np.stack([states[b, : lengths[b]].mean(0) for b in range(len(IDS))])  # (B, H)
+    kernel, bias = _dense(model, "classifier")
+    np.testing.assert_allclose(out, means @ kernel + bias, atol=1e-5)
+    pooled = encoder(INPUTS)["pooled_output"].numpy()
+    assert np.abs(out - (pooled @ kernel + bias)).max() > 1e-3  # Not the [CLS] head.
+    padded = {k: np.pad(v, [(0, 0), (0, 4)]) for k, v in INPUTS.items()}
+    np.testing.assert_allclose(model(padded)["logits"].numpy(), out, atol=1e-5)
+    assert model.get_config()["pooling"] == "mean"
+    path = os.path.join(tmp_path, "mean.keras")
+    model.save(path)
+    reloaded = keras.saving.load_model(path)
+    assert reloaded.pooling == "mean"
+    np.testing.assert_allclose(reloaded(INPUTS)["logits"], out, atol=1e-6)
+    mixed = BertClassifier(_encoder("mixed_bfloat16"), 2, pooling="mean")
+    assert mixed(INPUTS)["logits"].dtype == "float32"
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        BertClassifier(_encoder(), 2, pooling="max")

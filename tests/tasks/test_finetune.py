@@ -352,6 +352,7 @@ def test_task_options_belong_to_their_task(tmp_path):
         "max_windows",
         "window_pooling",
         "window_training",
+        "token_pooling",
     }
     finetune.define_flags()
     try:

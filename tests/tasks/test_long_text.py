@@ -142,13 +142,14 @@ def test_truncation_is_counted_in_the_log(monkeypatch):
 
 
 def test_bad_settings_and_pairs_files_get_one_clear_error(tmp_path):
-    def config(**options):
+    def config(save_hf=False, **options):
         return FinetuneConfig(
             task="mrpc",
             init_checkpoint="x",
             model_dir="y",
             do_eval=True,
             seq_length=64,
+            save_hf=save_hf,
             task_options={"long_text": "windows", **options},
         )
 
@@ -159,6 +160,12 @@ def test_bad_settings_and_pairs_files_get_one_clear_error(tmp_path):
         config(max_windows=0)
     with pytest.raises(ValueError, match="window_pooling must be one of"):
         LongTextOptions(window_pooling="median")
+    with pytest.raises(ValueError, match="token_pooling must be one of"):
+        LongTextOptions(long_text="windows", token_pooling="max")
+    assert LongTextOptions(long_text="windows", token_pooling="cls").token_pooling == "cls"
+    with pytest.raises(ValueError, match="save_hf writes a Hugging Face"):
+        config(save_hf=True)
+    assert config(save_hf=True, token_pooling="cls").save_hf
     with pytest.raises(ValueError, match="window_pooling=logsumexp pools inside the model"):
         LongTextOptions(long_text="windows", window_pooling="logsumexp", window_training="window")
     (tmp_path / "train.tsv").write_text("label\ttext_a\ttext_b\ny\ta\tb\nn\tc\n")
@@ -238,6 +245,10 @@ def test_windows_read_what_truncation_cannot(documents):
         "mean",
     )
     assert info["window_training"] == "window"  # The defaults (LongTextOptions says why).
+    assert info["token_pooling"] == "mean"  # Windows: the head reads the mean of the tokens.
+    assert load_task_model(windows["model_path"])[0].pooling == "mean"
+    with open(os.path.join(truncate["model_path"], "task.json")) as f:
+        assert json.load(f)["token_pooling"] == "cls"  # Truncation keeps the paper's [CLS].
     with open(windows["predictions"][0]) as f:
         assert len(f.read().splitlines()) == 1 + 24
 
@@ -577,9 +588,9 @@ def one_phrase_data(tmp_path_factory):
 def test_one_phrase_past_the_first_window_is_learned_at_document_level(
     one_phrase_data, tmp_path, training, pooling
 ):
-    """The label is one phrase past the first window: trained on documents (pooled as served),
-    the tiny model learns it; trained on windows with their document's label (most of them
-    showing none), it does not."""
+    """The label is one phrase past the first window: with the [CLS] head, trained on documents
+    (pooled as served), the tiny model learns it; trained on windows with their document's label
+    (most of them showing none), it does not."""
     run = run_finetuning(
         task="text_classification",
         data_dir=str(one_phrase_data),
@@ -599,6 +610,7 @@ def test_one_phrase_past_the_first_window_is_learned_at_document_level(
             "doc_stride": 13,
             "window_training": training,
             "window_pooling": pooling,
+            "token_pooling": "cls",
         },
     )
     accuracy = run["eval"]["accuracy"]
