@@ -233,7 +233,7 @@ class ElectraPretrainer(keras.Model):
         self.generator_size = generator_size
         self.seed = seed
         self.generator_layers = blocks
-        self.masked_lm_head = mlm_head
+        self.generator_head = mlm_head
         self.sampler = sampler
 
         # === Metrics ===

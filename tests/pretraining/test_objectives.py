@@ -2,9 +2,14 @@
 sentence-order pairs, ELECTRA's token replacement, and a tiny run of each objective that resumes
 exactly and leaves an encoder that `from_preset` loads."""
 
+import json
+import os
 import random
+import subprocess
+import sys
 
 import generated_corpus
+import keras
 import numpy as np
 import pytest
 from pretraining_data import write_records
@@ -21,6 +26,7 @@ from keras_bert.models.pretrainer import BertPretrainer, pretraining_loss
 from keras_bert.pretraining import examples, runner
 from keras_bert.pretraining.config import PretrainingConfig
 from keras_bert.pretraining.create_pretraining_data import ExampleFactory
+from keras_bert.pretraining.static_records import create_pretraining_data
 from keras_bert.text.tokenizer import BertTokenizer
 
 S, P, V = 32, 5, 48
@@ -190,3 +196,102 @@ def test_each_objective_trains_resumes_exactly_and_leaves_an_encoder(tmp_path, o
     encoder = keras_bert.BertEncoder.from_preset(str(tmp_path / "whole"))
     for a, b in zip(encoder.weights, whole["model"].encoder.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
+@pytest.mark.parametrize("objective", ["mlm_sop", "mlm"])
+def test_sentence_order_records_and_packed_rows_train(tmp_path, objective):
+    vocab = generated_corpus.write_vocab(tmp_path / "vocab.txt")
+    corpus = generated_corpus.write_corpus(
+        tmp_path / "corpus.txt", generated_corpus.documents(40, seed=3, max_sentences=4)
+    )
+    kwargs = dict(max_seq_length=S, max_predictions_per_seq=P, dupe_factor=2, seed=5)
+    files = create_pretraining_data(
+        corpus, str(tmp_path / "sop"), vocab, objective="mlm_sop", pack=True, **kwargs
+    )
+    stats = json.loads((tmp_path / "sop" / "pretraining-stats.json").read_text())
+    assert stats["settings"]["objective"] == "mlm_sop"
+    assert 0 < stats["random_next"] < stats["examples"]  # Swapped (and single-sentence) pairs.
+    with pytest.raises(ValueError, match="objective must be"):
+        create_pretraining_data(corpus, str(tmp_path / "x"), vocab, objective="nsp", **kwargs)
+    summary = runner.run_pretraining(
+        bert_config=keras_bert.BertConfig.preset(
+            "tiny", vocab_size=len(generated_corpus.VOCABULARY), num_hidden_layers=1
+        ),
+        objective=objective,
+        train_files=",".join(files),
+        batch_size=4,
+        seq_length=S,
+        max_predictions_per_seq=stats["settings"]["packed_predictions"],
+        max_instances=4,
+        num_train_steps=2,
+        num_warmup_steps=1,
+        checkpoint_every=2,
+        model_dir=str(tmp_path / "run"),
+        verbose=False,
+        plot=False,
+    )
+    assert summary["model"].packed and summary["steps"] == 2
+    assert ("nsp_loss" in summary["final"]) == (objective == "mlm_sop")
+
+
+def test_raw_text_sentence_order_pairs_are_swapped_and_labelled():
+    import tensorflow as tf
+
+    from keras_bert.pretraining.dynamic import dynamic_masking, pack_texts, sentence_order_texts
+
+    tokenizer = BertTokenizer(generated_corpus.VOCABULARY)
+    docs = [d for d in generated_corpus.documents(80, seed=6) if len(d) >= 2]
+    first, second = [d[0] for d in docs], [d[1] for d in docs]
+    pairs = tf.data.Dataset.from_tensor_slices((first, second)).batch(len(docs))
+    ordered = sentence_order_texts(pairs, seed=4)
+    (a, b), labels = next(iter(ordered))
+    a, b, labels = a.numpy().astype(str), b.numpy().astype(str), labels.numpy()
+    np.testing.assert_array_equal(np.where(labels == 1, b, a), first)  # Swapped: label 1.
+    np.testing.assert_array_equal(np.where(labels == 1, a, b), second)
+    assert 0.3 < labels.mean() < 0.7
+    # Another iteration draws other pairs: there the row's first segment follows its label too.
+    inputs, out = next(iter(dynamic_masking(pack_texts(ordered, tokenizer, 48), tokenizer, 5)))
+    labels = out["next_sentence_labels"].numpy()[:, 0]
+    starts = lambda texts: np.array([ids[:2] for ids in tokenizer(texts).to_list()])  # noqa: E731
+    expected = np.where(labels[:, None] == 1, starts(second), starts(first))
+    ids, masked = inputs["input_word_ids"].numpy()[:, 1:3], inputs["masked_lm_positions"].numpy()
+    unmasked = ~(masked[:, :, None] == np.arange(1, 3)).any(1)  # Masked ones may have changed.
+    np.testing.assert_array_equal(ids[unmasked], expected[unmasked])
+    assert 0.3 < labels.mean() < 0.7
+
+
+def test_electra_pretrainer_saves_and_loads(tmp_path):
+    inputs, labels = _batch()
+    inputs["masked_lm_ids"] = labels["masked_lm_ids"]
+    encoder = keras_bert.BertEncoder(keras_bert.BertConfig.preset("tiny", vocab_size=V))
+    model = ElectraPretrainer(encoder, generator_size=0.5, seed=3)
+    model.save(str(tmp_path / "electra.keras"))
+    restored = keras.saving.load_model(str(tmp_path / "electra.keras"))
+    assert restored.generator_size == 0.5 and len(restored.weights) == len(model.weights)
+    np.testing.assert_array_equal(restored(inputs)["mlm_logits"], model(inputs)["mlm_logits"])
+
+
+_JAX_JOB = """
+import numpy as np, keras, keras_bert
+from keras_bert.models.electra import ElectraPretrainer
+rng = np.random.default_rng(0)
+ids = rng.integers(5, 48, (4, 16)).astype("int32")
+x = dict(input_word_ids=ids, input_mask=np.ones_like(ids), input_type_ids=np.zeros_like(ids),
+         masked_lm_positions=np.tile(np.arange(1, 4, dtype="int32"), (4, 1)),
+         masked_lm_ids=rng.integers(5, 48, (4, 3)).astype("int32"))
+y = dict(masked_lm_ids=x["masked_lm_ids"], masked_lm_weights=np.ones((4, 3), "float32"))
+model = ElectraPretrainer(keras_bert.BertEncoder(keras_bert.BertConfig.preset(
+    "tiny", vocab_size=48, num_hidden_layers=1)), seed=1)
+model.compile(optimizer="adam")
+history = model.fit(x, y, epochs=3, verbose=0).history
+assert np.isfinite(history["loss"]).all() and history["rtd_loss"][-1] > 0, history
+print("ok", keras.backend.backend())
+"""
+
+
+def test_electra_trains_on_jax():
+    env = dict(os.environ, KERAS_BACKEND="jax", CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run(
+        [sys.executable, "-c", _JAX_JOB], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0 and "ok jax" in done.stdout, done.stderr[-3000:]
