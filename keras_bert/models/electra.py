@@ -33,7 +33,7 @@ from keras_bert.models.encoder import (
     encoder_inputs,
     transformer_blocks,
 )
-from keras_bert.models.pretrainer import BertPretrainer, loss_to_minimize, masked_lm_loss_sums
+from keras_bert.models.pretrainer import loss_to_minimize, masked_lm_loss_sums
 
 DISCRIMINATOR_WEIGHT = 50.0  # The paper's lambda.
 
@@ -271,5 +271,7 @@ class ElectraPretrainer(keras.Model):
             "trainable": self.trainable,
         }
 
-    # The encoder deserialized, then the constructor's arguments (as `BertPretrainer`).
-    from_config = classmethod(BertPretrainer.from_config.__func__)
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ElectraPretrainer:
+        encoder = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**{**config, "encoder": encoder})

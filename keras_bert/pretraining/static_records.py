@@ -358,7 +358,7 @@ def create_pretraining_data(
       masked_tokens, random_next, per-shard example counts) are written to
       `{output_dir}/{prefix}-stats.json` and logged.
     """
-    settings = dict(
+    settings: dict[str, object] = dict(
         max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq,
         masked_lm_prob=masked_lm_prob,
