@@ -295,3 +295,59 @@ def test_electra_trains_on_jax():
         [sys.executable, "-c", _JAX_JOB], env=env, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0 and "ok jax" in done.stdout, done.stderr[-3000:]
+
+
+def test_electra_from_the_command_line_then_its_encoder_starts_an_mlm_nsp_run(tmp_path, capsys):
+    from absl import flags
+
+    from keras_bert.pretraining import pretrain
+
+    train, _ = write_records(
+        str(tmp_path), 32, vocab_size=V, seq_length=S, max_predictions_per_seq=P
+    )
+    pretrain.define_flags()
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(
+        [
+            "pretrain",
+            "--model=tiny",
+            f"--vocab_size={V}",
+            f"--train_files={train}",
+            "--batch_size=4",
+            f"--seq_length={S}",
+            f"--max_predictions_per_seq={P}",
+            "--num_train_steps=2",
+            "--num_warmup_steps=1",
+            "--checkpoint_every=2",
+            f"--model_dir={tmp_path / 'electra'}",
+            "--objective=electra",
+            "--generator_size=0.5",
+            "--noverbose",
+            "--noplot",
+        ]
+    )
+    try:
+        pretrain.main([])
+    finally:
+        flags.FLAGS.unparse_flags()
+    out = capsys.readouterr().out
+    final = json.loads(out[out.index("{\n") :])["final"]
+    assert {"rtd_loss", "rtd_accuracy", "mlm_loss"} <= set(final) and "nsp_loss" not in final
+    # Phase 2 (one step at learning rate 0) with the paper's heads on the discriminator.
+    two = runner.run_pretraining(
+        init_checkpoint=str(tmp_path / "electra"),
+        train_files=train,
+        batch_size=4,
+        seq_length=S,
+        max_predictions_per_seq=P,
+        num_train_steps=1,
+        num_warmup_steps=1,
+        checkpoint_every=1,
+        model_dir=str(tmp_path / "phase2"),
+        verbose=False,
+        plot=False,
+    )
+    assert two["model"].next_sentence
+    encoder = keras_bert.BertEncoder.from_preset(str(tmp_path / "electra"))
+    for a, b in zip(encoder.weights, two["model"].encoder.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-7, err_msg=a.path)
