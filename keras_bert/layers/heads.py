@@ -30,6 +30,8 @@ class MaskedLMHead(keras.layers.Layer):
         hidden_act: str. Transform activation ("gelu" = erf form).
         layer_norm_eps: float.
         initializer_range: float.
+        input_size: int or None. Width of `sequence_output` when it differs from the
+            embeddings' (ELECTRA's smaller generator on shared embeddings).
 
     Call arguments:
         sequence_output: float tensor [B, S, H].
@@ -40,10 +42,17 @@ class MaskedLMHead(keras.layers.Layer):
     """
 
     def __init__(
-        self, embeddings, hidden_act="gelu", layer_norm_eps=1e-12, initializer_range=0.02, **kwargs
+        self,
+        embeddings,
+        hidden_act="gelu",
+        layer_norm_eps=1e-12,
+        initializer_range=0.02,
+        input_size=None,
+        **kwargs,
     ):
         super().__init__(**kwargs)
         self.embeddings = embeddings
+        self.input_size = input_size
         self.hidden_act = hidden_act
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
@@ -60,7 +69,7 @@ class MaskedLMHead(keras.layers.Layer):
 
     def build(self, input_shape=None):
         hidden = self.embeddings.hidden_size
-        self.transform.build((None, None, hidden))
+        self.transform.build((None, None, self.input_size or hidden))
         self.layer_norm.build((None, None, hidden))
         self.output_bias = self.add_weight(
             name="output_bias", shape=(self.embeddings.vocab_size,), initializer="zeros"
@@ -85,4 +94,6 @@ class MaskedLMHead(keras.layers.Layer):
             layer_norm_eps=self.layer_norm_eps,
             initializer_range=self.initializer_range,
         )
+        if self.input_size is not None:
+            config["input_size"] = self.input_size
         return config

@@ -30,6 +30,24 @@ def encoder_inputs() -> dict[str, keras.KerasTensor]:
     return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUT_NAMES}
 
 
+def transformer_blocks(config: BertConfig, policy: Any, prefix: str = "layer_") -> list:
+    """The `config.num_hidden_layers` `TransformerBlock`s of `config`, named prefix + index."""
+    return [
+        TransformerBlock(
+            num_attention_heads=config.num_attention_heads,
+            intermediate_size=config.intermediate_size,
+            hidden_act=config.hidden_act,
+            hidden_dropout_prob=config.hidden_dropout_prob,
+            attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+            layer_norm_eps=config.layer_norm_eps,
+            initializer_range=config.initializer_range,
+            dtype=policy,
+            name=f"{prefix}{i}",
+        )
+        for i in range(config.num_hidden_layers)
+    ]
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertEncoder(keras.Model):
     """The bidirectional Transformer encoder of BERT.
@@ -75,20 +93,7 @@ class BertEncoder(keras.Model):
             dtype=policy,
             name="embeddings",
         )
-        blocks = [
-            TransformerBlock(
-                num_attention_heads=config.num_attention_heads,
-                intermediate_size=config.intermediate_size,
-                hidden_act=config.hidden_act,
-                hidden_dropout_prob=config.hidden_dropout_prob,
-                attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-                layer_norm_eps=config.layer_norm_eps,
-                initializer_range=config.initializer_range,
-                dtype=policy,
-                name=f"layer_{i}",
-            )
-            for i in range(config.num_hidden_layers)
-        ]
+        blocks = transformer_blocks(config, policy)
         pooler = keras.layers.Dense(
             config.hidden_size,
             activation="tanh",

@@ -88,6 +88,26 @@ def _next_sentence_loss(labels: dict[str, Any], nsp_logits: Any, replicas: int) 
     return ops.sum(xent * weights) / ops.maximum(count, 1.0) * replicas
 
 
+def loss_to_minimize(
+    model: keras.Model, losses: dict[str, Any], labels: dict[str, Any], trackers: dict[str, Any]
+) -> Any:
+    """`losses["loss"]` plus the model's regularization losses, scaled for the replicas; the
+    `trackers` (loss name -> `keras.metrics.Mean`) updated with their losses on the way."""
+    # Weighted by batch size, as Keras weights its own loss tracker: the empty batch
+    # that ends a dataset of unknown length then leaves the means unchanged.
+    batch_size = ops.cast(ops.shape(labels["masked_lm_ids"])[0], "float32")
+    for name, tracker in trackers.items():
+        tracker.update_state(losses[name], sample_weight=batch_size)
+    total = losses["loss"]
+    extra = model.losses  # Regularization losses, if a user added any.
+    if extra:
+        total = total + ops.sum(ops.stack([ops.cast(loss, total.dtype) for loss in extra]))
+    # Keras sums gradients over replicas, so each replica's loss is scaled by
+    # 1 / replicas (what Keras does for compiled losses).
+    replicas = backend.replica_count()
+    return total / replicas if replicas > 1 else total
+
+
 @keras.saving.register_keras_serializable(package="keras_bert")
 class BertPretrainer(keras.Model):
     """Masked LM + next sentence prediction on a `BertEncoder`.
@@ -181,21 +201,10 @@ class BertPretrainer(keras.Model):
         sample_weight: Any = None,
         training: bool = True,
     ) -> Any:
-        replicas = backend.replica_count()
-        losses = pretraining_loss(y, y_pred)
-        # Weighted by batch size, as Keras weights its own loss tracker: the empty batch
-        # that ends a dataset of unknown length then leaves the means unchanged.
-        batch_size = ops.cast(ops.shape(y["masked_lm_ids"])[0], "float32")
-        self.mlm_loss_tracker.update_state(losses["mlm_loss"], sample_weight=batch_size)
+        trackers = {"mlm_loss": self.mlm_loss_tracker}
         if self.next_sentence:
-            self.nsp_loss_tracker.update_state(losses["nsp_loss"], sample_weight=batch_size)
-        total = losses["loss"]
-        extra = self.losses  # Regularization losses, if a user added any.
-        if extra:
-            total = total + ops.sum(ops.stack([ops.cast(loss, total.dtype) for loss in extra]))
-        # Keras sums gradients over replicas, so each replica's loss is scaled by
-        # 1 / replicas (what Keras does for compiled losses).
-        return total / replicas if replicas > 1 else total
+            trackers["nsp_loss"] = self.nsp_loss_tracker
+        return loss_to_minimize(self, pretraining_loss(y, y_pred), y, trackers)
 
     def compute_metrics(
         self,

@@ -7,6 +7,7 @@ import math
 import typing
 
 from keras_bert import paths
+from keras_bert.training.choices import OBJECTIVES
 from keras_bert.training.settings import TrainingSettings
 
 if typing.TYPE_CHECKING:
@@ -46,7 +47,16 @@ class PretrainingConfig(TrainingSettings):
             model_dir as vocab.txt (its size must equal the model's vocab_size).
         lower_case: bool or None. The casing of that tokenization, recorded in model_dir
             (text_config.json).
-        next_sentence: bool. Train the NSP head (False: MLM only).
+        objective: str. The pre-training objective: "mlm_nsp" (the paper's masked LM + next
+            sentence prediction), "mlm" (masked LM only, RoBERTa), "mlm_sop" (masked LM +
+            ALBERT's sentence order prediction: train on records written with
+            `create_pretraining_data --objective=mlm_sop`, whose `next_sentence_labels` are 1
+            for swapped segments) or "electra" (replaced-token detection with a generator,
+            `keras_bert.models.electra`; not on packed records).
+        generator_size: float. ELECTRA's generator width as a fraction of the encoder's hidden
+            size, heads and intermediate size (the paper's 1/4 default).
+        next_sentence: bool. Train the NSP head; False is the older spelling of objective "mlm"
+            (and objectives "mlm" and "electra" set it False).
         max_instances: int or None. Train on packed records (`create_pretraining_data --pack`)
             of up to this many instances per row; then `max_predictions_per_seq` is the
             records' masked predictions per row (their stats file's `packed_predictions`).
@@ -73,6 +83,8 @@ class PretrainingConfig(TrainingSettings):
     steps_per_execution: int = 1
     checkpoint_every: int = 1000
     keep_checkpoints: int = 5
+    objective: str = "mlm_nsp"
+    generator_size: float = 0.25
     next_sentence: bool = True
     max_instances: int | None = None
     deterministic: bool = True
@@ -95,6 +107,7 @@ class PretrainingConfig(TrainingSettings):
                 "checkpoint_every",
             )
         )
+        self._check_objective()
         if not 0 <= self.num_warmup_steps <= self.num_train_steps:
             raise ValueError(
                 f"num_warmup_steps {self.num_warmup_steps} must be in [0, num_train_steps "
@@ -120,6 +133,19 @@ class PretrainingConfig(TrainingSettings):
                 f"steps_per_execution {self.steps_per_execution} must divide the micro-steps of a "
                 f"loop ({self.steps_per_loop} x {self.grad_accumulation_steps})."
             )
+
+    def _check_objective(self) -> None:
+        """Checks objective and generator_size; aligns next_sentence with the objective."""
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}.")
+        if not 0 < self.generator_size <= 1:
+            raise ValueError(f"generator_size must be in (0, 1], got {self.generator_size}.")
+        if self.objective == "electra" and self.max_instances is not None:
+            raise ValueError("objective electra trains on unpacked records (max_instances None).")
+        if self.objective in ("mlm", "electra"):
+            self.next_sentence = False
+        elif not self.next_sentence:
+            self.objective = "mlm"
 
     def check_paths(self) -> None:
         """Raises FileNotFoundError naming a local input path that does not exist

@@ -73,6 +73,14 @@ def define_flags():
         "max_instances (keras_bert.pretraining.packing documents the extra features).",
     )
     cli.define(flags.DEFINE_integer, "max_instances", 4, "Most instances per packed row.")
+    cli.define(
+        flags.DEFINE_enum,
+        "objective",
+        "mlm_nsp",
+        ["mlm_nsp", "mlm_sop"],
+        "Sentence pairs for next sentence prediction (random next segments, the original) or "
+        "ALBERT's sentence order prediction (segments swapped, label 1).",
+    )
     return flags.FLAGS
 
 
@@ -108,6 +116,7 @@ def main(argv):
         progress=True,
         pack=FLAGS.pack,
         max_instances=FLAGS.max_instances,
+        objective=FLAGS.objective,
     )
     print("\n".join(files))
 

@@ -138,12 +138,14 @@ def pack_texts(dataset, tokenizer, seq_length):
 
     Args:
       dataset: tf.data.Dataset of batched tf.string [B] (one text per row: [CLS] text [SEP]) or of
-        (text_a, text_b) tuples ([CLS] a [SEP] b [SEP]).
+        (text_a, text_b) tuples ([CLS] a [SEP] b [SEP]), or of ((text_a, text_b), labels [B])
+        (from `sentence_order_texts`; the labels pass on as `next_sentence_labels`).
       tokenizer: `keras_bert.text.BertTokenizer`.
       seq_length: int S; longer rows are truncated longest-first as the original.
 
     Returns:
-      tf.data.Dataset of dicts input_word_ids, input_mask, input_type_ids int32 [B, S].
+      tf.data.Dataset of dicts input_word_ids, input_mask, input_type_ids int32 [B, S] (and
+      next_sentence_labels [B] when the dataset has labels).
     """
     from keras_bert.text.packer import BertPacker
 
@@ -154,7 +156,27 @@ def pack_texts(dataset, tokenizer, seq_length):
     def pack(*texts):
         return packer(tuple(tokenizer(t) for t in texts))
 
-    return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+    def pack_labelled(texts, labels):
+        return dict(pack(*texts), next_sentence_labels=labels)
+
+    spec = dataset.element_spec
+    labelled = isinstance(spec, tuple) and isinstance(spec[0], tuple)
+    return dataset.map(pack_labelled if labelled else pack, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def sentence_order_texts(dataset, seed=0):
+    """Batches of consecutive segments (text_a, text_b) -> ((first, second), labels [B]) for
+    ALBERT's sentence order prediction: each pair swapped with probability 0.5 (label 1), by a
+    stateless per-batch seed (the same seed gives the same pairs; every epoch new ones).
+    `pack_texts` packs the result with its labels for `dynamic_masking`."""
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+
+    def swap(pair, batch_seed):
+        a, b = pair
+        swapped = tf.random.stateless_uniform(tf.shape(a), seed=batch_seed) < 0.5
+        return (tf.where(swapped, b, a), tf.where(swapped, a, b)), tf.cast(swapped, tf.int32)
+
+    return tf.data.Dataset.zip((dataset, seeds)).map(swap)
 
 
 def pack_rows(dataset, max_instances=4):

@@ -74,22 +74,26 @@ class PairRanges:
     is_random_next: np.ndarray
 
 
-def create_pairs(chunk, max_seq_length, short_seq_prob, rng):
+def create_pairs(chunk, max_seq_length, short_seq_prob, rng, sentence_order=False):
     """Creates sentence pairs from every document of a chunk (the original algorithm).
 
     Per document: a target length (max_seq_length - 3, or uniform in [2, that] with probability
     short_seq_prob); sentences are accumulated until the target is reached; segment A takes a random
     number of them, B the rest (IsNext) or, with probability 0.5 or when only one sentence was
     taken, sentences from a random other document (NotNext), and the unused sentences are put back.
+    With `sentence_order` (ALBERT's sentence order prediction), B is always the actual next
+    segment and, with probability 0.5, A and B are swapped (label 1); as in ALBERT's writer, a
+    single taken sentence still gets a random next segment (label 1).
 
     Args:
       chunk: TokenizedChunk.
       max_seq_length: int.
       short_seq_prob: float.
       rng: random.Random.
+      sentence_order: bool.
 
     Returns:
-      PairRanges, before truncation.
+      PairRanges, before truncation (`is_random_next`: the label, random next or swapped).
     """
     max_num_tokens = max_seq_length - 3
     starts = chunk.sentence_starts.tolist()
@@ -108,7 +112,7 @@ def create_pairs(chunk, max_seq_length, short_seq_prob, rng):
                 n = i - chunk_start + 1
                 a_end = chunk_start + (rng.randint(1, n - 1) if n >= 2 else 1)
                 a_from, a_len = starts[chunk_start], starts[a_end] - starts[chunk_start]
-                if n == 1 or rng.random() < 0.5:
+                if n == 1 or (not sentence_order and rng.random() < 0.5):
                     target_b = target - a_len
                     for _ in range(10):
                         other = rng.randint(0, num_docs - 1)
@@ -124,7 +128,9 @@ def create_pairs(chunk, max_seq_length, short_seq_prob, rng):
                     random_next = True
                 else:
                     b_from, b_len = starts[a_end], starts[i + 1] - starts[a_end]
-                    random_next = False
+                    random_next = sentence_order and rng.random() < 0.5
+                    if random_next:  # Sentence order: the segments swapped.
+                        a_from, a_len, b_from, b_len = b_from, b_len, a_from, a_len
                 for values, v in zip(out, (a_from, a_len, b_from, b_len, random_next)):
                     values.append(v)
                 chunk_start = i + 1
@@ -318,6 +324,7 @@ def create_examples(
     pad_id,
     seed_sequence,
     is_continuation=None,
+    sentence_order=False,
 ):
     """Creates one duplicate's examples from a chunk: pairs, truncation, packing, masking,
     shuffling.
@@ -328,16 +335,17 @@ def create_examples(
       flags. vocab_size, cls_id, sep_id, mask_id, pad_id: vocabulary facts.
       seed_sequence: np.random.SeedSequence, the only source of randomness.
       is_continuation: optional bool array [vocab_size] for whole-word masking.
+      sentence_order: bool. ALBERT's sentence order pairs (`create_pairs`).
 
     Returns:
       dict of arrays with the original feature names: input_ids, input_mask, segment_ids [N, S],
       masked_lm_positions, masked_lm_ids, masked_lm_weights [N, P], next_sentence_labels [N, 1]
-      (0 = IsNext, 1 = random next).
+      (0 = IsNext, 1 = random next, or with `sentence_order` 1 = swapped).
     """
     py_seed, np_seed = seed_sequence.spawn(2)
     rng = random.Random(int(py_seed.generate_state(1, np.uint64)[0]))
     np_rng = np.random.default_rng(np_seed)
-    pairs = create_pairs(chunk, max_seq_length, short_seq_prob, rng)
+    pairs = create_pairs(chunk, max_seq_length, short_seq_prob, rng, sentence_order)
     pairs = truncate_pairs(pairs, max_seq_length - 3, np_rng)
     input_ids, segment_ids, lengths = pack_pairs(
         chunk.token_ids, pairs, max_seq_length, cls_id, sep_id, pad_id

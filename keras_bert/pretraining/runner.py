@@ -22,6 +22,7 @@ from absl import logging
 from keras_bert import checkpoints
 from keras_bert.checkpoints import pretraining_run
 from keras_bert.errors import CheckpointError
+from keras_bert.models.electra import ElectraPretrainer, with_original_ids
 from keras_bert.models.encoder import BertEncoder
 from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.pretraining import records
@@ -33,7 +34,12 @@ from keras_bert.training.memory import out_of_memory_hint
 def build_pretrainer(config, bert_config):
     """A fresh `BertPretrainer` in the run's precision, or one loaded from `init_checkpoint`
     (a Google or Hugging Face checkpoint, whose own config then defines the architecture);
-    packed (`BertPretrainer(packed=True)`) with `config.max_instances`."""
+    packed (`BertPretrainer(packed=True)`) with `config.max_instances`. Objective "electra":
+    an `ElectraPretrainer` whose discriminator is that encoder (its generator starts fresh)."""
+    if config.objective == "electra":
+        return ElectraPretrainer(
+            _build_encoder(config, bert_config), config.generator_size, seed=config.seed
+        )
     pretrainer = _build_pretrainer(config, bert_config)
     if config.max_instances is None:
         return pretrainer
@@ -44,8 +50,12 @@ def build_pretrainer(config, bert_config):
     return packed
 
 
+def _dtype(config):
+    return "float32" if config.mixed_precision == "none" else config.mixed_precision
+
+
 def _build_pretrainer(config, bert_config):
-    dtype = "float32" if config.mixed_precision == "none" else config.mixed_precision
+    dtype = _dtype(config)
     if config.init_checkpoint:
         try:
             return checkpoints.load_pretrainer(
@@ -64,6 +74,22 @@ def _build_pretrainer(config, bert_config):
     return BertPretrainer(BertEncoder(bert_config, dtype=dtype), next_sentence=config.next_sentence)
 
 
+def _build_encoder(config, bert_config):
+    """The `BertEncoder` of `init_checkpoint`, or a fresh one, in the run's precision."""
+    dtype = _dtype(config)
+    if config.init_checkpoint:
+        return checkpoints.load_encoder(config.init_checkpoint, dtype=dtype)
+    return BertEncoder(bert_config, dtype=dtype)
+
+
+def _records(config, *args, **kwargs):
+    """`records.make_dataset(*args, **kwargs)` as the objective's model takes the batches."""
+    dataset = records.make_dataset(*args, **kwargs)
+    if config.objective == "electra":
+        return dataset.map(with_original_ids)
+    return dataset
+
+
 def _train_dataset(config, strategy, start_step):
     """The training batches from the data position of `start_step`.
 
@@ -78,7 +104,8 @@ def _train_dataset(config, strategy, start_step):
         per_pipeline = (
             1 if context is None else context.num_replicas_in_sync // context.num_input_pipelines
         )
-        return records.make_dataset(
+        return _records(
+            config,
             config.train_files,
             micro_batch,
             config.seq_length,
@@ -122,7 +149,8 @@ def _eval_dataset(config, strategy):
         raise ValueError(f"eval_files hold {count} records, fewer than one batch of {batch}.")
 
     def dataset_fn(context=None):
-        return records.make_dataset(
+        return _records(
+            config,
             config.eval_files,
             batch,
             config.seq_length,

@@ -19,10 +19,11 @@ module, the tokenizer and what they use, nothing else (not the runner, models or
 
 Records have the original feature names and dtypes: int64 input_ids, input_mask, segment_ids [S],
 masked_lm_positions, masked_lm_ids [P], float masked_lm_weights [P], int64 next_sentence_labels [1]
-(0 = IsNext, 1 = random next). With `pack=True` the examples of each duplicate of a chunk are
-packed, up to `max_instances` per row, by first-fit-decreasing (`keras_bert.pretraining.packing`,
-which documents the packed records' extra features); the statistics add the packed `rows` and the
-`packing_efficiency` (real tokens / all tokens) with `unpacked_efficiency` beside it.
+(0 = IsNext, 1 = random next; with `objective="mlm_sop"` 1 = segments swapped). With
+`pack=True` the examples of each duplicate of a chunk are packed, up to `max_instances` per row,
+by first-fit-decreasing (`keras_bert.pretraining.packing`, which documents the packed records'
+extra features); the statistics add the packed `rows` and the `packing_efficiency` (real tokens /
+all tokens) with `unpacked_efficiency` beside it.
 """
 
 import collections
@@ -102,6 +103,7 @@ class ExampleFactory:
                 tok.pad_id,
                 np.random.SeedSequence([s["seed"], chunk_index, dupe]),
                 self.is_continuation,
+                sentence_order=s.get("objective") == "mlm_sop",
             )
             stats = collections.Counter(
                 examples=len(features["input_ids"]),
@@ -290,6 +292,10 @@ def _check_settings(settings, num_shards, documents_per_chunk):
         (s["dupe_factor"] >= 1, f"dupe_factor must be >= 1, got {s['dupe_factor']}"),
         (num_shards >= 1, f"num_shards must be >= 1, got {num_shards}"),
         (documents_per_chunk >= 2, f"documents_per_chunk must be >= 2, got {documents_per_chunk}"),
+        (
+            s.get("objective", "mlm_nsp") in ("mlm_nsp", "mlm_sop"),
+            f"objective must be mlm_nsp or mlm_sop, got {s.get('objective')!r}",
+        ),
     ]
     for ok, message in checks:
         if not ok:
@@ -318,15 +324,14 @@ def create_pretraining_data(
     progress: bool = False,
     pack: bool = False,
     max_instances: int = 4,
+    objective: str = "mlm_nsp",
 ) -> list[str]:
     """Writes pre-training TFRecords from a corpus (see the module docstring).
 
     Args:
-      input_files: str (comma-separated glob patterns) or list of patterns; ignored when `documents`
-        is given.
+      input_files: str (comma-separated glob patterns) or list of patterns, or `documents`.
       output_dir: str, created if needed (local or gs://).
-      vocab_file: str, the WordPiece vocab.txt (or anything `keras_bert.text.vocab.load_vocabulary`
-        reads).
+      vocab_file: str, a WordPiece vocab.txt (what `keras_bert.text.vocab.load_vocabulary` reads).
       lower_case: bool, uncased tokenization.
       max_seq_length: int S.
       max_predictions_per_seq: int P.
@@ -346,13 +351,14 @@ def create_pretraining_data(
       max_chunk_sentences: int, a chunk also ends at this many sentences (bounds memory).
       progress: bool, a status line on stderr.
       pack: bool, write packed rows of up to `max_instances` (int) instances (module docstring).
+      objective: "mlm_nsp" (random next segments) or "mlm_sop" (`examples.create_pairs`).
 
     Returns:
       list of str, the written files. Statistics (documents, sentences, examples, tokens,
       masked_tokens, random_next, per-shard example counts) are written to
       `{output_dir}/{prefix}-stats.json` and logged.
     """
-    settings = dict(
+    settings: dict[str, object] = dict(
         max_seq_length=max_seq_length,
         max_predictions_per_seq=max_predictions_per_seq,
         masked_lm_prob=masked_lm_prob,
@@ -362,6 +368,7 @@ def create_pretraining_data(
         seed=seed,
     )
     settings.update(_packing_settings(settings, max_instances) if pack else {})
+    settings.update({} if objective == "mlm_nsp" else {"objective": objective})  # In the stats.
     _check_settings(settings, num_shards, documents_per_chunk)
     _check_vocabulary(vocab_file, lower_case)
     if documents is None:
@@ -372,8 +379,7 @@ def create_pretraining_data(
     results = _ordered_results(chunks, max(1, num_workers), vocab_file, lower_case, settings)
     stats, shard_counts = _write_shards(files, results, progress_line)
     progress_line.update(stats, final=True)
-    stats_file = os.path.join(output_dir, f"{output_prefix}-stats.json")
-    _write_summary(stats_file, stats, shard_counts, settings, files)
+    _write_summary(output_dir, output_prefix, stats, shard_counts, settings, files)
     return files
 
 
@@ -400,8 +406,10 @@ def _shard_files(output_dir, output_prefix, num_shards):
     ]
 
 
-def _write_summary(path, stats, shard_counts, settings, files):
-    """Writes the statistics, examples per shard, settings and file names to `path` as JSON."""
+def _write_summary(output_dir, output_prefix, stats, shard_counts, settings, files):
+    """Writes the statistics, examples per shard, settings and file names as JSON to
+    `{output_dir}/{output_prefix}-stats.json`."""
+    path = os.path.join(output_dir, f"{output_prefix}-stats.json")
     if settings.get("max_instances"):
         row_tokens = settings["max_seq_length"]
         stats = dict(

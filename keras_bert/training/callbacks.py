@@ -18,7 +18,15 @@ from absl import logging
 from keras_bert.io_utils import write_atomic
 from keras_bert.training import progress
 
-SCALARS = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")
+SCALARS = (
+    "loss",
+    "mlm_loss",
+    "nsp_loss",
+    "mlm_accuracy",
+    "nsp_accuracy",
+    "rtd_loss",  # ELECTRA's replaced-token detection (keras_bert.models.electra).
+    "rtd_accuracy",
+)
 
 
 class TrainingLog(keras.callbacks.Callback):

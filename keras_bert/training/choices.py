@@ -11,6 +11,9 @@ OPTIMIZERS = ("adamw", "lamb", "adam_weight_decay")  # keras_bert.training.optim
 # Keras dtype policies ("none": float32); "auto": mixed_bfloat16 on TPU, mixed_float16 on GPU, else
 # none.
 PRECISIONS = ("none", "mixed_float16", "mixed_bfloat16", "auto")
+# Pre-training objectives (keras_bert.pretraining.config): the paper's masked LM + next sentence,
+# masked LM only (RoBERTa), + sentence order (ALBERT), replaced-token detection (ELECTRA).
+OBJECTIVES = ("mlm_nsp", "mlm", "mlm_sop", "electra")
 
 
 def check_settings(settings, at_least_one=()):

@@ -15,6 +15,7 @@ from absl import flags
 from keras_bert import cli, paths
 from keras_bert.training.choices import (
     DISTRIBUTIONS,
+    OBJECTIVES,
     OPTIMIZERS,
     PRECISIONS,
     STRATEGIES,
@@ -27,6 +28,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "distribution": DISTRIBUTIONS,
     "mixed_precision": PRECISIONS,
     "optimizer": OPTIMIZERS,
+    "objective": OBJECTIVES,
 }
 # The --help lines of the shared fields; a config's own fields get theirs from its command line.
 FLAG_HELP: dict[str, str] = {
