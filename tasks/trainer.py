@@ -18,7 +18,7 @@ class TrainingWrapper(keras.Model):
 
     Args:
         task: a `keras_bert.tasks.definition.TaskDefinition` (the run's data and labels).
-        model: the task model (`task.build_model(...)`, a `keras_bert.models.BertTask`).
+        model: the task model (`task.build_model(...)`, a `keras_bert.models.task.BertTask`).
     """
 
     def __init__(self, task, model, **kwargs):
