@@ -34,6 +34,7 @@ MODULES = {
         "_Positions",
     ),
     "keras_bert.models.pretrainer": ("BertPretrainer",),
+    "keras_bert.models.electra": ("ElectraPretrainer", "_SampleAndReplace"),
     "keras_bert.models.task_models": (
         "BertClassifier",
         "BertSpanLabeler",
