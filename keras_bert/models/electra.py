@@ -15,6 +15,13 @@ over the real (non-padding) tokens.
 
 Data: the original pre-training records; `masked_lm_ids` (the original tokens) is an input too,
 as the labels of the discriminator come from it (`with_original_ids` maps a dataset's batches).
+Packed rows (`packed=True`, several instances per row, `keras_bert.pretraining.packing`): the
+generator and the discriminator both read them as `BertEncoder.encode_packed` does (each
+instance its own positions, a block-diagonal attention mask), `input_position_ids` and
+`input_instance_ids` [B, S] replace `input_mask`, and the discriminator's loss covers every real
+token of every instance; there is no sentence head, so `cls_positions` is not an input. Each
+instance gets exactly the generator's and the discriminator's logits it gets alone (given the
+same samples).
 """
 
 from __future__ import annotations
@@ -28,8 +35,10 @@ from keras_bert import backend
 from keras_bert.layers import utils
 from keras_bert.layers.heads import MaskedLMHead
 from keras_bert.models.encoder import (
+    PACKED_INPUT_NAMES,
     BertEncoder,
     _AttentionBias,
+    _PackedAttentionBias,
     encoder_inputs,
     transformer_blocks,
 )
@@ -59,7 +68,8 @@ def electra_loss(
         labels: dict with `masked_lm_ids` and `masked_lm_weights` [B, P].
         outputs: dict with `mlm_logits` [B, P, V] (the generator's), `rtd_logits` [B, S] and
             `rtd_labels` [B, S] (1.0 where the token was replaced by a different one).
-        input_mask: [B, S], 1 for real tokens: the tokens the discriminator's loss averages.
+        input_mask: [B, S], 1 for real tokens: the tokens the discriminator's loss averages
+            (`real_tokens` of the inputs, packed or not).
 
     Returns:
         dict of scalar float32 `loss`, `mlm_loss`, `rtd_loss` (the mean binary cross-entropy;
@@ -89,9 +99,19 @@ def electra_loss(
 
 
 def with_original_ids(inputs: dict[str, Any], labels: dict[str, Any]) -> tuple[dict, dict]:
-    """A batch (inputs, labels) of pre-training records as `ElectraPretrainer` takes it: the
-    original tokens `masked_lm_ids` among the inputs too (a `tf.data` map function)."""
+    """A batch (inputs, labels) of pre-training records, packed or not, as `ElectraPretrainer`
+    takes it: the original tokens `masked_lm_ids` among the inputs too, and packed rows'
+    `cls_positions` left out (no sentence head reads them; a `tf.data` map function)."""
+    inputs = {k: v for k, v in inputs.items() if k != "cls_positions"}
     return {**inputs, "masked_lm_ids": labels["masked_lm_ids"]}, labels
+
+
+def real_tokens(inputs: dict[str, Any]) -> Any:
+    """[B, S] 1 for the real tokens of a batch's inputs: `input_mask`, or for packed rows the
+    tokens of an instance (`input_instance_ids` > 0)."""
+    if "input_mask" in inputs:
+        return inputs["input_mask"]
+    return ops.cast(ops.greater(inputs["input_instance_ids"], 0), "int32")
 
 
 def replace_tokens(
@@ -125,12 +145,16 @@ class _SampleAndReplace(keras.layers.Layer):
         self.seed = seed
         self.seed_generator = keras.random.SeedGenerator(seed)
 
+    def noise(self, shape: Any) -> Any:
+        """Gumbel noise of `shape` (float32), drawn from the layer's seed generator. Replacing
+        it on an instance (e.g. by zeros: the generator's most likely tokens) fixes the samples,
+        as tests comparing two layouts of the same instances do."""
+        uniform = keras.random.uniform(shape, minval=1e-9, maxval=1.0, seed=self.seed_generator)
+        return -ops.log(-ops.log(uniform))
+
     def call(self, input_word_ids, masked_lm_positions, masked_lm_ids, mlm_logits):
         logits = ops.stop_gradient(ops.cast(mlm_logits, "float32"))
-        uniform = keras.random.uniform(
-            ops.shape(logits), minval=1e-9, maxval=1.0, seed=self.seed_generator
-        )
-        sampled = ops.argmax(logits - ops.log(-ops.log(uniform)), axis=-1)
+        sampled = ops.argmax(logits + self.noise(ops.shape(logits)), axis=-1)
         return replace_tokens(input_word_ids, masked_lm_positions, masked_lm_ids, sampled)
 
     def compute_output_shape(self, ids_shape, *shapes):
@@ -151,14 +175,22 @@ class ElectraPretrainer(keras.Model):
         encoder: `BertEncoder`, the discriminator (the encoder kept after pre-training).
         generator_size: float in (0, 1]: the generator's width as a fraction of the encoder's.
         seed: int or None. Seed of the generator's sampling.
+        packed: bool. Take packed rows (several instances per row, the module docstring)
+            instead of one instance per row.
 
     Call arguments:
         inputs: dict of int32 [B, S] `input_word_ids` (masked), `input_mask`,
-            `input_type_ids`, and [B, P] `masked_lm_positions`, `masked_lm_ids`.
+            `input_type_ids`, and [B, P] `masked_lm_positions`, `masked_lm_ids`; packed:
+            `input_position_ids` and `input_instance_ids` [B, S] instead of `input_mask`.
 
     Returns:
         dict with `mlm_logits` [B, P, V], `rtd_logits` [B, S] (float32) and `rtd_labels`
         [B, S] (1.0 where the discriminator's input token was replaced).
+
+    Example:
+    >>> encoder = BertEncoder(BertConfig.preset("tiny", vocab_size=100))
+    >>> pretrainer = ElectraPretrainer(encoder, generator_size=0.25, packed=True)
+    >>> pretrainer.compile(optimizer="adam")
     """
 
     backbone_cls: ClassVar[type] = BertEncoder
@@ -168,6 +200,7 @@ class ElectraPretrainer(keras.Model):
         encoder: BertEncoder,
         generator_size: float = 0.25,
         seed: int | None = None,
+        packed: bool = False,
         **kwargs: Any,
     ) -> None:
         config, policy = encoder.config, encoder.dtype_policy
@@ -201,11 +234,9 @@ class ElectraPretrainer(keras.Model):
         sampler = _SampleAndReplace(seed, name="sample_and_replace")
 
         # === Functional Model ===
-        inputs = encoder_inputs()
-        for name in ("masked_lm_positions", "masked_lm_ids"):
-            inputs[name] = keras.Input(shape=(None,), dtype="int32", name=name)
-        x = project(encoder.embeddings(inputs["input_word_ids"], inputs["input_type_ids"]))
-        bias = _AttentionBias(dtype=policy, name="generator_attention_bias")(inputs["input_mask"])
+        inputs = _electra_inputs(packed)
+        x = project(_embed(encoder, inputs, packed))
+        bias = _generator_attention_bias(inputs, packed, policy)
         for block in blocks:
             x = block(x, bias)
         mlm_logits = mlm_head(x, inputs["masked_lm_positions"])
@@ -215,15 +246,9 @@ class ElectraPretrainer(keras.Model):
             inputs["masked_lm_ids"],
             mlm_logits,
         )
-        encoded = encoder(
-            {
-                "input_word_ids": corrupted,
-                "input_mask": inputs["input_mask"],
-                "input_type_ids": inputs["input_type_ids"],
-            }
-        )
+        sequence = _discriminate(encoder, inputs, corrupted, packed)
         rtd_logits = keras.layers.Reshape((-1,), dtype="float32", name="rtd_logits")(
-            rtd_out(rtd_dense(encoded["sequence_output"]))
+            rtd_out(rtd_dense(sequence))
         )
         outputs = {"mlm_logits": mlm_logits, "rtd_logits": rtd_logits, "rtd_labels": replaced}
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
@@ -232,6 +257,7 @@ class ElectraPretrainer(keras.Model):
         self.encoder = encoder
         self.generator_size = generator_size
         self.seed = seed
+        self.packed = packed
         self.generator_layers = blocks
         self.generator_head = mlm_head
         self.sampler = sampler
@@ -251,14 +277,14 @@ class ElectraPretrainer(keras.Model):
         training: bool = True,
     ) -> Any:
         trackers = {"mlm_loss": self.mlm_loss_tracker, "rtd_loss": self.rtd_loss_tracker}
-        return loss_to_minimize(self, electra_loss(y, y_pred, x["input_mask"]), y, trackers)
+        return loss_to_minimize(self, electra_loss(y, y_pred, real_tokens(x)), y, trackers)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None) -> dict[str, Any]:
         self.mlm_accuracy.update_state(
             y["masked_lm_ids"], y_pred["mlm_logits"], sample_weight=y["masked_lm_weights"]
         )
         self.rtd_accuracy.update_state(
-            y_pred["rtd_labels"], y_pred["rtd_logits"], sample_weight=x["input_mask"]
+            y_pred["rtd_labels"], y_pred["rtd_logits"], sample_weight=real_tokens(x)
         )
         return self.get_metrics_result()
 
@@ -267,6 +293,7 @@ class ElectraPretrainer(keras.Model):
             "encoder": keras.saving.serialize_keras_object(self.encoder),
             "generator_size": self.generator_size,
             "seed": self.seed,
+            "packed": self.packed,
             "name": self.name,
             "trainable": self.trainable,
         }
@@ -275,3 +302,46 @@ class ElectraPretrainer(keras.Model):
     def from_config(cls, config: dict[str, Any]) -> ElectraPretrainer:
         encoder = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**{**config, "encoder": encoder})
+
+
+def _electra_inputs(packed: bool) -> dict[str, Any]:
+    """The pre-trainer's symbolic int32 inputs (the class docstring's, packed or not)."""
+    int_input = lambda name: keras.Input(shape=(None,), dtype="int32", name=name)  # noqa: E731
+    if packed:
+        names = ("input_word_ids", "input_type_ids", *PACKED_INPUT_NAMES)
+        inputs = {name: int_input(name) for name in names}
+    else:
+        inputs = encoder_inputs()
+    for name in ("masked_lm_positions", "masked_lm_ids"):
+        inputs[name] = int_input(name)
+    return inputs
+
+
+def _embed(encoder: BertEncoder, inputs: dict[str, Any], packed: bool) -> Any:
+    """The shared embeddings of the (masked) input [B, S, H]; packed: per-instance positions."""
+    positions = (inputs["input_position_ids"],) if packed else ()
+    return encoder.embeddings(inputs["input_word_ids"], inputs["input_type_ids"], *positions)
+
+
+def _generator_attention_bias(inputs: dict[str, Any], packed: bool, policy: Any) -> Any:
+    """The generator's additive attention bias: padding masked, or block-diagonal (packed)."""
+    if packed:
+        layer = _PackedAttentionBias(dtype=policy, name="generator_packed_attention_bias")
+        return layer(inputs["input_instance_ids"])  # (B, 1, S, S)
+    return _AttentionBias(dtype=policy, name="generator_attention_bias")(inputs["input_mask"])
+
+
+def _discriminate(encoder: BertEncoder, inputs: dict[str, Any], corrupted: Any, packed: bool):
+    """The discriminator's (the encoder's) sequence output [B, S, H] on the corrupted ids."""
+    if packed:
+        names = ("input_type_ids", *PACKED_INPUT_NAMES)
+        rows = {"input_word_ids": corrupted, **{name: inputs[name] for name in names}}
+        return encoder.encode_packed(rows)["sequence_output"]
+    encoded = encoder(
+        {
+            "input_word_ids": corrupted,
+            "input_mask": inputs["input_mask"],
+            "input_type_ids": inputs["input_type_ids"],
+        }
+    )
+    return encoded["sequence_output"]

@@ -127,7 +127,7 @@ class BertEncoder(keras.Model):
         self.transformer_layers = blocks
         self.pooler = pooler
 
-    def encode_packed(self, inputs: dict[str, Any], cls_positions: Any) -> dict[str, Any]:
+    def encode_packed(self, inputs: dict[str, Any], cls_positions: Any = None) -> dict[str, Any]:
         """The encoder's layers on packed rows: several instances per row, none seeing another.
 
         Every instance gets exactly the outputs it gets alone in a row of its own: its tokens
@@ -141,11 +141,12 @@ class BertEncoder(keras.Model):
                 `input_position_ids` and `input_instance_ids` (1, 2, ... per instance, 0 for
                 padding; it replaces `input_mask`).
             cls_positions: int32 [B, I], the row position of each instance's [CLS] (0 where a
-                row holds fewer instances).
+                row holds fewer instances), or None for no `pooled_output` (a head that reads
+                every token, as ELECTRA's discriminator).
 
         Returns:
-            dict with `sequence_output` [B, S, H], `encoder_outputs` (L tensors [B, S, H]) and
-            `pooled_output` [B, I, H], the pooler on each instance's [CLS].
+            dict with `sequence_output` [B, S, H], `encoder_outputs` (L tensors [B, S, H]) and,
+            with `cls_positions`, `pooled_output` [B, I, H], the pooler on each instance's [CLS].
         """
         policy = self.dtype_policy
         x = self.embeddings(
@@ -156,12 +157,11 @@ class BertEncoder(keras.Model):
         for block in self.transformer_layers:
             x = block(x, bias)
             layer_outputs.append(x)
-        cls = _Positions(dtype=policy)(x, cls_positions)  # (B, I, H)
-        return {
-            "sequence_output": x,
-            "pooled_output": self.pooler(cls),
-            "encoder_outputs": layer_outputs,
-        }
+        outputs = {"sequence_output": x, "encoder_outputs": layer_outputs}
+        if cls_positions is not None:
+            cls = _Positions(dtype=policy)(x, cls_positions)  # (B, I, H)
+            outputs["pooled_output"] = self.pooler(cls)
+        return outputs
 
     @classmethod
     def from_preset(cls, preset: Any, **kwargs: Any) -> BertEncoder:

@@ -52,7 +52,7 @@ class PretrainingConfig(TrainingSettings):
             ALBERT's sentence order prediction: train on records written with
             `create_pretraining_data --objective=mlm_sop`, whose `next_sentence_labels` are 1
             for swapped segments) or "electra" (replaced-token detection with a generator,
-            `keras_bert.models.electra`; not on packed records).
+            `keras_bert.models.electra`; on packed records too).
         generator_size: float. ELECTRA's generator width as a fraction of the encoder's hidden
             size, heads and intermediate size (the paper's 1/4 default).
         next_sentence: bool. Train the NSP head; False is the older spelling of objective "mlm"
@@ -140,8 +140,6 @@ class PretrainingConfig(TrainingSettings):
             raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}.")
         if not 0 < self.generator_size <= 1:
             raise ValueError(f"generator_size must be in (0, 1], got {self.generator_size}.")
-        if self.objective == "electra" and self.max_instances is not None:
-            raise ValueError("objective electra trains on unpacked records (max_instances None).")
         if self.objective in ("mlm", "electra"):
             self.next_sentence = False
         elif not self.next_sentence:

@@ -35,10 +35,14 @@ def build_pretrainer(config, bert_config):
     """A fresh `BertPretrainer` in the run's precision, or one loaded from `init_checkpoint`
     (a Google or Hugging Face checkpoint, whose own config then defines the architecture);
     packed (`BertPretrainer(packed=True)`) with `config.max_instances`. Objective "electra":
-    an `ElectraPretrainer` whose discriminator is that encoder (its generator starts fresh)."""
+    an `ElectraPretrainer` whose discriminator is that encoder (its generator starts fresh),
+    packed likewise."""
     if config.objective == "electra":
         return ElectraPretrainer(
-            _build_encoder(config, bert_config), config.generator_size, seed=config.seed
+            _build_encoder(config, bert_config),
+            config.generator_size,
+            seed=config.seed,
+            packed=config.max_instances is not None,
         )
     pretrainer = _build_pretrainer(config, bert_config)
     if config.max_instances is None:

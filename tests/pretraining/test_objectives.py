@@ -97,8 +97,6 @@ def test_next_sentence_false_is_the_mlm_objective_and_bad_settings_fail():
         PretrainingConfig(train_files="x", model_dir="y", objective="nsp")
     with pytest.raises(ValueError, match="generator_size"):
         PretrainingConfig(train_files="x", model_dir="y", objective="electra", generator_size=0)
-    with pytest.raises(ValueError, match="unpacked"):
-        PretrainingConfig(train_files="x", model_dir="y", objective="electra", max_instances=2)
 
 
 def test_replace_tokens_writes_samples_at_real_masked_positions():
