@@ -52,7 +52,9 @@ class PretrainingConfig(TrainingSettings):
             ALBERT's sentence order prediction: train on records written with
             `create_pretraining_data --objective=mlm_sop`, whose `next_sentence_labels` are 1
             for swapped segments) or "electra" (replaced-token detection with a generator,
-            `keras_bert.models.electra`; on packed records too).
+            `keras_bert.models.electra`; on packed records too). Objective "mlm" trains on
+            RoBERTa's full-sentence rows (`create_pretraining_data --objective=mlm`), or any
+            records: it ignores their `next_sentence_labels`.
         generator_size: float. ELECTRA's generator width as a fraction of the encoder's hidden
             size, heads and intermediate size (the paper's 1/4 default).
         next_sentence: bool. Train the NSP head; False is the older spelling of objective "mlm"

@@ -5,6 +5,8 @@
         --output_dir=data/seq128 --vocab_file=vocab.txt --max_seq_length=128 --num_shards=16
 
 `--pack` writes packed rows (several instances per row; `keras_bert.pretraining.packing`).
+`--objective=mlm` writes RoBERTa's full-sentence rows (`keras_bert.pretraining.full_sentences`)
+for `keras-bert-pretrain --objective=mlm`.
 
 The library is `keras_bert.pretraining.static_records` (`create_pretraining_data`, `ExampleFactory`,
 also importable from here); its docstring describes the chunks, helpers and record format.
@@ -77,9 +79,11 @@ def define_flags():
         flags.DEFINE_enum,
         "objective",
         "mlm_nsp",
-        ["mlm_nsp", "mlm_sop"],
-        "Sentence pairs for next sentence prediction (random next segments, the original) or "
-        "ALBERT's sentence order prediction (segments swapped, label 1).",
+        ["mlm_nsp", "mlm_sop", "mlm"],
+        "Sentence pairs for next sentence prediction (random next segments, the original), "
+        "ALBERT's sentence order prediction (segments swapped, label 1), or RoBERTa's "
+        "full-sentence rows for masked LM only (sentences contiguous across documents, [SEP] "
+        "between documents, one segment; not with --pack: the rows are already full).",
     )
     return flags.FLAGS
 

@@ -350,6 +350,29 @@ def create_examples(
     input_ids, segment_ids, lengths = pack_pairs(
         chunk.token_ids, pairs, max_seq_length, cls_id, sep_id, pad_id
     )
+    vocabulary = (vocab_size, cls_id, sep_id, mask_id, pad_id)
+    masking = (max_predictions_per_seq, masked_lm_prob, *vocabulary, np_rng, is_continuation)
+    return masked_features(input_ids, segment_ids, lengths, pairs.is_random_next, *masking)
+
+
+def masked_features(
+    input_ids,
+    segment_ids,
+    lengths,
+    next_sentence_labels,
+    max_predictions_per_seq,
+    masked_lm_prob,
+    vocab_size,
+    cls_id,
+    sep_id,
+    mask_id,
+    pad_id,
+    np_rng,
+    is_continuation=None,
+):
+    """The features of rows ([N, S] ids and segment ids, [N] lengths and labels), masked
+    (`mask_tokens`, never [CLS], [SEP] or padding) and shuffled by `np_rng`: the dict that
+    `create_examples` returns."""
     features = mask_tokens(
         input_ids,
         lengths,
@@ -361,10 +384,9 @@ def create_examples(
         np_rng,
         is_continuation,
     )
-    features["input_mask"] = (np.arange(max_seq_length)[None, :] < lengths[:, None]).astype(
-        np.int64
-    )
+    col = np.arange(input_ids.shape[1])[None, :]
+    features["input_mask"] = (col < lengths[:, None]).astype(np.int64)
     features["segment_ids"] = segment_ids
-    features["next_sentence_labels"] = pairs.is_random_next.astype(np.int64)[:, None]
+    features["next_sentence_labels"] = np.asarray(next_sentence_labels, np.int64)[:, None]
     order = np_rng.permutation(len(lengths))
     return {name: value[order] for name, value in features.items()}

@@ -39,7 +39,8 @@ _FLAG_HELP = {
     "batch_size": "Global batch size of one update step (all replicas, all micro-batches).",
     "seq_length": "max_seq_length of the records.",
     "objective": (
-        "mlm_nsp (masked LM + next sentence), mlm (RoBERTa), mlm_sop (ALBERT's sentence order, "
+        "mlm_nsp (masked LM + next sentence), mlm (RoBERTa; full-sentence rows from "
+        "keras-bert-create-pretraining-data --objective=mlm), mlm_sop (ALBERT's sentence order, "
         "on records made with --objective=mlm_sop), electra (replaced-token detection)."
     ),
     "generator_size": "ELECTRA generator width as a fraction of the encoder's (hidden, heads).",

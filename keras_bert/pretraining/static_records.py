@@ -20,10 +20,12 @@ module, the tokenizer and what they use, nothing else (not the runner, models or
 Records have the original feature names and dtypes: int64 input_ids, input_mask, segment_ids [S],
 masked_lm_positions, masked_lm_ids [P], float masked_lm_weights [P], int64 next_sentence_labels [1]
 (0 = IsNext, 1 = random next; with `objective="mlm_sop"` 1 = segments swapped). With
-`pack=True` the examples of each duplicate of a chunk are packed, up to `max_instances` per row,
-by first-fit-decreasing (`keras_bert.pretraining.packing`, which documents the packed records'
-extra features); the statistics add the packed `rows` and the `packing_efficiency` (real tokens /
-all tokens) with `unpacked_efficiency` beside it.
+`objective="mlm"` the rows are RoBERTa's full sentences (`keras_bert.pretraining.full_sentences`:
+sentences contiguous across documents, [SEP] between documents, one segment, labels 0; not
+packed: they are already full). With `pack=True` the examples of each duplicate of a chunk are
+packed, up to `max_instances` per row, by first-fit-decreasing (`keras_bert.pretraining.packing`,
+which documents the packed records' extra features); the statistics add the packed `rows` and the
+`packing_efficiency` (real tokens / all tokens) with `unpacked_efficiency` beside it.
 """
 
 import collections
@@ -42,8 +44,11 @@ import tensorflow as tf
 from keras_bert.io_utils import write_atomic
 from keras_bert.pretraining import corpus as corpus_lib
 from keras_bert.pretraining import examples as examples_lib
-from keras_bert.pretraining import packing, records
+from keras_bert.pretraining import full_sentences, packing, records
 from keras_bert.pretraining.example_proto import serialize_examples
+
+# The objectives the writer makes data for (sentence pairs for NSP or SOP; full-sentence rows).
+OBJECTIVES = ("mlm_nsp", "mlm_sop", "mlm")
 
 
 class ExampleFactory:
@@ -84,26 +89,14 @@ class ExampleFactory:
 
     def examples(self, chunk_index, chunk):
         """TokenizedChunk -> a list of (serialized records, stats) per duplicate."""
-        s, tok = self.settings, self.tokenizer
+        s = self.settings
         results = []
         for dupe in range(s["dupe_factor"]):
             if chunk.num_documents == 0:
                 results.append(([], collections.Counter()))
                 continue
-            features = examples_lib.create_examples(
-                chunk,
-                s["max_seq_length"],
-                s["max_predictions_per_seq"],
-                s["masked_lm_prob"],
-                s["short_seq_prob"],
-                tok.vocab_size,
-                tok.cls_id,
-                tok.sep_id,
-                tok.mask_id,
-                tok.pad_id,
-                np.random.SeedSequence([s["seed"], chunk_index, dupe]),
-                self.is_continuation,
-                sentence_order=s.get("objective") == "mlm_sop",
+            features = self._create_examples(
+                chunk, np.random.SeedSequence([s["seed"], chunk_index, dupe])
             )
             stats = collections.Counter(
                 examples=len(features["input_ids"]),
@@ -126,6 +119,26 @@ class ExampleFactory:
         )
         results[0][1].update(stats)
         return results
+
+    def _create_examples(self, chunk, seed_sequence):
+        """One duplicate's features of a chunk: sentence pairs (`examples`), or with objective
+        "mlm" full-sentence rows (`full_sentences`)."""
+        s, tok = self.settings, self.tokenizer
+        ids = (tok.vocab_size, tok.cls_id, tok.sep_id, tok.mask_id, tok.pad_id)
+        masking = (s["max_seq_length"], s["max_predictions_per_seq"], s["masked_lm_prob"])
+        if s.get("objective") == "mlm":
+            return full_sentences.create_examples(
+                chunk, *masking, *ids, seed_sequence, self.is_continuation
+            )
+        return examples_lib.create_examples(
+            chunk,
+            *masking,
+            s["short_seq_prob"],
+            *ids,
+            seed_sequence,
+            self.is_continuation,
+            sentence_order=s.get("objective") == "mlm_sop",
+        )
 
 
 def _make_tokenizer(vocab_file, lower_case):
@@ -293,8 +306,13 @@ def _check_settings(settings, num_shards, documents_per_chunk):
         (num_shards >= 1, f"num_shards must be >= 1, got {num_shards}"),
         (documents_per_chunk >= 2, f"documents_per_chunk must be >= 2, got {documents_per_chunk}"),
         (
-            s.get("objective", "mlm_nsp") in ("mlm_nsp", "mlm_sop"),
-            f"objective must be mlm_nsp or mlm_sop, got {s.get('objective')!r}",
+            s.get("objective", "mlm_nsp") in OBJECTIVES,
+            f"objective must be one of {OBJECTIVES}, got {s.get('objective')!r}",
+        ),
+        (
+            not (s.get("objective") == "mlm" and s.get("max_instances")),
+            "objective mlm writes full-sentence rows, already filled up to max_seq_length: "
+            "packing has nothing to add (leave pack / --pack off)",
         ),
     ]
     for ok, message in checks:
@@ -351,7 +369,7 @@ def create_pretraining_data(
       max_chunk_sentences: int, a chunk also ends at this many sentences (bounds memory).
       progress: bool, a status line on stderr.
       pack: bool, write packed rows of up to `max_instances` (int) instances (module docstring).
-      objective: "mlm_nsp" (random next segments) or "mlm_sop" (`examples.create_pairs`).
+      objective: "mlm_nsp", "mlm_sop" (`examples.create_pairs`) or "mlm" (`full_sentences`).
 
     Returns:
       list of str, the written files. Statistics (documents, sentences, examples, tokens,
