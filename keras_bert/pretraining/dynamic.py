@@ -2,15 +2,15 @@
 
 Dimensions: B batch, S sequence length, P max_predictions_per_seq, W words.
 
-`dynamic_masking` maps batches of packed, unmasked token ids (from raw text through `pack_texts`, or
-from TFRecords written without masks; several instances per row through `pack_rows`) to the
-`(inputs, labels)` that `BertPretrainer.fit` consumes, with the names of
-`keras_bert.pretraining.records`. Selection and scattering are tensorflow-text's
-`mask_language_model` with a `RandomItemSelector` (its selection vectorized over the batch) and a
-`MaskValuesChooser`, both drawing stateless random numbers from a per-batch seed that
-`tf.data.Dataset.random(seed, rerandomize_each_iteration=True)` gives: the same seed gives the same
-batches, every epoch gets new masks (an op-seeded random op in a `Dataset.map` would repeat the same
-masks each epoch), and batches are masked in parallel without shared state.
+`dynamic_masking` maps batches of packed, unmasked token ids (from raw text through `pack_texts`,
+RoBERTa's full-sentence rows through `full_sentence_rows`, or from TFRecords written without masks;
+several instances per row through `pack_rows`) to the `(inputs, labels)` that `BertPretrainer.fit`
+consumes, with the names of `keras_bert.pretraining.records`. Selection and scattering are
+tensorflow-text's `mask_language_model` with a `RandomItemSelector` (its selection vectorized over
+the batch) and a `MaskValuesChooser`, both drawing stateless random numbers from a per-batch seed
+that `tf.data.Dataset.random(seed, rerandomize_each_iteration=True)` gives: the same seed gives the
+same batches, every epoch gets new masks (an op-seeded random op in a `Dataset.map` would repeat
+the same masks each epoch), and batches are masked in parallel without shared state.
 
 Differences from the static (original) rules, as in tensorflow-text: the number of predictions is
 ceil(masked_lm_prob * selectable items), items being tokens (or words with whole-word masking) other
@@ -25,8 +25,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from keras_bert.pretraining import packing
-from keras_bert.pretraining.examples import continuation_pieces
+from keras_bert.pretraining import full_sentences, packing
+from keras_bert.pretraining.examples import TokenizedChunk, continuation_pieces
 
 # Packed rows' features that `dynamic_masking` passes through: inputs, then labels.
 _PACKED_INPUTS = ("input_position_ids", "input_instance_ids", "cls_positions")
@@ -177,6 +177,59 @@ def sentence_order_texts(dataset, seed=0):
         return (tf.where(swapped, b, a), tf.where(swapped, a, b)), tf.cast(swapped, tf.int32)
 
     return tf.data.Dataset.zip((dataset, seeds)).map(swap)
+
+
+def full_sentence_rows(dataset, tokenizer, seq_length, seed=0):
+    """Batches of sentences -> RoBERTa's full-sentence rows for objective "mlm"
+    (`keras_bert.pretraining.full_sentences`): [CLS] sentences [SEP], taken contiguously up to
+    `seq_length`, an extra [SEP] between two documents, one segment. Rows do not cross batches
+    (batch whole documents, or many sentences); a sentence longer than a row is truncated at random
+    as the original, by a per-batch seed (the same seed gives the same rows; each epoch new cuts).
+
+    Args:
+      dataset: tf.data.Dataset of batched (sentences tf.string [K], document ids int [K]), the
+        sentences in corpus order; a new document id starts a new document.
+      tokenizer: `keras_bert.text.BertTokenizer`.
+      seq_length: int S.
+      seed: int.
+
+    Returns:
+      tf.data.Dataset of unbatched dicts input_word_ids, input_mask, input_type_ids (0) int32 [S]:
+      batch them, then mask them with `dynamic_masking` and train `BertPretrainer(encoder,
+      next_sentence=False)` (`--objective=mlm`).
+    """
+    ids = (tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id)
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
+
+    def rows_of(tokens, sentence_lengths, documents, batch_seed):
+        change = np.flatnonzero(np.diff(documents)) + 1
+        per_document = np.diff(np.concatenate([[0], change, [len(documents)]]))
+        chunk = TokenizedChunk.from_sentence_lengths(tokens, sentence_lengths, per_document)
+        rows = full_sentences.fill_rows(chunk, seq_length)
+        rng = np.random.default_rng(int(batch_seed) % 2**63)
+        input_ids, lengths = full_sentences.row_ids(chunk, rows, seq_length, *ids, rng)
+        mask = np.arange(seq_length)[None, :] < lengths[:, None]
+        return input_ids.astype(np.int32), mask.astype(np.int32)
+
+    def rows(batch, batch_seed):
+        sentences, documents = batch
+        pieces = tokenizer(sentences)  # (K, (T))
+        input_ids, input_mask = tf.numpy_function(
+            rows_of,
+            [pieces.flat_values, pieces.row_lengths(), tf.cast(documents, tf.int64), batch_seed],
+            [tf.int32, tf.int32],
+        )
+        input_ids.set_shape([None, seq_length])
+        input_mask.set_shape([None, seq_length])
+        return tf.data.Dataset.from_tensor_slices(
+            dict(
+                input_word_ids=input_ids,
+                input_mask=input_mask,
+                input_type_ids=tf.zeros_like(input_ids),
+            )
+        )
+
+    return tf.data.Dataset.zip(dataset, seeds).flat_map(rows)
 
 
 def pack_rows(dataset, max_instances=4):

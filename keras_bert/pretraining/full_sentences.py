@@ -57,8 +57,9 @@ def fill_rows(chunk, max_seq_length):
     return rows
 
 
-def _row_ids(chunk, rows, max_seq_length, cls_id, sep_id, pad_id, np_rng):
-    """input_ids [N, S] and lengths [N] of the rows ([CLS] ... [SEP], padded with pad_id)."""
+def row_ids(chunk, rows, max_seq_length, cls_id, sep_id, pad_id, np_rng):
+    """input_ids [N, S] and lengths [N] of the rows of `fill_rows` ([CLS] ... [SEP], padded
+    with pad_id; a one-sentence row longer than S truncated at random as the original)."""
     budget = max_seq_length - 2
     starts = chunk.sentence_starts
     input_ids = np.full((len(rows), max_seq_length), pad_id, np.int64)
@@ -102,7 +103,7 @@ def create_examples(
     """
     np_rng = np.random.default_rng(seed_sequence)
     rows = fill_rows(chunk, max_seq_length)
-    input_ids, lengths = _row_ids(chunk, rows, max_seq_length, cls_id, sep_id, pad_id, np_rng)
+    input_ids, lengths = row_ids(chunk, rows, max_seq_length, cls_id, sep_id, pad_id, np_rng)
     vocabulary = (vocab_size, cls_id, sep_id, mask_id, pad_id)
     masking = (max_predictions_per_seq, masked_lm_prob, *vocabulary, np_rng, is_continuation)
     labels = np.zeros(len(rows), np.int64)  # No next-sentence task.

@@ -139,3 +139,27 @@ def test_command_line_writes_them_and_the_runner_trains_objective_mlm(tmp_path, 
     losses = [h["mlm_loss"] for h in summary["history"]]
     assert not summary["model"].next_sentence and "nsp_loss" not in summary["final"]
     assert np.isfinite(losses).all() and losses[-1] < losses[0], losses
+
+
+def test_raw_text_full_sentence_rows_are_the_same_rows_masked_afresh():
+    from keras_bert.pretraining.dynamic import dynamic_masking, full_sentence_rows
+    from keras_bert.text.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer(generated_corpus.VOCABULARY)
+    sentences = [s for doc in DOCUMENTS for s in doc]
+    documents = [d for d, doc in enumerate(DOCUMENTS) for _ in doc]
+    batches = tf.data.Dataset.from_tensor_slices((sentences, documents)).batch(len(sentences))
+    rows = full_sentence_rows(batches, tokenizer, S, seed=3)
+    long, fronts = _ids(LONG), set()
+    for _ in range(DUPES):  # Every iteration: the same rows, the long sentence cut anew.
+        got = [{k: v.numpy() for k, v in row.items()} for row in rows]
+        ids = [tuple(r["input_word_ids"][: r["input_mask"].sum()]) for r in got]
+        assert sorted(i for i in ids if len(i) < S) == sorted(_ids(row) for row in ROWS)
+        (cut,) = [i[1:-1] for i in ids if len(i) == S]
+        fronts.add(next(f for f in range(4) if long[f : f + S - 2] == cut))
+        assert all((r["input_type_ids"] == 0).all() for r in got)
+        assert all((r["input_word_ids"][r["input_mask"].sum() :] == 0).all() for r in got)
+    assert len(fronts) > 1
+    inputs, labels = next(iter(dynamic_masking(rows.batch(4), tokenizer, P, seed=1)))
+    assert "next_sentence_labels" not in labels and inputs["input_word_ids"].shape == (4, S)
+    assert labels["masked_lm_weights"].numpy().sum() > 0
