@@ -9,7 +9,12 @@ clipping, metrics) on the same random batch shaped like the original pre-trainin
 function (XLA) with the state passed from step to step as `fit` does; PyTorch: eager
 `train_on_batch`. Each backend runs in its own process (`bench/backends.py`), the rounds
 interleaved. keras-hub's BertMaskedLM has no next-sentence head, so the like-for-like row is
-ours with `next_sentence=False` (MLM only); ours with the paper's MLM + NSP is shown too.
+ours with `next_sentence=False` (MLM only); ours with the paper's MLM + NSP is shown too. Two
+more rows on request (`--peers`, and in the GPU preset): "ours MLM+NSP packed" trains on packed
+rows (`random_packed_batch`: 4 instances per row, 90-100% real tokens,
+`BertPretrainer(packed=True)`), "ours ELECTRA" is `ElectraPretrainer` (a generator 1/4 as wide)
+on the unpacked batch. `real tokens/s` counts only the non-padding
+positions of each row's batch.
 
 Tokens per second count every position of the batch (B x S). Model FLOPs utilization (MFU) is
 `common.pretraining_step_flops` per second over the device's peak (`--peak-tflops`; by default
@@ -19,8 +24,8 @@ with 6 x all trainable parameters x tokens (embedding tables included) plus the 
     .venv/bin/python bench/bench_pretrain_step.py [--backend tensorflow,jax] [--size small]
         [--batch 8] [--seq 128] [--predictions auto] [--dtype float32] [--iters 3] [--repeat 1]
 
-On a GPU (BERT-base, bf16, sequence 128 and 512, JAX; under 5 minutes on an H100; the last
-line printed is the results as JSON):
+On a GPU (BERT-base, bf16, sequence 128 and 512, JAX, with the packed and ELECTRA rows; under 7
+minutes on an H100; the last line printed is the results as JSON):
 
     bash bench/gpu_pretrain_jax.sh        # = bench_pretrain_step.py --preset gpu
 """
@@ -39,7 +44,9 @@ import numpy as np  # noqa: E402
 
 from keras_bert.testing.keras_hub_weights import keras_hub_inputs  # noqa: E402
 
-MODELS = ("ours MLM+NSP", "ours MLM", "keras-hub MLM")
+MODELS = ("ours MLM+NSP", "ours MLM", "keras-hub MLM", "ours MLM+NSP packed", "ours ELECTRA")
+DEFAULT_PEERS = MODELS[:3]
+PACKED_INSTANCES = 4  # Instances per packed row of "ours MLM+NSP packed".
 PRESETS = {
     # BERT-base pre-training on one GPU: 32,768 tokens per step at both lengths.
     "gpu": dict(
@@ -48,7 +55,7 @@ PRESETS = {
         dtype="mixed_bfloat16",
         seq="128,512",
         batch="256,64",
-        peers="ours MLM+NSP,keras-hub MLM",
+        peers="ours MLM+NSP,keras-hub MLM,ours MLM+NSP packed,ours ELECTRA",
         iters=10,
         repeat=2,
     ),
@@ -87,14 +94,63 @@ def random_pretraining_batch(batch, seq, predictions, vocab_size, seed=0):
     return inputs, labels
 
 
+def random_packed_batch(batch, seq, predictions, vocab_size, instances=PACKED_INSTANCES, seed=0):
+    """Packed rows (`keras_bert.pretraining.packing`) of random tokens: `instances` instances of
+    random lengths filling 90-100% of each row, `predictions` masked positions per row among
+    the instances' tokens after their [CLS].
+
+    Returns:
+        (inputs, labels) as `records.make_dataset(..., max_instances=instances)` gives them.
+    """
+    rng = np.random.default_rng(seed)
+    names = ("input_word_ids", "input_mask", "input_type_ids", "input_position_ids")
+    inputs = {k: np.zeros((batch, seq), np.int32) for k in (*names, "input_instance_ids")}
+    inputs["cls_positions"] = np.zeros((batch, instances), np.int32)
+    inputs["masked_lm_positions"] = np.zeros((batch, predictions), np.int32)
+    for row in range(batch):
+        total = int(rng.integers(int(0.9 * seq), seq + 1))
+        shortest = max(2, total // (2 * instances))
+        lengths = shortest + rng.multinomial(
+            total - instances * shortest, [1 / instances] * instances
+        )
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
+            n = end - start
+            inputs["input_position_ids"][row, start:end] = np.arange(n)
+            inputs["input_type_ids"][row, start + n // 2 : end] = 1
+            inputs["input_instance_ids"][row, start:end] = i + 1
+            inputs["cls_positions"][row, i] = start
+        inputs["input_mask"][row, :total] = 1
+        inputs["input_word_ids"][row, :total] = rng.integers(1, vocab_size, size=total)
+        candidates = np.setdiff1d(np.arange(total), starts)
+        chosen = rng.choice(candidates, size=predictions, replace=False)
+        inputs["masked_lm_positions"][row] = np.sort(chosen)
+    del inputs["input_mask"]  # The instance ids say which tokens are real.
+    labels = {
+        "masked_lm_ids": np.take_along_axis(
+            inputs["input_word_ids"], inputs["masked_lm_positions"], axis=1
+        ),
+        "masked_lm_weights": np.ones((batch, predictions), np.float32),
+        "next_sentence_labels": rng.integers(0, 2, size=(batch, instances)).astype(np.int32),
+        "next_sentence_weights": np.ones((batch, instances), np.float32),
+    }
+    return inputs, labels
+
+
 def build(name, config, dtype, inputs, labels):
     """One of `MODELS` -> (model, data): data is what its `train_step` takes, (x, y) or
-    (x, y, sample_weight)."""
+    (x, y, sample_weight). "ours MLM+NSP packed" takes `random_packed_batch`'s rows."""
     if name.startswith("ours"):
         import keras_bert
 
+        encoder = keras_bert.BertEncoder(config, dtype=dtype)
+        if name == "ours ELECTRA":
+            from keras_bert.models.electra import ElectraPretrainer, with_original_ids
+
+            return ElectraPretrainer(encoder, seed=0), with_original_ids(inputs, labels)
         model = keras_bert.BertPretrainer(
-            keras_bert.BertEncoder(config, dtype=dtype), next_sentence=name == "ours MLM+NSP"
+            encoder, next_sentence="NSP" in name, packed=name.endswith("packed")
         )
         return model, (inputs, labels)
     import keras_hub
@@ -181,7 +237,7 @@ def parse_args(argv):
         default="tensorflow,jax",
         help="Keras backends, comma-separated (tensorflow, jax, torch) or 'all' (those installed).",
     )
-    parser.add_argument("--peers", default=",".join(MODELS), help=f"Some of {MODELS}.")
+    parser.add_argument("--peers", default=",".join(DEFAULT_PEERS), help=f"Some of {MODELS}.")
     parser.add_argument("--dtype", default="float32", choices=["float32", "mixed_bfloat16"])
     parser.add_argument(
         "--predictions",
@@ -235,13 +291,17 @@ def worker(argv):
     config = keras_bert.BertConfig.preset(args.size)
     cases, params = [], {}
     for seq, batch, predictions in zip(args.seqs, args.batches, args.predictions):
-        inputs, labels = random_pretraining_batch(batch, seq, predictions, config.vocab_size)
+        unpacked = random_pretraining_batch(batch, seq, predictions, config.vocab_size)
+        packed = random_packed_batch(batch, seq, predictions, config.vocab_size)
         for name in args.models:
             keras.utils.set_random_seed(0)
+            inputs, labels = packed if name.endswith("packed") else unpacked
             model, data = build(name, config, args.dtype, inputs, labels)
             params[name] = int(sum(np.prod(v.shape) for v in model.trainable_variables))
+            real = float((inputs.get("input_instance_ids", inputs.get("input_mask")) > 0).mean())
             for mode, call in step_calls(model, data).items():
                 key = {"model": name, "seq": seq, "batch": batch, "predictions": predictions}
+                key["real_share"] = real
                 cases.append({"key": {**key, "mode": mode}, "call": call})
     backend = keras.config.backend()
     info = {
@@ -283,9 +343,12 @@ def result_rows(args, config, results):
     for r in backends.cases_table(results):
         info = results[r["backend"]]["info"]
         peak = peak_tflops(args, info["device"]["kind"])
-        flops = common.pretraining_step_flops(
-            config, r["batch"], r["seq"], r["predictions"], next_sentence=r["model"] == MODELS[0]
-        )
+        if r["model"] == "ours ELECTRA":
+            flops = common.electra_step_flops(config, r["batch"], r["seq"], r["predictions"])
+        else:
+            flops = common.pretraining_step_flops(
+                config, r["batch"], r["seq"], r["predictions"], next_sentence="NSP" in r["model"]
+            )
         # 6 x all trainable parameters x tokens, plus the attention (12 L H S per token).
         tokens = r["batch"] * r["seq"]
         h, layers = config.hidden_size, config.num_hidden_layers
@@ -294,11 +357,13 @@ def result_rows(args, config, results):
         rows.append(
             {
                 **{k: r[k] for k in ("backend", "model", "mode", "seq", "batch", "predictions")},
+                "real_share": r["real_share"],
                 "step_ms": r["median"] * 1e3,
                 "step_ms_min": r["min"] * 1e3,
                 "step_ms_max": r["max"] * 1e3,
                 "cpu_ms": r["cpu"] * 1e3,
                 "tokens_per_second": tokens / r["median"],
+                "real_tokens_per_second": tokens * r["real_share"] / r["median"],
                 "model_tflops_per_step": flops / 1e12,
                 "tflops_per_second": tflops,
                 "peak_tflops": peak,
@@ -352,6 +417,7 @@ def main(argv=None):
             r["step_ms"],
             r["cpu_ms"],
             r["tokens_per_second"],
+            r["real_tokens_per_second"],
             r["tflops_per_second"],
             "" if r["mfu"] is None else f"{r['mfu']:.1%}",
             f"{(r['step_ms_max'] - r['step_ms_min']) / r['step_ms']:.0%}",
@@ -359,6 +425,7 @@ def main(argv=None):
         for r in rows
     ]
     header = ["backend", "model", "mode", "seq", "batch", "ms/step", "cpu ms", "tokens/s"]
+    header += ["real tokens/s"]
     print()
     print(common.format_table(header + ["TFLOP/s", "MFU", "spread"], table))
     print()

@@ -312,6 +312,25 @@ def pretraining_step_flops(config, batch, seq, predictions, next_sentence=True):
     return 3.0 * forward
 
 
+def electra_step_flops(config, batch, seq, predictions, generator_size=0.25):
+    """Model FLOPs of one ELECTRA pre-training step (`keras_bert.models.electra`), forward and
+    backward (3x the forward's matmuls), as `pretraining_step_flops` counts: the generator's
+    projection of the shared embeddings to its width g (`generator_shape`) and its Transformer
+    layers on every token, its masked-LM head on the masked positions (a g x H transform and the
+    H x V output tied to the embeddings), the discriminator's encoder (no pooler) and its
+    per-token head (H x H and H x 1) on every token."""
+    from keras_bert.models.electra import generator_shape
+
+    h, v = config.hidden_size, config.vocab_size
+    generator = config.replace(**generator_shape(config, generator_size))
+    g = generator.hidden_size
+    forward = encoder_flops(generator, batch, seq, pooler=False) + 2.0 * batch * seq * h * g
+    forward += 2.0 * batch * predictions * (g * h + h * v)
+    forward += encoder_flops(config, batch, seq, pooler=False)
+    forward += 2.0 * batch * seq * (h * h + h)
+    return 3 * forward
+
+
 def matmul_roofline(dtype="float32", n=2048, iters=8):
     """Measured GFLOP/s of a square [n, n] x [n, n] tf.matmul (graph mode) in `dtype`."""
     import tensorflow as tf

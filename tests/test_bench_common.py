@@ -112,6 +112,17 @@ def test_ratio_lines_compare_rows_of_the_same_round():
     ]
 
 
+def small_config(layers):
+    return keras_bert.BertConfig(
+        vocab_size=97,
+        hidden_size=24,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=40,
+        max_position_embeddings=64,
+    )
+
+
 def count_weights(model, pattern):
     return sum(int(np.prod(v.shape)) for v in model.weights if re.search(pattern, v.path))
 
@@ -120,14 +131,7 @@ def count_weights(model, pattern):
 def test_pretraining_step_flops_count_the_models_own_weights(next_sentence):
     """6 N T + 12 L H S T plus the heads on the positions they see, N etc. read from the weights
     of a built BertPretrainer (not from the config)."""
-    config = keras_bert.BertConfig(
-        vocab_size=97,
-        hidden_size=24,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        intermediate_size=40,
-        max_position_embeddings=64,
-    )
+    config = small_config(3)
     model = keras_bert.BertPretrainer(keras_bert.BertEncoder(config), next_sentence=next_sentence)
     batch, seq, predictions = 3, 16, 5
     tokens = batch * seq
@@ -146,6 +150,50 @@ def test_pretraining_step_flops_count_the_models_own_weights(next_sentence):
     assert layers == 3 * (4 * 24 * 24 + 2 * 24 * 40) and per_masked == 24 * 24 + 97 * 24
     flops = common.pretraining_step_flops(config, batch, seq, predictions, next_sentence)
     assert flops == expected
+
+
+def test_electra_step_flops_count_the_models_own_weights():
+    """The generator's and the discriminator's per-token weights, their attention, and the
+    generator's masked-LM head on the masked positions, read from a built ElectraPretrainer."""
+    from keras_bert.models.electra import ElectraPretrainer
+
+    config = small_config(2)
+    model = ElectraPretrainer(keras_bert.BertEncoder(config), generator_size=0.25)
+    batch, seq, predictions = 3, 16, 5
+    tokens = batch * seq
+    per_token = count_weights(
+        model,
+        r"^(generator_project|generator_layer_\d+/.*|layer_\d+/.*|discriminator_\w+)/kernel$",
+    )
+    per_masked = count_weights(model, r"^generator_predictions/transform_dense/kernel$")
+    per_masked += count_weights(model, r"word_embeddings")
+    widths = config.hidden_size + model.generator_layers[0].hidden_size  # Both stacks' H.
+    expected = 6 * per_token * tokens + 6 * per_masked * batch * predictions
+    expected += 12 * config.num_hidden_layers * widths * seq * tokens
+    flops = common.electra_step_flops(config, batch, seq, predictions, generator_size=0.25)
+    assert flops == pytest.approx(expected)
+
+
+def test_random_packed_batch_is_what_the_packed_records_give():
+    """bench_pretrain_step's packed rows: instances back to back, positions restarting at their
+    [CLS], masked positions inside real tokens and never on a [CLS]."""
+    inputs, labels = bench_pretrain_step.random_packed_batch(3, 64, 9, 50, instances=4)
+    for row in range(3):
+        ids = inputs["input_instance_ids"][row]
+        real = int((ids > 0).sum())
+        assert 0.9 * 64 <= real <= 64 and (ids[:real] > 0).all() and (ids[real:] == 0).all()
+        assert list(np.unique(ids[:real])) == [1, 2, 3, 4]
+        starts = inputs["cls_positions"][row]
+        assert (inputs["input_position_ids"][row][starts] == 0).all()
+        assert (np.diff(ids[:real]) >= 0).all()
+        assert list(np.flatnonzero(np.diff(ids[:real])) + 1) == list(starts[1:])
+        masked = inputs["masked_lm_positions"][row]
+        assert len(set(masked)) == 9 and masked.max() < real and not set(masked) & set(starts)
+    assert labels["next_sentence_labels"].shape == labels["next_sentence_weights"].shape == (3, 4)
+    assert (
+        labels["masked_lm_ids"]
+        == np.take_along_axis(inputs["input_word_ids"], inputs["masked_lm_positions"], axis=1)
+    ).all()
 
 
 def test_pretrain_step_gpu_preset_and_flags():
@@ -177,7 +225,8 @@ def test_gpu_pretrain_script_runs_on_the_cpu_at_a_tiny_size():
     """bench/gpu_pretrain_jax.sh (the --preset gpu run) end to end on JAX's CPU: its JSON line's
     tokens per second, model FLOPs and MFU agree with the step times it measured."""
     script = os.path.join(os.path.dirname(__file__), "..", "bench", "gpu_pretrain_jax.sh")
-    flags = ["--size", "tiny", "--seq", "16,32", "--batch", "2", "--peers", "ours MLM+NSP"]
+    peers = "ours MLM+NSP,ours MLM+NSP packed,ours ELECTRA"
+    flags = ["--size", "tiny", "--seq", "16,32", "--batch", "2", "--peers", peers]
     flags += ["--iters", "1", "--repeat", "1", "--peak-tflops", "0.5"]
     done = subprocess.run(
         ["bash", script, *flags],
@@ -187,19 +236,25 @@ def test_gpu_pretrain_script_runs_on_the_cpu_at_a_tiny_size():
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    # The results as one JSON line, then the path of the results file.
+    result = json.loads([x for x in done.stdout.splitlines() if x.startswith("{")][-1])
     assert (result["size"], result["dtype"]) == ("tiny", "mixed_bfloat16")
     assert result["backends"]["jax"]["device"] == {"kind": "cpu", "count": 1}
     config = keras_bert.BertConfig.preset("tiny")
     rows = result["rows"]
     assert [(r["backend"], r["model"], r["mode"], r["seq"]) for r in rows] == [
-        ("jax", "ours MLM+NSP", "jit", 16),
-        ("jax", "ours MLM+NSP", "jit", 32),
+        ("jax", model, "jit", seq) for seq in (16, 32) for model in peers.split(",")
     ]
-    for row, predictions in zip(rows, (4, 8)):  # 15% of the length, rounded up to 4.
+    for row in rows:
+        predictions = {16: 4, 32: 8}[row["seq"]]  # 15% of the length, rounded up to 4.
         assert (row["batch"], row["predictions"]) == (2, predictions)
         seconds = row["step_ms"] / 1e3
-        flops = common.pretraining_step_flops(config, 2, row["seq"], predictions)
+        if row["model"] == "ours ELECTRA":
+            flops = common.electra_step_flops(config, 2, row["seq"], predictions)
+        else:
+            flops = common.pretraining_step_flops(config, 2, row["seq"], predictions)
+        real = row["real_tokens_per_second"] / row["tokens_per_second"]
+        assert real == pytest.approx(row["real_share"]) and 0.5 <= real <= 1
         assert row["model_tflops_per_step"] == pytest.approx(flops / 1e12)
         assert row["tokens_per_second"] == pytest.approx(2 * row["seq"] / seconds)
         assert row["mfu"] == pytest.approx(flops / 1e12 / seconds / 0.5)
