@@ -28,6 +28,7 @@ def test_packed_row_gives_each_instance_its_electra_outputs_alone():
     electra_packing_job.check_fit()
 
 
+@pytest.mark.slow  # A JAX process of its own (about 25 s): the default run keeps CI under 20 min.
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax is not installed")
 def test_packed_row_gives_each_instance_its_electra_outputs_alone_on_jax():
     env = dict(os.environ, KERAS_BACKEND="jax", CUDA_VISIBLE_DEVICES="")
