@@ -61,6 +61,7 @@ def parse_args(argv=None):
     parser.add_argument("--long_batch", type=int, default=8)
     parser.add_argument("--max_instances", type=int, default=4)
     parser.add_argument("--learning_rate", type=float, default=1e-3)
+    parser.add_argument("--generator_size", type=float, default=0.25, help="ELECTRA's.")
     parser.add_argument("--vocab_size", type=int, default=6000)
     parser.add_argument("--dupe_factor", type=int, default=3)
     parser.add_argument("--timed_steps", type=int, default=30)
@@ -302,6 +303,7 @@ def pretrain(args, made, config, name, records, steps, seed, model_dir, seq, bat
         max_predictions_per_seq=records["predictions"],
         max_instances=records["max_instances"],
         objective=objective,
+        generator_size=args.generator_size,
         num_train_steps=steps,
         num_warmup_steps=max(1, steps // 10),
         learning_rate=args.learning_rate,
@@ -363,10 +365,10 @@ def time_configs(args, made, config, runs, seq, batch):
     return times
 
 
-def step_flops(config, name, batch, seq, predictions):
+def step_flops(config, name, batch, seq, predictions, generator_size=0.25):
     objective, _ = split_config(name)
     if objective == "electra":
-        return common.electra_step_flops(config, batch, seq, predictions)
+        return common.electra_step_flops(config, batch, seq, predictions, generator_size)
     return common.pretraining_step_flops(
         config, batch, seq, predictions, next_sentence=objective in ("mlm_nsp", "mlm_sop")
     )
@@ -609,7 +611,9 @@ def objectives_table(args, results, config, runs):
         if not done:
             continue
         finals = [r["finetuned"][-1] for r in done]
-        flops = step_flops(config, name, args.batch, args.seq, records["predictions"])
+        flops = step_flops(
+            config, name, args.batch, args.seq, records["predictions"], args.generator_size
+        )
         steps = statistics.median(r["steps"] for r in done)
         mlm = [
             r["eval"].get("mlm_accuracy") for r in done if r["eval"].get("mlm_accuracy") is not None
