@@ -32,7 +32,6 @@ minutes on an H100; the last line printed is the results as JSON):
 
 import argparse
 import json
-import math
 import os
 import warnings
 
@@ -63,12 +62,6 @@ PRESETS = {
 # Dense bfloat16 peaks (TFLOP/s) by the device kind JAX reports: NVIDIA's data sheets (H100
 # SXM and H200 989.4, H100 NVL 835, H100 PCIe 756). The first name found in the kind wins.
 PEAK_BF16_TFLOPS = (("H200", 989.4), ("H100 NVL", 835.0), ("H100 PCIe", 756.0), ("H100", 989.4))
-
-
-def default_predictions(seq):
-    """The original's masked positions per sequence: 15% of `seq` rounded up to a multiple of
-    4 (20 at 128, 80 at 512)."""
-    return 4 * math.ceil(0.15 * seq / 4)
 
 
 def random_pretraining_batch(batch, seq, predictions, vocab_size, seed=0):
@@ -258,7 +251,7 @@ def parse_args(argv):
     args.seqs = [int(s) for s in str(args.seq).split(",")]
     args.batches = _per_seq(args.batch, args.seqs, int, "--batch")
     args.predictions = (
-        [default_predictions(s) for s in args.seqs]
+        [common.default_predictions(s) for s in args.seqs]
         if args.predictions == "auto"
         else _per_seq(args.predictions, args.seqs, int, "--predictions")
     )

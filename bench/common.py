@@ -21,6 +21,7 @@ import datetime
 import importlib.metadata
 import io
 import json
+import math
 import os
 import platform
 import shlex
@@ -281,6 +282,12 @@ def encoder_flops(config, batch, seq, pooler=True):
     if pooler:
         flops += 2.0 * batch * h * h
     return flops
+
+
+def default_predictions(seq):
+    """The original's masked positions per sequence: 15% of `seq` rounded up to a multiple of
+    4 (20 at 128, 80 at 512)."""
+    return 4 * math.ceil(0.15 * seq / 4)
 
 
 def pretraining_step_flops(config, batch, seq, predictions, next_sentence=True):

@@ -192,7 +192,7 @@ def corpus_shares(args, made):
                 made["vocab"],
                 lower_case=True,
                 max_seq_length=args.long_seq,
-                max_predictions_per_seq=80,
+                max_predictions_per_seq=common.default_predictions(args.long_seq),
                 dupe_factor=1,
                 num_workers=1,
                 pack=True,
@@ -233,8 +233,7 @@ def write_records(args, made, kind, packed, seq, docstrings_only=False):
     name = f"{kind}-{seq}{'-packed' if packed else ''}{'-docstrings' if docstrings_only else ''}"
     train_inputs = made["inputs"][:1] if docstrings_only else made["inputs"]
     out = os.path.join(args.out, "data", name)
-    predictions = max(2, round(seq * 0.15))
-    predictions = {128: 20, 512: 80}.get(seq, predictions)  # The original's.
+    predictions = common.default_predictions(seq)
     settings = dict(
         vocab_file=made["vocab"],
         lower_case=True,
@@ -324,14 +323,9 @@ def pretrain(args, made, config, name, records, steps, seed, model_dir, seq, bat
 def step_seconds(summary):
     """Median seconds per update step of the logging loops after the first (tracing)."""
     loops = [h for h in summary["history"] if h["step"] > summary["start_step"]]
-    timed = loops[1:] or loops
-    per_step = []
-    previous = summary["start_step"]
-    for h in loops:
-        if h in timed:
-            per_step.append(h["seconds"] / (h["step"] - previous))
-        previous = h["step"]
-    return statistics.median(per_step)
+    starts = [summary["start_step"]] + [h["step"] for h in loops[:-1]]
+    per_step = [h["seconds"] / (h["step"] - a) for h, a in zip(loops, starts, strict=True)]
+    return statistics.median(per_step[1:] or per_step)
 
 
 def time_configs(args, made, config, runs, seq, batch):
@@ -533,11 +527,10 @@ def main(argv=None):
                 steps = budget_steps(args, min(timing[name]))
                 results["runs"][key] = budget_run(args, made, config, name, records, steps, seed)
                 save()
-    results["settings_batch_seq"] = args.batch * args.seq
     record = report(args, results, config, runs, long_runs)
     with open(os.path.join(args.out, "record.json"), "w") as f:
         json.dump(record, f, indent=1)
-    plot(results, runs, os.path.join(args.out, "budget.png"))
+    plot(results, runs, args.batch * args.seq, os.path.join(args.out, "budget.png"))
     return record
 
 
@@ -680,7 +673,7 @@ def report(args, results, config, runs, long_runs):
     return record
 
 
-def plot(results, runs, path):
+def plot(results, runs, row_tokens, path):
     """The package task's dev accuracy against pre-training seconds per configuration (mean over
     seeds, the range shaded); the masked-LM loss against steps x real tokens per step."""
     import matplotlib
@@ -702,7 +695,7 @@ def plot(results, runs, path):
         left.fill_between(x, accuracy.min(0), accuracy.max(0), alpha=0.15)
         if split_config(name)[0] in ("mlm_nsp", "mlm", "mlm_sop"):
             curve = [h for h in done[0]["curve"] if h.get("mlm_loss") is not None]
-            per_step = runs[name]["real_share"] * results["settings_batch_seq"]
+            per_step = runs[name]["real_share"] * row_tokens
             right.plot(
                 [h["step"] * per_step / 1e6 for h in curve],
                 [h["mlm_loss"] for h in curve],
