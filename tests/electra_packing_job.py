@@ -9,7 +9,7 @@ weights), packs three instances of different lengths into one row (with padding)
 with the samples fixed (the generator's most likely tokens), each instance gets the generator's
 masked-LM logits, the discriminator's logits and labels it gets alone, and the batch the same
 losses (float32, 1e-5); that changing one instance's tokens leaves the others' outputs unchanged;
-and that the real (Gumbel) sampler replaces tokens only at the row's masked positions.
+and that the real sampler replaces tokens only at the row's masked positions.
 `check_fit()` trains the packed pre-trainer for a few steps (falling loss).
 """
 
@@ -26,8 +26,8 @@ LABELS = ("masked_lm_ids", "masked_lm_weights")
 
 
 def _fixed_samples(model):
-    """The generator's most likely tokens as its samples (no Gumbel noise)."""
-    model.sampler.noise = lambda shape: keras.ops.zeros(shape, "float32")
+    """The generator's most likely tokens as its samples (the argmax, no sampling)."""
+    model.sampler.sample = lambda logits: keras.ops.argmax(logits, axis=-1)
     return model
 
 
@@ -123,7 +123,7 @@ def _check_no_cross_attention(model, inputs, order, before):
 
 
 def _check_real_samples_at_masked_positions(inputs, labels):
-    """The Gumbel sampler replaces tokens of the packed row only at its real masked positions."""
+    """The real sampler replaces tokens of the packed row only at its real masked positions."""
     _, packed = models()
     out = _outputs(packed, inputs)
     masked = np.zeros(SEQ, bool)
