@@ -6,8 +6,9 @@ library docstrings (its pre-training modules; its held-out modules are the held-
 the real data folder's `sample_text.txt` and SQuAD v1.1 dev's Wikipedia paragraphs (one document
 per article) when the folder is there. A WordPiece vocabulary is learned on it, and the original
 writer (`create_pretraining_data`) makes the records of each objective: the paper's sentence pairs
-(`mlm_nsp`, also read by `electra`), ALBERT's order pairs (`mlm_sop`) and RoBERTa's full-sentence
-rows (`mlm`; full already, so never packed), unpacked and packed (`--pack`, first-fit-decreasing).
+(`mlm_nsp`; `electra` packed), ALBERT's order pairs (`mlm_sop`) and RoBERTa's full-sentence rows
+(`mlm`, and `electra` unpacked: contiguous text, as ELECTRA's own data; full already, so never
+packed), unpacked and packed (`--pack`, first-fit-decreasing).
 
 1. **Throughput at --long_seq (512).** The same encoder pre-trains on the original rows and on
    packed rows (MLM + NSP) of the docstrings, interleaved rounds of `--timed_steps` steps each, a
@@ -23,6 +24,9 @@ rows (`mlm`; full already, so never packed), unpacked and packed (`--pack`, firs
    training at its own (fastest round's) step time: equal wall time; the estimated training FLOPs
    of each are reported beside it (`common.pretraining_step_flops`, `common.electra_step_flops`).
    Each configuration is pre-trained once per seed (`--seeds`), with checkpoints at each quarter.
+   The control `none` is not pre-trained at all: a freshly initialized encoder of the same
+   config (each seed's initialization) fine-tunes as the others do. A configuration helps only
+   where it beats it.
 3. **Fine-tuning.** Each quarter checkpoint fine-tunes on the demo's task (which of 8 standard
    library packages a docstring paragraph comes from; dev modules held out of pre-training), and
    the final one also on SST-2 (the real data folder's dev set, even rows train, odd rows measure,
@@ -34,7 +38,7 @@ seconds, mean and range over seeds; the masked-LM loss against real tokens seen,
 unpacked) and `<out>/record.json` (the docs/results/data record of the tables).
 
     .venv/bin/python bench/pretraining_budget.py --out out/budget [--seconds 180] \\
-        [--seeds 0,1,2] [--configs mlm_nsp,mlm_nsp+packed,mlm,mlm_sop+packed,electra+packed]
+        [--seeds 0,1,2] [--configs none,mlm_nsp,mlm_nsp+packed,mlm,mlm_sop+packed,electra,...]
 """
 
 import json
@@ -46,7 +50,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import common  # noqa: E402  (bench/: the script's own folder)
 
-CONFIGS = "mlm_nsp,mlm_nsp+packed,mlm,mlm_sop+packed,electra+packed"
+CONFIGS = "none,mlm_nsp,mlm_nsp+packed,mlm,mlm_sop+packed,electra,electra+packed"
+NO_PRETRAINING = "none"  # The control: a fresh encoder fine-tuned as the others.
 
 
 def parse_args(argv=None):
@@ -218,11 +223,14 @@ def write_sst2(path, out, quick):
     return out
 
 
-def records_kind(objective):
-    """The writer's objective for a pre-training objective's records: ELECTRA reads the paper's
-    pairs (its NSP labels unused), `mlm` RoBERTa's full-sentence rows (already full: never
-    packed)."""
-    return "mlm_nsp" if objective == "electra" else objective
+def records_kind(objective, packed=False):
+    """The writer's objective for a pre-training objective's records. ELECTRA reads contiguous
+    text as its paper's data (RoBERTa's full-sentence rows, `mlm`: no random second segments),
+    or, packed, the paper's pairs (its NSP labels unused: the writer packs pairs); `mlm` reads
+    full-sentence rows (already full: never packed)."""
+    if objective == "electra":
+        return "mlm_nsp" if packed else "mlm"
+    return objective
 
 
 def write_records(args, made, kind, packed, seq, docstrings_only=False):
@@ -359,6 +367,22 @@ def time_configs(args, made, config, runs, seq, batch):
     return times
 
 
+def time_new_configs(args, made, config, runs, missing, timing):
+    """{name: seconds per step} of the `missing` configurations. Where others were timed
+    before (a benchmark resumed with more configurations, perhaps on a machine now faster or
+    slower), one of those, the reference, is timed again in the same interleaved rounds, and
+    the new times are scaled by its stored / new fastest round: equal time stays equal to the
+    runs already done."""
+    reference = next((n for n in runs if n in timing), None)
+    rounds = dict(missing, **({reference: runs[reference]} if reference else {}))
+    times = time_configs(args, made, config, rounds, args.seq, args.batch)
+    if reference is None:
+        return times
+    scale = min(timing[reference]) / min(times.pop(reference))
+    print(f"  times scaled by {scale:.3f}, {reference}'s stored / new step time", flush=True)
+    return {name: [t * scale for t in values] for name, values in times.items()}
+
+
 def step_flops(config, name, batch, seq, predictions, generator_size=0.25):
     objective, _ = split_config(name)
     if objective == "electra":
@@ -407,6 +431,8 @@ def budget_run(args, made, config, name, records, steps, seed):
     """Pre-trains one configuration and seed, fine-tunes its quarter checkpoints; returns the
     result dict."""
     run_dir = os.path.join(args.out, "runs", f"{name}-seed{seed}")
+    if name == NO_PRETRAINING:
+        return control_run(args, made, config, run_dir, seed)
     summary = pretrain(
         args, made, config, name, records, steps, seed, run_dir, args.seq, args.batch, args.loop
     )
@@ -424,8 +450,50 @@ def budget_run(args, made, config, name, records, steps, seed):
     found = checkpoints(run_dir)[-4:]
     every = max(1, len(found) // args.curve_points)
     found = found[every - 1 :: every]
+    result["finetuned"] = finetune_checkpoints(args, made, name, seed, run_dir, found)
+    result["representation"] = representation(args, made, found[-1][1])
+    for row in result["finetuned"]:
+        row["seconds"] = row["step"] * seconds_per_step
+    return result
+
+
+def final_checkpoint(args, name, seed):
+    """The checkpoint a run's last fine-tuning started from (None if its files are gone)."""
+    run_dir = os.path.join(args.out, "runs", f"{name}-seed{seed}")
+    if name == NO_PRETRAINING:
+        path = os.path.join(run_dir, "init")
+        return path if os.path.exists(path) else None
+    found = checkpoints(run_dir) if os.path.isdir(run_dir) else []
+    return found[-1][1] if found else None
+
+
+def control_run(args, made, config, run_dir, seed):
+    """The control: no pre-training. A freshly initialized encoder (the same config, the seed's
+    initialization) written as a checkpoint and fine-tuned as every other; without it the table
+    cannot say whether a budget's pre-training helped at all."""
+    import keras
+
+    import keras_bert
+    from keras_bert import checkpoints as formats
+
+    keras.utils.set_random_seed(seed)
+    path = os.path.join(run_dir, "init")
+    if not os.path.exists(path):
+        formats.save(keras_bert.BertEncoder(config), path, vocab=made["vocab"])
+    result = {"steps": 0, "train_seconds": 0.0, "eval": {}, "curve": []}
+    result["finetuned"] = finetune_checkpoints(
+        args, made, NO_PRETRAINING, seed, run_dir, [(0, path)]
+    )
+    result["finetuned"][0]["seconds"] = 0.0
+    result["representation"] = representation(args, made, path)
+    return result
+
+
+def finetune_checkpoints(args, made, name, seed, run_dir, found):
+    """[{step, packages, sst2 (the last one)}] of fine-tuning each (step, checkpoint)."""
+    rows = []
     for step, path in found:
-        row = {"step": step, "seconds": step * seconds_per_step}
+        row = {"step": step}
         row["packages"] = finetune(
             args,
             path,
@@ -445,9 +513,37 @@ def budget_run(args, made, config, name, records, steps, seed):
                 args.sst2_epochs,
                 args.sst2_lr,
             )
-        result["finetuned"].append(row)
+        rows.append(row)
         print(f"  {name} seed {seed} step {step}: {row}", flush=True)
-    return result
+    return rows
+
+
+def representation(args, made, checkpoint, texts=64):
+    """{token_cosine, effective_rank} of an encoder's token outputs on the package task's first
+    dev texts: the mean cosine similarity between real tokens' final hidden states and the
+    effective rank (exp of the entropy of the normalized singular values, Roy and Vetterli 2007)
+    of the centred states. A collapsed encoder (every token the same vector) has cosine near 1
+    and a rank near 1, a fresh one a low cosine and a rank near its width."""
+    import numpy as np
+    import tensorflow as tf
+
+    import keras_bert
+    from keras_bert import checkpoints as formats
+
+    with open(os.path.join(made["tasks"]["packages"], "dev.tsv"), encoding="utf-8") as f:
+        rows = [line.split("\t", 1)[1] for line in f.read().splitlines()[:texts]]
+    tokenizer = keras_bert.BertTokenizer(made["vocab"], lower_case=True)
+    inputs = keras_bert.BertPreprocessor(tokenizer, seq_length=args.seq)(tf.constant(rows))
+    encoder = formats.load_encoder(checkpoint)
+    states = np.asarray(encoder(inputs)["sequence_output"], np.float64)
+    states = states[np.asarray(inputs["input_mask"]) > 0]
+    unit = states / np.linalg.norm(states, axis=1, keepdims=True)
+    n = len(unit)
+    cosine = (np.square(unit.sum(0)).sum() - n) / (n * (n - 1))  # Mean over pairs i != j.
+    singular = np.linalg.svd(states - states.mean(0), compute_uv=False)
+    p = singular / max(singular.sum(), 1e-30)  # All states the same vector: rank 0.
+    rank = float(np.exp(-(p[p > 0] * np.log(p[p > 0])).sum())) if singular.sum() > 0 else 0.0
+    return {"token_cosine": float(cosine), "effective_rank": rank}
 
 
 # --- The benchmark -------------------------------------------------------------------------------
@@ -509,24 +605,33 @@ def main(argv=None):
         save()
     runs = {}
     for name in args.configs:
+        if name == NO_PRETRAINING:
+            runs[name] = {}
+            continue
         objective, packed = split_config(name)
-        records = write_records(args, made, records_kind(objective), packed, args.seq)
+        kind = records_kind(objective, packed)
+        records = write_records(args, made, kind, packed, args.seq)
         if supported(name, records):
-            runs[name] = dict(records, kind=records_kind(objective))
+            runs[name] = dict(records, kind=kind)
     timing = results.setdefault("timing", {})
-    missing = {name: r for name, r in runs.items() if name not in timing}
+    missing = {n: r for n, r in runs.items() if n not in timing and n != NO_PRETRAINING}
     if missing:
         print(f"2. Step times at {args.seq} tokens ...", flush=True)
-        timing.update(time_configs(args, made, config, missing, args.seq, args.batch))
+        timing.update(time_new_configs(args, made, config, runs, missing, timing))
         save()
     print(f"3. Pre-training for {args.seconds:.0f} s each, then fine-tuning ...", flush=True)
     for seed in args.seeds:
         for name, records in runs.items():
             key = f"{name}/seed{seed}"
             if key not in results["runs"]:
-                steps = budget_steps(args, min(timing[name]))
+                steps = budget_steps(args, min(timing[name])) if name in timing else 0
                 results["runs"][key] = budget_run(args, made, config, name, records, steps, seed)
                 save()
+    for key, run in results["runs"].items():  # Runs of a version without the measure.
+        final = final_checkpoint(args, *key.split("/seed"))
+        if "representation" not in run and final:
+            run["representation"] = representation(args, made, final)
+            save()
     record = report(args, results, config, runs, long_runs)
     with open(os.path.join(args.out, "record.json"), "w") as f:
         json.dump(record, f, indent=1)
@@ -604,6 +709,18 @@ def objectives_table(args, results, config, runs):
         if not done:
             continue
         finals = [r["finetuned"][-1] for r in done]
+        shape = [r["representation"] for r in done if "representation" in r]
+        shape = (
+            spread([x["token_cosine"] for x in shape], "{:.2f}")
+            + " / "
+            + spread([x["effective_rank"] for x in shape], "{:.0f}")
+        )
+        if name == NO_PRETRAINING:
+            rows.append(["none (no pre-training: a fresh encoder)", "0", "0", "0", "0", "-", "-"])
+            rows[-1] += ["-"]
+            rows[-1] += [spread([f["packages"] for f in finals])]
+            rows[-1] += [spread([f["sst2"] for f in finals if "sst2" in f]), shape]
+            continue
         flops = step_flops(
             config, name, args.batch, args.seq, records["predictions"], args.generator_size
         )
@@ -622,6 +739,7 @@ def objectives_table(args, results, config, runs):
             [
                 name,
                 f"{steps:.0f}",
+                f"{steps * min(results['timing'][name]):.0f}",
                 spread([r["train_seconds"] for r in done], "{:.0f}"),
                 f"{flops * steps / 1e12:.1f}",
                 f"{records['real_share']:.1%}",
@@ -629,12 +747,15 @@ def objectives_table(args, results, config, runs):
                 loss,
                 spread([f["packages"] for f in finals]),
                 spread([f["sst2"] for f in finals if "sst2" in f]),
+                shape,
             ]
         )
-    columns = ["configuration", "steps", "pre-training s", "est. TFLOPs", "real tokens"]
+    columns = ["configuration", "steps", "budgeted s (steps x timed step)"]
+    columns += ["pre-training s (as run)", "est. TFLOPs", "real tokens"]
     columns += ["held-out MLM acc (ELECTRA: its generator's)"]
     columns += ["MLM loss at the original rows' real tokens"]
     columns += ["package task dev acc", "SST-2 dev acc"]
+    columns += ["token outputs: mean cosine / effective rank (collapse: 1 / 1)"]
     return {
         "columns": columns,
         "rows": rows,
@@ -687,8 +808,15 @@ def plot(results, runs, row_tokens, path):
         done = seed_runs(results, name)
         if not done:
             continue
+        if name == NO_PRETRAINING:  # A band: what fine-tuning reaches without pre-training.
+            finals = [r["finetuned"][-1]["packages"] for r in done]
+            left.axhline(statistics.fmean(finals), color="gray", linestyle="--", label=name)
+            left.axhspan(min(finals), max(finals), color="gray", alpha=0.1)
+            continue
         points = min(len(r["finetuned"]) for r in done)
-        seconds = np.array([[r["finetuned"][i]["seconds"] for i in range(points)] for r in done])
+        per_step = min(results["timing"][name])  # The budget's time, not a loaded run's.
+        steps = np.array([[r["finetuned"][i]["step"] for i in range(points)] for r in done])
+        seconds = steps * per_step
         accuracy = np.array([[r["finetuned"][i]["packages"] for i in range(points)] for r in done])
         x = seconds.mean(0)
         left.plot(x, accuracy.mean(0), marker="o", label=name)
@@ -701,7 +829,7 @@ def plot(results, runs, row_tokens, path):
                 [h["mlm_loss"] for h in curve],
                 label=name,
             )
-    left.set_xlabel("pre-training seconds")
+    left.set_xlabel("pre-training seconds (steps x the timed step)")
     left.set_ylabel("package task dev accuracy")
     left.legend()
     right.set_xlabel("real tokens seen (millions), seed 0")

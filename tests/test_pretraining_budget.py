@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pretraining_budget
 import pytest
 
@@ -17,11 +18,13 @@ def test_configurations_name_an_objective_and_a_row_format():
     assert pretraining_budget.split_config("electra") == ("electra", False)
     with pytest.raises(ValueError, match="'\\+packed' or nothing"):
         pretraining_budget.split_config("mlm+unpadded")
-    # ELECTRA reads the paper's pairs; mlm RoBERTa's full-sentence rows.
+    # ELECTRA reads contiguous text (full-sentence rows) as its paper's data, packed the pairs
+    # the writer packs; mlm reads RoBERTa's full-sentence rows.
     kinds = {
         o: pretraining_budget.records_kind(o) for o in ("mlm_nsp", "mlm", "mlm_sop", "electra")
     }
-    assert kinds == {"mlm_nsp": "mlm_nsp", "mlm": "mlm", "mlm_sop": "mlm_sop", "electra": "mlm_nsp"}
+    assert kinds == {"mlm_nsp": "mlm_nsp", "mlm": "mlm", "mlm_sop": "mlm_sop", "electra": "mlm"}
+    assert pretraining_budget.records_kind("electra", packed=True) == "mlm_nsp"
 
 
 def test_equal_time_gives_each_configuration_the_steps_of_its_own_step_time():
@@ -29,6 +32,25 @@ def test_equal_time_gives_each_configuration_the_steps_of_its_own_step_time():
     assert pretraining_budget.budget_steps(args, 0.1) == 1200  # 120 s / 0.1 s, in units of 100.
     assert pretraining_budget.budget_steps(args, 0.13) == 900  # 923 rounded down to a unit.
     assert pretraining_budget.budget_steps(args, 10.0) == 100  # At least four logging loops.
+
+
+def test_configurations_added_later_are_timed_against_a_stored_one(monkeypatch):
+    args = pretraining_budget.parse_args(["--out", "x"])
+    runs = {"none": {}, "mlm_nsp": {"r": 1}, "electra": {"r": 2}}
+    rounds = []
+
+    def time_configs(args, made, config, timed, seq, batch):
+        rounds.append(sorted(timed))  # The machine is now 1.5x slower: mlm_nsp 0.15 -> 0.225.
+        return {"mlm_nsp": [0.25, 0.225], "electra": [0.3, 0.33]}
+
+    monkeypatch.setattr(pretraining_budget, "time_configs", time_configs)
+    timing = {"mlm_nsp": [0.15, 0.16]}
+    got = pretraining_budget.time_new_configs(
+        args, None, None, runs, {"electra": runs["electra"]}, timing
+    )
+    assert rounds == [["electra", "mlm_nsp"]] and list(got) == ["electra"]
+    assert got["electra"] == pytest.approx([0.2, 0.22])  # Scaled by 0.15 / 0.225.
+    assert timing == {"mlm_nsp": [0.15, 0.16]}  # The stored reference is kept.
 
 
 def test_step_seconds_leave_out_the_first_loop():
@@ -62,19 +84,76 @@ def test_tables_compare_real_tokens_per_second_and_spread_over_seeds():
     assert pretraining_budget.spread([]) == "-"
 
 
+def test_the_control_fine_tunes_each_seeds_fresh_encoder(tmp_path, monkeypatch):
+    import keras
+
+    import keras_bert
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    config = keras_bert.BertConfig.preset("tiny", vocab_size=7, num_hidden_layers=1)
+    args = pretraining_budget.parse_args(["--out", str(tmp_path)])
+    made = {"vocab": str(vocab), "tasks": {"packages": "task"}}
+    tuned = []
+    monkeypatch.setattr(
+        pretraining_budget, "finetune", lambda a, init, *rest: tuned.append(init) or 0.25
+    )
+    monkeypatch.setattr(pretraining_budget, "representation", lambda *a: {"token_cosine": 0.5})
+    result = pretraining_budget.control_run(args, made, config, str(tmp_path / "none"), 1)
+    assert result["steps"] == 0 and result["finetuned"] == [
+        {"step": 0, "packages": 0.25, "seconds": 0.0}
+    ]
+    loaded = keras_bert.checkpoints.load_encoder(tuned[0])
+    keras.utils.set_random_seed(1)
+    fresh = keras_bert.BertEncoder(config)
+    for a, b in zip(fresh.weights, loaded.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
+def test_representation_tells_a_collapsed_encoder_from_a_fresh_one(tmp_path):
+    import keras
+
+    import keras_bert
+
+    words = ["open", "read", "write", "socket", "file", "thread", "lock", "the", "a", "of"]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n")
+    task = tmp_path / "task"
+    task.mkdir()
+    rng = np.random.default_rng(0)
+    lines = [f"{i % 3}\t" + " ".join(rng.choice(words, 12)) for i in range(16)]
+    (task / "dev.tsv").write_text("\n".join(lines) + "\n")
+    made = {"vocab": str(vocab), "tasks": {"packages": str(task)}}
+    args = pretraining_budget.parse_args(["--out", str(tmp_path), "--seq", "16"])
+    config = keras_bert.BertConfig.preset("tiny", vocab_size=15, num_hidden_layers=1)
+    keras.utils.set_random_seed(0)
+    encoder = keras_bert.BertEncoder(config)
+    keras_bert.checkpoints.save(encoder, tmp_path / "fresh", vocab=str(vocab))
+    fresh = pretraining_budget.representation(args, made, str(tmp_path / "fresh"))
+    norm = encoder.transformer_layers[-1].output_layer_norm
+    norm.gamma.assign(np.full(norm.gamma.shape, 1e-4, "float32"))  # Every token ~ beta.
+    norm.beta.assign(np.linspace(-1, 1, norm.beta.shape[0]).astype("float32"))
+    keras_bert.checkpoints.save(encoder, tmp_path / "collapsed", vocab=str(vocab))
+    collapsed = pretraining_budget.representation(args, made, str(tmp_path / "collapsed"))
+    assert fresh["token_cosine"] < 0.8 and fresh["effective_rank"] > 8, fresh
+    assert collapsed["token_cosine"] > 0.999, collapsed
+
+
 @pytest.mark.slow  # Every stage at a tiny size: about 4 minutes on 2 cores.
 def test_the_benchmark_runs_every_stage_and_resumes(tmp_path):
     command = [sys.executable, os.path.join(ROOT, "bench", "pretraining_budget.py")]
     command += ["--out", str(tmp_path), "--quick", "--seconds", "2", "--seeds", "0"]
-    command += ["--configs", "mlm_nsp+packed,mlm,electra+packed"]
+    command += ["--configs", "none,mlm_nsp+packed,mlm,electra+packed"]
     env = dict(os.environ, KERAS_BERT_REAL_DATA=str(tmp_path / "absent"))
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((tmp_path / "record.json").read_text())
     throughput, corpora, objectives = record["tables"]
-    assert [r[0] for r in objectives["rows"]] == ["mlm_nsp+packed", "mlm", "electra+packed"]
+    names = [r[0].split(" ")[0] for r in objectives["rows"]]
+    assert names == ["none", "mlm_nsp+packed", "mlm", "electra+packed"]
     assert len(corpora["rows"]) == 1  # The docstrings alone without the real data folder.
     results = json.loads((tmp_path / "results.json").read_text())
+    assert results["runs"]["none/seed0"]["steps"] == 0 and "none" not in results["timing"]
     for run in results["runs"].values():
         assert [f["step"] for f in run["finetuned"]][-1] == run["steps"]
         assert 0 <= run["finetuned"][-1]["packages"] <= 1 and "sst2" not in run["finetuned"][-1]
