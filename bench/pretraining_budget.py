@@ -41,6 +41,7 @@ unpacked) and `<out>/record.json` (the docs/results/data record of the tables).
         [--seeds 0,1,2] [--configs none,mlm_nsp,mlm_nsp+packed,mlm,mlm_sop+packed,electra,...]
 """
 
+import functools
 import json
 import os
 import shutil
@@ -518,6 +519,20 @@ def finetune_checkpoints(args, made, name, seed, run_dir, found):
     return rows
 
 
+@functools.lru_cache(maxsize=4)
+def held_out_inputs(vocab, task_dir, seq, texts):
+    """The encoder inputs of the task's first `texts` dev texts (read and tokenized once for
+    every run `representation` measures)."""
+    import tensorflow as tf
+
+    import keras_bert
+
+    with open(os.path.join(task_dir, "dev.tsv"), encoding="utf-8") as f:
+        rows = [line.split("\t", 1)[1] for line in f.read().splitlines()[:texts]]
+    tokenizer = keras_bert.BertTokenizer(vocab, lower_case=True)
+    return keras_bert.BertPreprocessor(tokenizer, seq_length=seq)(tf.constant(rows))
+
+
 def representation(args, made, checkpoint, texts=64):
     """{token_cosine, effective_rank} of an encoder's token outputs on the package task's first
     dev texts: the mean cosine similarity between real tokens' final hidden states and the
@@ -525,15 +540,10 @@ def representation(args, made, checkpoint, texts=64):
     of the centred states. A collapsed encoder (every token the same vector) has cosine near 1
     and a rank near 1, a fresh one a low cosine and a rank near its width."""
     import numpy as np
-    import tensorflow as tf
 
-    import keras_bert
     from keras_bert import checkpoints as formats
 
-    with open(os.path.join(made["tasks"]["packages"], "dev.tsv"), encoding="utf-8") as f:
-        rows = [line.split("\t", 1)[1] for line in f.read().splitlines()[:texts]]
-    tokenizer = keras_bert.BertTokenizer(made["vocab"], lower_case=True)
-    inputs = keras_bert.BertPreprocessor(tokenizer, seq_length=args.seq)(tf.constant(rows))
+    inputs = held_out_inputs(made["vocab"], made["tasks"]["packages"], args.seq, texts)
     encoder = formats.load_encoder(checkpoint)
     states = np.asarray(encoder(inputs)["sequence_output"], np.float64)
     states = states[np.asarray(inputs["input_mask"]) > 0]
@@ -628,8 +638,8 @@ def main(argv=None):
                 results["runs"][key] = budget_run(args, made, config, name, records, steps, seed)
                 save()
     for key, run in results["runs"].items():  # Runs of a version without the measure.
-        final = final_checkpoint(args, *key.split("/seed"))
-        if "representation" not in run and final:
+        final = "representation" not in run and final_checkpoint(args, *key.split("/seed"))
+        if final:
             run["representation"] = representation(args, made, final)
             save()
     record = report(args, results, config, runs, long_runs)
@@ -710,16 +720,16 @@ def objectives_table(args, results, config, runs):
             continue
         finals = [r["finetuned"][-1] for r in done]
         shape = [r["representation"] for r in done if "representation" in r]
-        shape = (
+        downstream = [  # The last three columns, every configuration's.
+            spread([f["packages"] for f in finals]),
+            spread([f["sst2"] for f in finals if "sst2" in f]),
             spread([x["token_cosine"] for x in shape], "{:.2f}")
             + " / "
-            + spread([x["effective_rank"] for x in shape], "{:.0f}")
-        )
+            + spread([x["effective_rank"] for x in shape], "{:.0f}"),
+        ]
         if name == NO_PRETRAINING:
-            rows.append(["none (no pre-training: a fresh encoder)", "0", "0", "0", "0", "-", "-"])
-            rows[-1] += ["-"]
-            rows[-1] += [spread([f["packages"] for f in finals])]
-            rows[-1] += [spread([f["sst2"] for f in finals if "sst2" in f]), shape]
+            label = "none (no pre-training: a fresh encoder)"
+            rows.append([label, "0", "0", "0", "0", "-", "-", "-", *downstream])
             continue
         flops = step_flops(
             config, name, args.batch, args.seq, records["predictions"], args.generator_size
@@ -745,9 +755,7 @@ def objectives_table(args, results, config, runs):
                 f"{records['real_share']:.1%}",
                 spread(mlm, "{:.3f}"),
                 loss,
-                spread([f["packages"] for f in finals]),
-                spread([f["sst2"] for f in finals if "sst2" in f]),
-                shape,
+                *downstream,
             ]
         )
     columns = ["configuration", "steps", "budgeted s (steps x timed step)"]
