@@ -19,6 +19,14 @@ packed), unpacked and packed (`--pack`, first-fit-decreasing).
    The share of real tokens, original and packed, is also reported for each corpus alone: the
    docstrings (a module a document), sample_text.txt, SQuAD's articles, and SQuAD's paragraphs
    taken as documents (short documents, as tickets, reviews or abstracts are).
+   **The loss per real token at --long_seq.** The same encoder pre-trains (MLM + NSP, each
+   seed of --seeds) on every record of the whole corpus once, in the original rows and packed:
+   the same instances with the same masks, so the same real tokens; packed batches hold as many
+   instances as --long_batch original rows (fewer rows, as Krell et al. 2021). The training
+   masked-LM loss of each format is compared at equal real tokens seen (each logging
+   loop's mean, interpolated) at a quarter, half, three quarters and all of the pass, with the
+   spread over seeds, and each format's held-out masked-LM loss after the pass (its own rows of
+   the held-out modules).
 2. **The budget.** Each configuration (`--configs`: objective, `+packed` for packed rows) is timed
    the same way at --seq (interleaved rounds), then gets the steps that fill `--seconds` of
    training at its own (fastest round's) step time: equal wall time; the estimated training FLOPs
@@ -35,7 +43,8 @@ packed), unpacked and packed (`--pack`, first-fit-decreasing).
 Writes `<out>/results.json` (a finished run of a configuration and seed is kept: a later call
 resumes the benchmark), `<out>/budget.png` (the package task's dev accuracy against pre-training
 seconds, mean and range over seeds; the masked-LM loss against real tokens seen, packed and
-unpacked) and `<out>/record.json` (the docs/results/data record of the tables).
+unpacked; the masked-LM loss at --long_seq against real tokens, original and packed rows) and
+`<out>/record.json` (the docs/results/data record of the tables).
 
     .venv/bin/python bench/pretraining_budget.py --out out/budget [--seconds 180] \\
         [--seeds 0,1,2] [--configs none,mlm_nsp,mlm_nsp+packed,mlm,mlm_sop+packed,electra,...]
@@ -274,6 +283,7 @@ def write_records(args, made, kind, packed, seq, docstrings_only=False):
         "max_instances": args.max_instances if packed else None,
         "real_share": real_share(stats, seq, packed),
         "rows": stats.get("rows") if packed else stats.get("examples"),
+        "instances": stats.get("examples"),
     }
 
 
@@ -316,7 +326,7 @@ def pretrain(args, made, config, name, records, steps, seed, model_dir, seq, bat
         num_warmup_steps=max(1, steps // 10),
         learning_rate=args.learning_rate,
         steps_per_loop=loop,
-        checkpoint_every=max(loop, steps // 4),
+        checkpoint_every=max(loop, steps // 4 // loop * loop),
         keep_checkpoints=8,
         model_dir=model_dir,
         seed=seed,
@@ -391,6 +401,107 @@ def step_flops(config, name, batch, seq, predictions, generator_size=0.25):
     return common.pretraining_step_flops(
         config, batch, seq, predictions, next_sentence=objective in ("mlm_nsp", "mlm_sop")
     )
+
+
+# --- 1b. The loss per real token at --long_seq ------------------------------------------------
+
+
+def long_batch(args, records):
+    """Rows per step of a --long_seq loss curve: --long_batch original rows, and packed rows
+    holding as many instances (Krell et al. 2021 shrink the batch by the packing factor so that
+    each update sees the same number of sequences: same updates, same curve per token)."""
+    if records["max_instances"] is None:
+        return args.long_batch
+    return max(1, round(args.long_batch * records["rows"] / records["instances"]))
+
+
+def long_curve_run(args, made, config, key, records, seed):
+    """One pass over a format's --long_seq records (MLM + NSP); returns its steps, rows per
+    step, real tokens per step, loss curve and held-out losses (the run directory is not
+    kept)."""
+    name = key.split("/")[0]
+    batch = long_batch(args, records)
+    steps = max(args.loop, records["rows"] // batch // args.loop * args.loop)
+    run_dir = os.path.join(args.out, "long_curves", key.replace("/", "-"))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    summary = pretrain(
+        args,
+        made,
+        config,
+        name,
+        records,
+        steps,
+        seed,
+        run_dir,
+        args.long_seq,
+        batch,
+        args.loop,
+    )
+    shutil.rmtree(run_dir, ignore_errors=True)
+    print(f"  {key} at {args.long_seq}: {steps} steps, held-out {summary['eval']}", flush=True)
+    return {
+        "steps": summary["steps"],
+        "batch": batch,
+        "real_tokens_per_step": batch * args.long_seq * records["real_share"],
+        "train_seconds": sum(h["seconds"] for h in summary["history"]),
+        "eval": summary["eval"],
+        "curve": [{"step": h["step"], "mlm_loss": h.get("mlm_loss")} for h in summary["history"]],
+    }
+
+
+def loss_by_tokens(run, tokens):
+    """A run's training masked-LM loss interpolated at `tokens` real tokens seen (a loop's mean
+    stands at the loop's last step)."""
+    import numpy as np
+
+    curve = [h for h in run["curve"] if h.get("mlm_loss") is not None]
+    seen = [h["step"] * run["real_tokens_per_step"] for h in curve]
+    return float(np.interp(tokens, seen, [h["mlm_loss"] for h in curve]))
+
+
+def long_curve_table(args, results, fractions=(0.25, 0.5, 0.75, 1.0)):
+    """Original against packed rows at --long_seq: the masked-LM loss at equal real tokens
+    (fractions of the pass both made), the packed minus the original per seed, and the
+    held-out losses after the pass."""
+    curves = results.get("long_curves", {})
+    pairs = [  # (original, packed) of each seed that has both.
+        (run, curves[f"mlm_nsp+packed/seed{key.split('/seed')[1]}"])
+        for key, run in sorted(curves.items())
+        if key.startswith("mlm_nsp/") and f"mlm_nsp+packed/seed{key.split('/seed')[1]}" in curves
+    ]
+    rows = []
+    if pairs:
+        total = min(min(r["steps"] * r["real_tokens_per_step"] for r in p) for p in pairs)
+        for fraction in fractions:
+            tokens = fraction * total
+            original = [loss_by_tokens(a, tokens) for a, _ in pairs]
+            packed = [loss_by_tokens(b, tokens) for _, b in pairs]
+            difference = [b - a for a, b in zip(original, packed, strict=True)]
+            rows.append(
+                [
+                    f"{tokens / 1e6:.2f}M ({fraction:.0%} of the pass)",
+                    spread(original, "{:.3f}"),
+                    spread(packed, "{:.3f}"),
+                    spread(difference, "{:+.3f}"),
+                ]
+            )
+        for metric, fmt in (("mlm_loss", "{:.3f}"), ("mlm_accuracy", "{:.3f}")):
+            original = [a["eval"][metric] for a, _ in pairs]
+            packed = [b["eval"][metric] for _, b in pairs]
+            difference = [b - a for a, b in zip(original, packed, strict=True)]
+            rows.append(
+                [
+                    f"held-out {metric.replace('_', ' ')} after the pass",
+                    spread(original, fmt),
+                    spread(packed, fmt),
+                    spread(difference, "{:+.3f}"),
+                ]
+            )
+        steps = [f"{statistics.median(p[i]['steps'] for p in pairs):.0f}" for i in (0, 1)]
+        rows.append(["steps for the pass", *steps, "-"])
+    columns = [f"real tokens seen ({args.long_seq} tokens a row)", "original rows: MLM loss"]
+    columns += ["packed rows: MLM loss", "packed - original"]
+    return {"columns": columns, "rows": rows}
 
 
 # --- 3. Fine-tuning ------------------------------------------------------------------------------
@@ -613,6 +724,15 @@ def main(argv=None):
     if "corpora" not in results:
         results["corpora"] = corpus_shares(args, made)
         save()
+    print(f"1b. The loss per real token at {args.long_seq} tokens ...", flush=True)
+    curves = results.setdefault("long_curves", {})
+    for seed in args.seeds:
+        for packed in (False, True):
+            key = f"mlm_nsp{'+packed' if packed else ''}/seed{seed}"
+            records = write_records(args, made, "mlm_nsp", packed, args.long_seq)
+            if curves.get(key, {}).get("batch") != long_batch(args, records):
+                curves[key] = long_curve_run(args, made, config, key, records, seed)
+                save()
     runs = {}
     for name in args.configs:
         if name == NO_PRETRAINING:
@@ -645,7 +765,7 @@ def main(argv=None):
     record = report(args, results, config, runs, long_runs)
     with open(os.path.join(args.out, "record.json"), "w") as f:
         json.dump(record, f, indent=1)
-    plot(results, runs, args.batch * args.seq, os.path.join(args.out, "budget.png"))
+    plot(results, runs, args.batch * args.seq, os.path.join(args.out, "budget.png"), args.long_seq)
     return record
 
 
@@ -656,7 +776,8 @@ def spread(values, fmt="{:.1%}"):
     mean = statistics.fmean(values)
     if len(values) == 1:
         return fmt.format(mean)
-    return f"{fmt.format(mean)} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+    to = " to " if "+" in fmt or min(values) < 0 else "-"  # Signs: "(-0.1 to +0.2)".
+    return f"{fmt.format(mean)} ({fmt.format(min(values))}{to}{fmt.format(max(values))})"
 
 
 def throughput_table(args, results):
@@ -778,8 +899,9 @@ def objectives_table(args, results, config, runs):
 def report(args, results, config, runs, long_runs):
     throughput = throughput_table(args, results)
     corpora = corpora_table(args, results)
+    curves = long_curve_table(args, results)
     objectives = objectives_table(args, results, config, runs)
-    for table in (throughput, corpora, objectives):
+    for table in (throughput, corpora, curves, objectives):
         print(common.format_table(table["columns"], table["rows"]))
     record = {
         "script": "bench/pretraining_budget.py",
@@ -793,7 +915,7 @@ def report(args, results, config, runs, long_runs):
         ),
         "machine": common.machine(),
         "versions": common.versions(),
-        "tables": [throughput, corpora, objectives],
+        "tables": [throughput, corpora, curves, objectives],
         "settings": {k: v for k, v in vars(args).items() if not k.startswith("_")},
     }
     import datetime
@@ -802,16 +924,18 @@ def report(args, results, config, runs, long_runs):
     return record
 
 
-def plot(results, runs, row_tokens, path):
+def plot(results, runs, row_tokens, path, long_seq=512):
     """The package task's dev accuracy against pre-training seconds per configuration (mean over
-    seeds, the range shaded); the masked-LM loss against steps x real tokens per step."""
+    seeds, the range shaded); the masked-LM loss against steps x real tokens per step; at
+    `long_seq`, the original and packed rows' masked-LM loss against real tokens (mean over
+    seeds, the range shaded)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    figure, (left, right, long) = plt.subplots(1, 3, figsize=(17, 4.5))
     for name in runs:
         done = seed_runs(results, name)
         if not done:
@@ -843,6 +967,20 @@ def plot(results, runs, row_tokens, path):
     right.set_xlabel("real tokens seen (millions), seed 0")
     right.set_ylabel("masked-LM loss")
     right.legend()
+    curves = results.get("long_curves", {})
+    for name, label in (("mlm_nsp", "original rows"), ("mlm_nsp+packed", "packed rows")):
+        done = [r for k, r in curves.items() if k.split("/")[0] == name]
+        if not done:
+            continue
+        end = min(r["steps"] * r["real_tokens_per_step"] for r in done)
+        grid = np.linspace(end / 20, end, 40)
+        losses = np.array([[loss_by_tokens(r, t) for t in grid] for r in done])
+        long.plot(grid / 1e6, losses.mean(0), label=f"{label} ({len(done)} seeds)")
+        long.fill_between(grid / 1e6, losses.min(0), losses.max(0), alpha=0.2)
+    long.set_xlabel(f"real tokens seen (millions), rows of {long_seq}")
+    long.set_ylabel("masked-LM loss (training)")
+    if curves:
+        long.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=90)
     plt.close(figure)

@@ -82,6 +82,55 @@ def test_tables_compare_real_tokens_per_second_and_spread_over_seeds():
     assert corpus[1:] == ["60.0%", "96.0%", f"{0.96 / 0.6 * 0.4 / 0.44:.2f}x"]
     assert pretraining_budget.spread([0.5, 0.7, 0.6]) == "60.0% (50.0%-70.0%)"
     assert pretraining_budget.spread([]) == "-"
+    assert pretraining_budget.spread([-0.2, 0.4], "{:.1f}") == "0.1 (-0.2 to 0.4)"
+
+
+def test_the_loss_curves_at_512_are_compared_at_equal_real_tokens():
+    args = pretraining_budget.parse_args(["--out", "x"])
+
+    def run(steps, per_step, shift, every, evaluated):  # Loss 10 - tokens / 1000 (+ shift).
+        curve = [
+            {"step": s, "mlm_loss": 10 - s * per_step / 1000 + shift}
+            for s in range(every, steps + 1, every)
+        ]
+        return {
+            "steps": steps,
+            "real_tokens_per_step": per_step,
+            "curve": curve,
+            "eval": {"mlm_loss": evaluated, "mlm_accuracy": 0.1},
+        }
+
+    results = {
+        "long_curves": {  # Packed rows: twice the real tokens a step, half the steps.
+            "mlm_nsp/seed0": run(40, 100, 0.0, 10, 6.0),
+            "mlm_nsp+packed/seed0": run(20, 200, 0.0, 5, 6.1),
+            "mlm_nsp/seed1": run(40, 100, 0.0, 8, 6.0),
+            "mlm_nsp+packed/seed1": run(20, 200, 0.5, 4, 6.3),
+            "mlm_nsp/seed2": run(40, 100, 0.0, 10, 6.0),  # No packed run: left out.
+        }
+    }
+    run0 = results["long_curves"]["mlm_nsp+packed/seed0"]
+    assert pretraining_budget.loss_by_tokens(run0, 2500) == pytest.approx(7.5)  # Interpolated.
+    table = pretraining_budget.long_curve_table(args, results)
+    # 4,000 real tokens in each pass; a quarter is 1,000: loss 9.
+    assert table["rows"][0][0] == "0.00M (25% of the pass)"
+    assert table["rows"][0][1:] == [
+        "9.000 (9.000-9.000)",
+        "9.250 (9.000-9.500)",
+        "+0.250 (+0.000 to +0.500)",
+    ]
+    assert table["rows"][3][1:3] == ["6.000 (6.000-6.000)", "6.250 (6.000-6.500)"]
+    assert table["rows"][4][1:] == [
+        "6.000 (6.000-6.000)",
+        "6.200 (6.100-6.300)",
+        "+0.200 (+0.100 to +0.300)",
+    ]
+    assert table["rows"][-1] == ["steps for the pass", "40", "20", "-"]
+    assert pretraining_budget.long_curve_table(args, {})["rows"] == []
+    # Packed rows a step: as many instances as --long_batch (8) original rows hold.
+    packed = {"max_instances": 4, "rows": 5096, "instances": 7012}
+    assert pretraining_budget.long_batch(args, packed) == 6  # 8 x 5,096 / 7,012 = 5.8.
+    assert pretraining_budget.long_batch(args, dict(packed, max_instances=None)) == 8
 
 
 def test_the_control_fine_tunes_each_seeds_fresh_encoder(tmp_path, monkeypatch):
@@ -148,7 +197,7 @@ def test_the_benchmark_runs_every_stage_and_resumes(tmp_path):
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((tmp_path / "record.json").read_text())
-    throughput, corpora, objectives = record["tables"]
+    throughput, corpora, curves, objectives = record["tables"]
     names = [r[0].split(" ")[0] for r in objectives["rows"]]
     assert names == ["none", "mlm_nsp+packed", "mlm", "electra+packed"]
     assert len(corpora["rows"]) == 1  # The docstrings alone without the real data folder.
@@ -157,6 +206,18 @@ def test_the_benchmark_runs_every_stage_and_resumes(tmp_path):
     for run in results["runs"].values():
         assert [f["step"] for f in run["finetuned"]][-1] == run["steps"]
         assert 0 <= run["finetuned"][-1]["packages"] <= 1 and "sst2" not in run["finetuned"][-1]
+    for key in ("mlm_nsp/seed0", "mlm_nsp+packed/seed0"):  # One pass of each format at 64.
+        run = results["long_curves"][key]
+        assert run["steps"] > 0 and run["curve"][-1]["step"] == run["steps"]
+    long = results["long_curves"]  # Packed: as many instances a step as 4 original rows.
+    stats = json.loads(
+        (tmp_path / "data/mlm_nsp-64-packed/train/pretraining-stats.json").read_text()
+    )
+    assert long["mlm_nsp/seed0"]["batch"] == 4
+    assert long["mlm_nsp+packed/seed0"]["batch"] == max(
+        1, round(4 * stats["rows"] / stats["examples"])
+    )
+    assert curves["rows"][-1][0] == "steps for the pass" and len(curves["rows"]) == 7
     assert (tmp_path / "budget.png").stat().st_size > 0
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "Pre-training for" in again.stdout
