@@ -87,47 +87,61 @@ def random_pretraining_batch(batch, seq, predictions, vocab_size, seed=0):
     return inputs, labels
 
 
+# Packed record feature -> model input / label name (keras_bert.pretraining.records' names,
+# which import TensorFlow: the GPU machine has none; a test keeps the two equal).
+PACKED_NAMES = {
+    "input_ids": "input_word_ids",
+    "segment_ids": "input_type_ids",
+    "position_ids": "input_position_ids",
+    "instance_ids": "input_instance_ids",
+}
+
+
 def random_packed_batch(batch, seq, predictions, vocab_size, instances=PACKED_INSTANCES, seed=0):
-    """Packed rows (`keras_bert.pretraining.packing`) of random tokens: `instances` instances of
-    random lengths filling 90-100% of each row, `predictions` masked positions per row among
-    the instances' tokens after their [CLS].
+    """Packed rows of random tokens, packed by the writer's own `pack_examples`
+    (`keras_bert.pretraining.packing`): per row, `instances` examples of the original format of
+    random lengths filling 90-100% of the row, `predictions` masked positions per row among the
+    tokens after the instances' [CLS] (each example keeps those inside it).
 
     Returns:
         (inputs, labels) as `records.make_dataset(..., max_instances=instances)` gives them.
     """
+    from keras_bert.pretraining.packing import pack_examples
+
     rng = np.random.default_rng(seed)
-    names = ("input_word_ids", "input_mask", "input_type_ids", "input_position_ids")
-    inputs = {k: np.zeros((batch, seq), np.int32) for k in (*names, "input_instance_ids")}
-    inputs["cls_positions"] = np.zeros((batch, instances), np.int32)
-    inputs["masked_lm_positions"] = np.zeros((batch, predictions), np.int32)
-    for row in range(batch):
+    rows = []
+    for _ in range(batch):
         total = int(rng.integers(int(0.9 * seq), seq + 1))
         shortest = max(2, total // (2 * instances))
         lengths = shortest + rng.multinomial(
             total - instances * shortest, [1 / instances] * instances
         )
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
-            n = end - start
-            inputs["input_position_ids"][row, start:end] = np.arange(n)
-            inputs["input_type_ids"][row, start + n // 2 : end] = 1
-            inputs["input_instance_ids"][row, start:end] = i + 1
-            inputs["cls_positions"][row, i] = start
-        inputs["input_mask"][row, :total] = 1
-        inputs["input_word_ids"][row, :total] = rng.integers(1, vocab_size, size=total)
+        starts = np.cumsum(lengths) - lengths  # Where each example's tokens fall in the row.
         candidates = np.setdiff1d(np.arange(total), starts)
-        chosen = rng.choice(candidates, size=predictions, replace=False)
-        inputs["masked_lm_positions"][row] = np.sort(chosen)
-    del inputs["input_mask"]  # The instance ids say which tokens are real.
-    labels = {
-        "masked_lm_ids": np.take_along_axis(
-            inputs["input_word_ids"], inputs["masked_lm_positions"], axis=1
-        ),
-        "masked_lm_weights": np.ones((batch, predictions), np.float32),
-        "next_sentence_labels": rng.integers(0, 2, size=(batch, instances)).astype(np.int32),
-        "next_sentence_weights": np.ones((batch, instances), np.float32),
-    }
+        chosen = np.sort(rng.choice(candidates, size=predictions, replace=False))
+        examples = {k: np.zeros((instances, seq), np.int64) for k in ("input_ids", "input_mask")}
+        examples["segment_ids"] = np.zeros((instances, seq), np.int64)
+        for k, dtype in (("positions", np.int64), ("ids", np.int64), ("weights", np.float32)):
+            examples[f"masked_lm_{k}"] = np.zeros((instances, predictions), dtype)
+        examples["next_sentence_labels"] = rng.integers(0, 2, size=(instances, 1))
+        for i, (start, n) in enumerate(zip(starts, lengths, strict=True)):
+            examples["input_ids"][i, :n] = rng.integers(1, vocab_size, size=n)
+            examples["input_mask"][i, :n] = 1
+            examples["segment_ids"][i, n // 2 : n] = 1
+            mine = chosen[(chosen >= start) & (chosen < start + n)] - start
+            examples["masked_lm_positions"][i, : len(mine)] = mine
+            examples["masked_lm_ids"][i, : len(mine)] = examples["input_ids"][i, mine]
+            examples["masked_lm_weights"][i, : len(mine)] = 1.0
+        packed, bins = pack_examples(examples, instances, predictions)
+        assert len(bins) == 1  # The row's examples fill one row.
+        rows.append(packed)
+    packed = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+    inputs = {name: packed[k].astype(np.int32) for k, name in PACKED_NAMES.items()}
+    for k in ("masked_lm_positions", "cls_positions"):
+        inputs[k] = packed[k].astype(np.int32)
+    labels = {k: packed[k].astype(np.int32) for k in ("masked_lm_ids", "next_sentence_labels")}
+    for k in ("masked_lm_weights", "next_sentence_weights"):
+        labels[k] = packed[k].astype(np.float32)
     return inputs, labels
 
 

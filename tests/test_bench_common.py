@@ -177,7 +177,13 @@ def test_electra_step_flops_count_the_models_own_weights():
 def test_random_packed_batch_is_what_the_packed_records_give():
     """bench_pretrain_step's packed rows: instances back to back, positions restarting at their
     [CLS], masked positions inside real tokens and never on a [CLS]."""
+    from keras_bert.pretraining import records
+
     inputs, labels = bench_pretrain_step.random_packed_batch(3, 64, 9, 50, instances=4)
+    assert set(inputs) == set(records.PACKED_INPUT_FEATURES.values())
+    assert set(labels) == set(records.PACKED_LABEL_FEATURES.values())
+    for feature, name in bench_pretrain_step.PACKED_NAMES.items():
+        assert records.PACKED_INPUT_FEATURES[feature] == name
     for row in range(3):
         ids = inputs["input_instance_ids"][row]
         real = int((ids > 0).sum())
