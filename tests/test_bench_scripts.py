@@ -176,8 +176,14 @@ MACHINE_PATH = re.compile(r"(?<![\w.~-])/(?:work|root|home|tmp|Users|mnt)/")
 CHECKED = ("bench", "keras_bert", "tasks", "export", "docs")
 
 
+# The benchmarks' own results files: written on one machine, never committed (.gitignore).
+UNCHECKED = (os.path.join(ROOT, "bench", "out"),)
+
+
 def text_files(top):
     for directory, _, names in os.walk(os.path.join(ROOT, top)):
+        if directory.startswith(UNCHECKED):
+            continue
         for name in names:
             if name.endswith((".py", ".md", ".json", ".sh", ".yml", ".txt", ".ipynb")):
                 yield os.path.join(directory, name)
