@@ -470,32 +470,26 @@ def long_curve_table(args, results, fractions=(0.25, 0.5, 0.75, 1.0)):
         if key.startswith("mlm_nsp/") and f"mlm_nsp+packed/seed{key.split('/seed')[1]}" in curves
     ]
     rows = []
+
+    def compare(label, measure):  # One row: measure(run) of each format, and their difference.
+        original = [measure(a) for a, _ in pairs]
+        packed = [measure(b) for _, b in pairs]
+        difference = [b - a for a, b in zip(original, packed, strict=True)]
+        rows.append([label, spread(original, "{:.3f}"), spread(packed, "{:.3f}")])
+        rows[-1].append(spread(difference, "{:+.3f}"))
+
     if pairs:
         total = min(min(r["steps"] * r["real_tokens_per_step"] for r in p) for p in pairs)
         for fraction in fractions:
             tokens = fraction * total
-            original = [loss_by_tokens(a, tokens) for a, _ in pairs]
-            packed = [loss_by_tokens(b, tokens) for _, b in pairs]
-            difference = [b - a for a, b in zip(original, packed, strict=True)]
-            rows.append(
-                [
-                    f"{tokens / 1e6:.2f}M ({fraction:.0%} of the pass)",
-                    spread(original, "{:.3f}"),
-                    spread(packed, "{:.3f}"),
-                    spread(difference, "{:+.3f}"),
-                ]
+            compare(
+                f"{tokens / 1e6:.2f}M ({fraction:.0%} of the pass)",
+                lambda run, tokens=tokens: loss_by_tokens(run, tokens),
             )
-        for metric, fmt in (("mlm_loss", "{:.3f}"), ("mlm_accuracy", "{:.3f}")):
-            original = [a["eval"][metric] for a, _ in pairs]
-            packed = [b["eval"][metric] for _, b in pairs]
-            difference = [b - a for a, b in zip(original, packed, strict=True)]
-            rows.append(
-                [
-                    f"held-out {metric.replace('_', ' ')} after the pass",
-                    spread(original, fmt),
-                    spread(packed, fmt),
-                    spread(difference, "{:+.3f}"),
-                ]
+        for metric in ("mlm_loss", "mlm_accuracy"):
+            compare(
+                f"held-out {metric.replace('_', ' ')} after the pass",
+                lambda run, metric=metric: run["eval"][metric],
             )
         steps = [f"{statistics.median(p[i]['steps'] for p in pairs):.0f}" for i in (0, 1)]
         rows.append(["steps for the pass", *steps, "-"])
@@ -726,10 +720,10 @@ def main(argv=None):
         save()
     print(f"1b. The loss per real token at {args.long_seq} tokens ...", flush=True)
     curves = results.setdefault("long_curves", {})
+    formats = {p: write_records(args, made, "mlm_nsp", p, args.long_seq) for p in (False, True)}
     for seed in args.seeds:
-        for packed in (False, True):
+        for packed, records in formats.items():
             key = f"mlm_nsp{'+packed' if packed else ''}/seed{seed}"
-            records = write_records(args, made, "mlm_nsp", packed, args.long_seq)
             if curves.get(key, {}).get("batch") != long_batch(args, records):
                 curves[key] = long_curve_run(args, made, config, key, records, seed)
                 save()
