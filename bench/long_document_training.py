@@ -20,7 +20,9 @@ runner's timed training loops, tracing included) and prediction ms per document
 (`finetuning.predict` on the dev set, timed after a warm-up pass, median of `--repeat`). With
 `--check_export`, the windows models' SavedModel (`serving_default`) accuracy on dev
 against the runner's. A `--results` JSON file keeps every finished variant: a later call
-skips them (variants may be run one at a time).
+skips them (variants may be run one at a time). `--retime_predict` times the prediction of
+the finished `--variants` again from their saved models, training nothing (after a change to the
+prediction path).
 
     .venv/bin/python bench/long_document_training.py --out out/ldt \\
         [--kind sentence] [--variants truncate,window,document-mean,document-max,document-attention]
@@ -195,6 +197,11 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--check_export", action="store_true")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--retime_predict",
+        action="store_true",
+        help="Time the prediction of the finished --variants again; train nothing.",
+    )
     args = parser.parse_args(argv)
     if args.verbose:  # The runner's log: loss and accuracy per loop and epoch.
         from absl import logging
@@ -215,7 +222,15 @@ def main(argv=None):
             )
     path = os.path.join(args.out, "results.json")
     results = json.load(open(path)) if os.path.exists(path) else {}
-    for variant in args.variants.split(","):
+    for variant in args.variants.split(",") if args.retime_predict else ():
+        if variant in results:
+            done = results[variant]
+            sentences = variant.partition(":")[0] == "sentences"
+            where = os.path.join(data_dir, "sentences") if sentences else data_dir
+            done.update(predict_cost(args, done["model_path"], where), predict_retimed=True)
+            with open(path, "w") as f:
+                json.dump(results, f, indent=1)
+    for variant in args.variants.split(",") if not args.retime_predict else ():
         if variant not in results:
             results[variant] = run_variant(args, variant, data_dir)
             with open(path, "w") as f:

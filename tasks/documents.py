@@ -224,7 +224,7 @@ def predict_documents(call, features, budget, buckets=None, fixed=False, max_win
         label_keys=(),
     )
     logits = [None] * len(counts)
-    for [pack], (x, _) in zip(batches, data):
+    for [pack], (x, _) in zip(batches, data, strict=True):  # To its end: see `prediction`.
         out = np.asarray(call(x)["logits"])[: len(pack)]
         for row, doc in enumerate(pack):
             logits[doc] = out[row]

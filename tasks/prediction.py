@@ -40,7 +40,9 @@ def predict(model, task, features, batch_size, buckets=None, strategy=None, jit_
     token_outputs = set(getattr(task, "token_outputs", ()))
     lengths = features.lengths
     collected = {}
-    for index, (x, _) in zip(batches, data):
+    # strict: read the dataset to its end. A tf.data iterator dropped before its end waits at
+    # deletion for the autotuning thread to wake: seconds to a minute idle after a long pass.
+    for index, (x, _) in zip(batches, data, strict=True):
         out = call(x)
         if isinstance(strategy, tf.distribute.TPUStrategy):  # Every replica ran the whole batch.
             out = {k: strategy.experimental_local_results(v)[0] for k, v in out.items()}

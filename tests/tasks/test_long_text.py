@@ -19,7 +19,7 @@ from keras_bert import BertConfig, BertEncoder
 from keras_bert.checkpoints.task_model import load_task_model
 from keras_bert.export import export_saved_model, tflite
 from keras_bert.export.source import load_source
-from keras_bert.models.documents import DocumentClassifier, WindowPooling
+from keras_bert.models.documents import WINDOW_INDEX, DocumentClassifier, WindowPooling
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks import finetuning, registry
 from keras_bert.tasks.config import FinetuneConfig
@@ -264,6 +264,51 @@ def _runner_logits(model_dir, texts, options):
     outputs = finetuning.predict(model, task, feats, 16)
     logits = feature_lib.pool_windows(outputs["logits"], feats.example_index, len(texts), "mean")
     return logits, np.bincount(feats.example_index)
+
+
+class _ReadToTheEnd:
+    """A dataset stand-in that records whether its reader reached its end."""
+
+    def __init__(self, data):
+        self.data, self.finished = data, False
+
+    def __iter__(self):
+        yield from self.data
+        self.finished = True
+
+
+def test_prediction_reads_its_datasets_to_the_end(documents, monkeypatch):
+    """Both prediction loops (per feature, per document) read their tf.data dataset to its end:
+    an iterator dropped before it waits at deletion for tf.data's autotuning thread to wake
+    (8 s after a 33 s pass in isolation; minutes over a benchmark's passes), idle."""
+    from keras_bert.tasks import documents as documents_lib
+
+    made = []
+
+    def recorded(make):
+        def wrapper(*args, **kwargs):
+            made.append(_ReadToTheEnd(make(*args, **kwargs)))
+            return made[-1]
+
+        return wrapper
+
+    monkeypatch.setattr(feature_lib, "make_dataset", recorded(feature_lib.make_dataset))
+    monkeypatch.setattr(
+        documents_lib,
+        "make_document_dataset",
+        recorded(documents_lib.make_document_dataset),
+    )
+    texts = [t for t, _ in documents["splits"]["dev"][:20]]
+    _, counts = _runner_logits(documents["windows"]["model_path"], texts, WINDOWS)
+    task = registry.get_task("text_classification", WINDOWS)
+    task.labels, task.pair = ["0", "1"], False
+    examples = [TextExample(f"doc-{i}", t, None) for i, t in enumerate(texts)]
+    feats = task.encode(examples, BertTokenizer(VOCAB), SEQ)
+    logits = documents_lib.predict_documents(
+        lambda x: {"logits": np.zeros([x[WINDOW_INDEX].shape[0], 2], np.float32)}, feats, 16
+    )["logits"]
+    assert logits.shape == (len(texts), 2) and counts.sum() == feats.num_features
+    assert len(made) == 2 and all(m.finished for m in made)
 
 
 def test_exports_give_the_runner_answers_on_long_texts(documents):
