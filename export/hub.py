@@ -215,7 +215,7 @@ def pack_segments(segments, seq_length, special):
 def encoder_module(encoder, pretrainer=None):
     """(object, signatures): `__call__(inputs, training=False)`, `mlm` with a pre-training head,
     and the variable lists hub.KerasLayer reads; signatures serving_default (and mlm)."""
-    root = _with_variables(_Trackable(), encoder.variables, encoder.trainable_variables)
+    root = _with_variables(_Trackable(), encoder.variables, _trainable(encoder))
     specs = encoder_input_specs()
 
     def encode(inputs, training):
@@ -242,7 +242,7 @@ def encoder_module(encoder, pretrainer=None):
         root.mlm = _with_variables(
             _Trackable(),
             _unique(encoder.variables + head.variables),
-            _unique(encoder.trainable_variables + head.trainable_variables),
+            _unique(_trainable(encoder) + head.trainable_variables),
         )
 
         def mlm(inputs, training=False):
@@ -262,6 +262,14 @@ def encoder_module(encoder, pretrainer=None):
             lambda inputs: _tensors(mlm(inputs)), input_signature=[mlm_specs]
         )
     return root, signatures
+
+
+def _trainable(encoder):
+    """The encoder's variables a hub user fine-tunes: its trainable ones and the pooler, also
+    where the head it was trained under left the pooler frozen (`BertEncoder.use_pooler`: a
+    head on the tokens), since a hub user's [CLS] classifier trains it."""
+    chosen = {id(v) for v in encoder.trainable_variables + encoder.pooler.weights}
+    return [v for v in encoder.variables if id(v) in chosen]
 
 
 def _with_variables(obj, variables, trainable):

@@ -236,6 +236,7 @@ class ElectraPretrainer(keras.Model):
         sampler = _SampleAndReplace(seed, name="sample_and_replace")
 
         # === Functional Model ===
+        encoder.use_pooler(False)  # The discriminator reads every token; no sentence head.
         inputs = _electra_inputs(packed)
         x = project(_embed(encoder, inputs, packed))
         bias = _generator_attention_bias(inputs, packed, policy)

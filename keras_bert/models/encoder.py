@@ -127,6 +127,19 @@ class BertEncoder(keras.Model):
         self.transformer_layers = blocks
         self.pooler = pooler
 
+    def use_pooler(self, used: bool) -> None:
+        """Trains the pooler only when a head reads `pooled_output`.
+
+        A head on the tokens (mean pooling, token tags, answer spans, MLM alone, ELECTRA) leaves
+        the pooler without a gradient. TensorFlow and PyTorch then warn at every `fit` that
+        "Gradients do not exist for variables ['pooler_dense/kernel', ...]"; on JAX its gradient
+        is zero, so decoupled weight decay alone shrinks the unused kernel and the backends'
+        fine-tuned encoders differ. The task models and pre-trainers call this as they build
+        their heads (the last built decides; a model with heads of both kinds sets it True). The
+        pooler keeps its weights either way: saved, exported and converted as before.
+        """
+        self.pooler.trainable = bool(used)
+
     def encode_packed(self, inputs: dict[str, Any], cls_positions: Any = None) -> dict[str, Any]:
         """The encoder's layers on packed rows: several instances per row, none seeing another.
 

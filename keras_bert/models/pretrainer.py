@@ -171,6 +171,7 @@ class BertPretrainer(keras.Model):
         )
 
         # === Functional Model ===
+        encoder.use_pooler(next_sentence)  # MLM alone (RoBERTa's): no sentence head reads it.
         inputs, encoded = _encode(encoder, packed)
         outputs = {
             "mlm_logits": mlm_head(encoded["sequence_output"], inputs["masked_lm_positions"])

@@ -82,6 +82,7 @@ def pooled_features(encoder: BertEncoder, inputs: dict[str, Any], pooling: str) 
     all-MiniLM-L6-v2 were trained to embed texts."""
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}.")
+    encoder.use_pooler(pooling == "cls")
     outputs = encoder(inputs)
     if pooling == "cls":
         return outputs["pooled_output"]
@@ -106,6 +107,7 @@ def _classify(
     if output == "pooled_output":
         features = pooled_features(encoder, inputs, pooling)  # (B, H)
     else:
+        encoder.use_pooler(False)
         features = encoder(inputs)[output]
     states = ReplicaDropout(dropout, name="classifier_dropout")(features)
     logits = _dense(int(num_classes), encoder, "classifier")(states)
@@ -223,6 +225,7 @@ class BertSpanLabeler(_TaskModel):
 
     def __init__(self, encoder: BertEncoder, **kwargs: Any) -> None:
         _check_encoder(encoder)
+        encoder.use_pooler(False)
         inputs = encoder_inputs()
         sequence = encoder(inputs)["sequence_output"]  # (B, S, H)
         logits = _dense(2, encoder, "span_logits")(sequence)  # (B, S, 2)
@@ -303,6 +306,7 @@ class BertMultipleChoice(_TaskModel):
         flat = {
             name: _MergeChoices(name=f"merge_{name}")(x) for name, x in inputs.items()
         }  # (B*K, S)
+        encoder.use_pooler(True)
         pooled = encoder(flat)["pooled_output"]  # (B*K, H)
         pooled = ReplicaDropout(dropout, name="classifier_dropout")(pooled)
         scores = _dense(1, encoder, "classifier")(pooled)  # (B*K, 1)

@@ -239,3 +239,20 @@ def test_pretraining_run_directory_gives_its_mlm_head(tmp_path):
         source.pretrainer(inputs)["mlm_logits"], summary["model"](inputs)["mlm_logits"], atol=ATOL
     )
     assert load_source(model_dir, mlm=False).pretrainer is None
+
+
+def test_hub_encoder_trains_its_pooler_whatever_head_it_came_from():
+    """An encoder fine-tuned under a head on the tokens has its pooler frozen
+    (`BertEncoder.use_pooler`); its hub module still lists every variable as trainable, so a hub
+    user's [CLS] classifier trains the pooler."""
+    from keras_bert.export.hub import encoder_module
+    from keras_bert.models.task_models import BertClassifier
+
+    encoder = keras_bert.BertEncoder(keras_bert.BertConfig(**TINY))
+    BertClassifier(encoder, 2, pooling="mean")
+    assert not encoder.pooler.trainable_weights
+    root, _ = encoder_module(encoder)
+    trainable = {id(v) for v in root.trainable_variables}
+    assert all(id(v) in trainable for v in encoder.pooler.weights)
+    fresh = keras_bert.BertEncoder(keras_bert.BertConfig(**TINY))
+    assert len(root.trainable_variables) == len(trainable) == len(fresh.trainable_variables)

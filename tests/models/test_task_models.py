@@ -1,13 +1,18 @@
 """Task models: each head's logits against NumPy on the encoder's own outputs, float32 outputs
-under mixed precision, and .keras round trips."""
+under mixed precision, .keras round trips, and a pooler that trains only under a head that
+reads it."""
 
 import os
+import warnings
 
 import keras
 import numpy as np
 import pytest
 
 import keras_bert
+from keras_bert.models.documents import DocumentClassifier
+from keras_bert.models.electra import ElectraPretrainer
+from keras_bert.models.pretrainer import BertPretrainer
 from keras_bert.models.task_models import (
     BertClassifier,
     BertMultipleChoice,
@@ -117,3 +122,51 @@ def test_mean_pooled_classifier_against_numpy_padding_and_round_trip(tmp_path):
     assert mixed(INPUTS)["logits"].dtype == "float32"
     with pytest.raises(ValueError, match="pooling must be one of"):
         BertClassifier(_encoder(), 2, pooling="max")
+
+
+def _pooler_trains(model):
+    trainable = {id(v) for v in model.trainable_weights}
+    flags = {id(v) in trainable for v in model.encoder.pooler.weights}
+    assert len(flags) == 1, "the pooler's kernel and bias disagree"
+    return flags.pop()
+
+
+def test_the_pooler_trains_only_under_a_head_that_reads_it(tmp_path):
+    """A head on the tokens gives the pooler no gradient, so it is not trained: no "Gradients do
+    not exist" warning at every fit, and no weight decay shrinking it alone (JAX's zero
+    gradient). Heads on [CLS] train it; the last head built on a shared encoder decides."""
+    heads = {
+        "cls": (lambda e: BertClassifier(e, 2), True),
+        "mean": (lambda e: BertClassifier(e, 2, pooling="mean"), False),
+        "tokens": (lambda e: BertTokenClassifier(e, 3), False),
+        "spans": (lambda e: BertSpanLabeler(e), False),
+        "choices": (lambda e: BertMultipleChoice(e), True),
+        "documents_cls": (lambda e: DocumentClassifier(e, 2), True),
+        "documents_mean": (lambda e: DocumentClassifier(e, 2, token_pooling="mean"), False),
+        "mlm_nsp": (lambda e: BertPretrainer(e), True),
+        "mlm": (lambda e: BertPretrainer(e, next_sentence=False), False),
+        "electra": (lambda e: ElectraPretrainer(e, generator_size=0.5), False),
+    }
+    for name, (build, reads) in heads.items():
+        assert _pooler_trains(build(_encoder())) is reads, name
+    shared = _encoder()
+    BertClassifier(shared, 2, pooling="mean")
+    assert _pooler_trains(BertClassifier(shared, 2)) is True
+
+    model = BertClassifier(_encoder(), 2, pooling="mean")
+    path = os.path.join(tmp_path, "mean.keras")
+    model.save(path)
+    assert _pooler_trains(keras.saving.load_model(path)) is False
+
+    # A fit with the package's own optimizer (AdamW, weight decay 0.01): no warning, the
+    # pooler as it was, the head moved.
+    model.compile()
+    pooler = [w.numpy().copy() for w in model.encoder.pooler.weights]
+    head = model.get_layer("classifier").kernel.numpy().copy()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(INPUTS, np.array([0, 1]), epochs=2, verbose=0)
+    assert not [w for w in caught if "Gradients do not exist" in str(w.message)]
+    for before, after in zip(pooler, model.encoder.pooler.weights):
+        np.testing.assert_array_equal(after.numpy(), before)
+    assert np.abs(model.get_layer("classifier").kernel.numpy() - head).max() > 0
