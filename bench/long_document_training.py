@@ -67,10 +67,10 @@ def run_variant(args, variant, data_dir):
     """One fine-tuning run; returns its results dict."""
     from keras_bert.tasks import finetuning
 
-    sentences = variant.partition(":")[0] == "sentences"  # The ceiling: no news around them.
+    data_dir = variant_data(data_dir, variant)
     summary = finetuning.run_finetuning(
         task="text_classification",
-        data_dir=os.path.join(data_dir, "sentences") if sentences else data_dir,
+        data_dir=data_dir,
         init_checkpoint=common.require_minilm(),
         model_dir=os.path.join(args.out, variant.replace(":", "_")),
         do_train=True,
@@ -85,8 +85,6 @@ def run_variant(args, variant, data_dir):
         verbose=args.verbose,
         plot=False,
     )
-    if sentences:
-        data_dir = os.path.join(data_dir, "sentences")
     train_docs = _count(os.path.join(data_dir, "train.tsv"))
     seconds = sum(h["seconds"] for h in summary["history"])
     result = {
@@ -100,6 +98,13 @@ def run_variant(args, variant, data_dir):
     if args.check_export and variant.partition(":")[0] not in ("sentences", "truncate"):
         result.update(export_check(args, summary["model_path"], data_dir, variant))
     return result
+
+
+def variant_data(data_dir, variant):
+    """The data folder of a variant: the sentences alone (the ceiling, no news around them) have
+    their own."""
+    sentences = variant.partition(":")[0] == "sentences"
+    return os.path.join(data_dir, "sentences") if sentences else data_dir
 
 
 def _count(path):
@@ -222,19 +227,17 @@ def main(argv=None):
             )
     path = os.path.join(args.out, "results.json")
     results = json.load(open(path)) if os.path.exists(path) else {}
-    for variant in args.variants.split(",") if args.retime_predict else ():
-        if variant in results:
+    for variant in args.variants.split(","):
+        if args.retime_predict and variant in results:
             done = results[variant]
-            sentences = variant.partition(":")[0] == "sentences"
-            where = os.path.join(data_dir, "sentences") if sentences else data_dir
+            where = variant_data(data_dir, variant)
             done.update(predict_cost(args, done["model_path"], where), predict_retimed=True)
-            with open(path, "w") as f:
-                json.dump(results, f, indent=1)
-    for variant in args.variants.split(",") if not args.retime_predict else ():
-        if variant not in results:
+        elif not args.retime_predict and variant not in results:
             results[variant] = run_variant(args, variant, data_dir)
-            with open(path, "w") as f:
-                json.dump(results, f, indent=1)
+        else:
+            continue
+        with open(path, "w") as f:
+            json.dump(results, f, indent=1)
     report(results)
 
 

@@ -20,6 +20,7 @@ from keras_bert.checkpoints.task_model import load_task_model
 from keras_bert.export import export_saved_model, tflite
 from keras_bert.export.source import load_source
 from keras_bert.models.documents import WINDOW_INDEX, DocumentClassifier, WindowPooling
+from keras_bert.tasks import documents as documents_lib
 from keras_bert.tasks import features as feature_lib
 from keras_bert.tasks import finetuning, registry
 from keras_bert.tasks.config import FinetuneConfig
@@ -281,8 +282,6 @@ def test_prediction_reads_its_datasets_to_the_end(documents, monkeypatch):
     """Both prediction loops (per feature, per document) read their tf.data dataset to its end:
     an iterator dropped before it waits at deletion for tf.data's autotuning thread to wake
     (8 s after a 33 s pass in isolation; minutes over a benchmark's passes), idle."""
-    from keras_bert.tasks import documents as documents_lib
-
     made = []
 
     def recorded(make):
