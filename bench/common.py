@@ -220,6 +220,21 @@ def summarize_rounds(rounds):
     }
 
 
+def rotated_rounds(calls, rounds):
+    """name -> the seconds of each of `rounds` calls of `calls[name]()`, interleaved: every round
+    calls each once, round r starting at the r-th name (so that no call always follows the same
+    one, or always runs first)."""
+    names = list(calls)
+    seconds = {name: [] for name in names}
+    for r in range(rounds):
+        k = r % len(names) if names else 0
+        for name in names[k:] + names[:k]:
+            started = time.perf_counter()
+            calls[name]()
+            seconds[name].append(time.perf_counter() - started)
+    return seconds
+
+
 def ratio_text(slow_rounds, fast_rounds):
     """How many times faster `fast` is than `slow`, measured in the same rounds: the median of the
     per-round ratios of wall and of CPU time, with each round's ratio."""

@@ -21,8 +21,11 @@ runner's timed training loops, tracing included) and prediction ms per document
 `--check_export`, the windows models' SavedModel (`serving_default`) accuracy on dev
 against the runner's. A `--results` JSON file keeps every finished variant: a later call
 skips them (variants may be run one at a time). `--retime_predict` times the prediction of
-the finished `--variants` again from their saved models, training nothing (after a change to the
-prediction path).
+the finished `--variants` again from their saved models, training nothing: all of them loaded in
+this process and timed in `--repeat` interleaved rounds (each round times every variant once, in a
+rotated order) on the first `--retime_docs` dev documents, kept as the median and the spread
+(min, max) of the rounds. Single passes here vary by up to 1.7x from one to the next, so rows
+timed one after the other cannot be compared closer than that.
 
     .venv/bin/python bench/long_document_training.py --out out/ldt \\
         [--kind sentence] [--variants truncate,window,document-mean,document-max,document-attention]
@@ -141,6 +144,27 @@ def _runner_labels(model_dir, texts):
     return labels
 
 
+def retime(args, results, variants, data_dir):
+    """Each finished variant's prediction ms per document, timed again in interleaved rounds (see
+    the module docstring): `results` updated in place."""
+    calls, docs = {}, {}
+    for variant in variants:
+        _, texts = _dev(variant_data(data_dir, variant))
+        texts = texts[: args.retime_docs]
+        calls[variant] = _runner_labels(results[variant]["model_path"], texts)
+        calls[variant]()  # Traces.
+        docs[variant] = len(texts)
+    for variant, seconds in common.rotated_rounds(calls, args.repeat).items():
+        ms = [1e3 * s / docs[variant] for s in seconds]
+        results[variant].update(
+            predict_ms_per_doc=float(np.median(ms)),
+            predict_ms_spread=[min(ms), max(ms)],
+            predict_rounds=len(ms),
+            predict_docs=docs[variant],
+            predict_retimed=True,
+        )
+
+
 def predict_cost(args, model_dir, data_dir):
     """Prediction ms per dev document (tokenizing, windowing, the model, pooling)."""
     _, texts = _dev(data_dir)
@@ -205,7 +229,13 @@ def main(argv=None):
     parser.add_argument(
         "--retime_predict",
         action="store_true",
-        help="Time the prediction of the finished --variants again; train nothing.",
+        help="Time the prediction of the finished --variants again, interleaved; train nothing.",
+    )
+    parser.add_argument(
+        "--retime_docs",
+        type=int,
+        default=None,
+        help="With --retime_predict: time the first this many dev documents (default: all).",
     )
     args = parser.parse_args(argv)
     if args.verbose:  # The runner's log: loss and accuracy per loop and epoch.
@@ -227,23 +257,25 @@ def main(argv=None):
             )
     path = os.path.join(args.out, "results.json")
     results = json.load(open(path)) if os.path.exists(path) else {}
-    for variant in args.variants.split(","):
-        if args.retime_predict and variant in results:
-            done = results[variant]
-            where = variant_data(data_dir, variant)
-            done.update(predict_cost(args, done["model_path"], where), predict_retimed=True)
-        elif not args.retime_predict and variant not in results:
+    variants = args.variants.split(",")
+    if args.retime_predict:
+        retime(args, results, [v for v in variants if v in results], data_dir)
+        _write(path, results)
+    for variant in variants:
+        if not args.retime_predict and variant not in results:
             results[variant] = run_variant(args, variant, data_dir)
-        else:
-            continue
-        with open(path, "w") as f:
-            json.dump(results, f, indent=1)
+            _write(path, results)
     report(results)
+
+
+def _write(path, results):
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1)
 
 
 def report(results):
     """The table, costs as ratios to per-window training."""
-    base = results.get("window")
+    base = results.get("window", results.get("window:mean"))
     rows = []
     for name, r in results.items():
         ratio = (
@@ -257,7 +289,12 @@ def report(results):
                 name,
                 f"{r['accuracy']:.3f}",
                 f"{r['train_s_per_doc_epoch'] * 1e3:.0f}",
-                f"{r['predict_ms_per_doc']:.1f}",
+                f"{r['predict_ms_per_doc']:.1f}"
+                + (
+                    " ({:.1f}-{:.1f})".format(*r["predict_ms_spread"])
+                    if "predict_ms_spread" in r
+                    else ""
+                ),
                 ratio,
                 f"{r['saved_model_accuracy']:.3f}" if "saved_model_accuracy" in r else "-",
             ]

@@ -112,6 +112,24 @@ def test_ratio_lines_compare_rows_of_the_same_round():
     ]
 
 
+def test_rotated_rounds_interleave_each_call_and_time_it(monkeypatch):
+    order, clock = [], [0.0]
+
+    def call(name, cost):
+        def run():
+            order.append(name)
+            clock[0] += cost
+
+        return run
+
+    monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
+    seconds = common.rotated_rounds({"a": call("a", 1), "b": call("b", 2), "c": call("c", 4)}, 4)
+    # Every round calls each once, each round starting one name later; each call's own time.
+    assert order == list("abc" "bca" "cab" "abc")
+    assert seconds == {"a": [1] * 4, "b": [2] * 4, "c": [4] * 4}
+    assert common.rotated_rounds({}, 3) == {}
+
+
 def small_config(layers):
     return keras_bert.BertConfig(
         vocab_size=97,
