@@ -125,7 +125,7 @@ def test_rotated_rounds_interleave_each_call_and_time_it(monkeypatch):
     monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
     seconds = common.rotated_rounds({"a": call("a", 1), "b": call("b", 2), "c": call("c", 4)}, 4)
     # Every round calls each once, each round starting one name later; each call's own time.
-    assert order == list("abc" "bca" "cab" "abc")
+    assert order == [*"abc", *"bca", *"cab", *"abc"]
     assert seconds == {"a": [1] * 4, "b": [2] * 4, "c": [4] * 4}
     assert common.rotated_rounds({}, 3) == {}
 
