@@ -261,16 +261,19 @@ def main(argv=None):
     if args.retime_predict:
         retime(args, results, [v for v in variants if v in results], data_dir)
         _write(path, results)
-    for variant in variants:
-        if not args.retime_predict and variant not in results:
-            results[variant] = run_variant(args, variant, data_dir)
-            _write(path, results)
+    else:
+        for variant in variants:
+            if variant not in results:
+                results[variant] = run_variant(args, variant, data_dir)
+                _write(path, results)
     report(results)
 
 
 def _write(path, results):
-    with open(path, "w") as f:
-        json.dump(results, f, indent=1)
+    """results.json, written atomically (an interrupted write keeps the finished variants)."""
+    from keras_bert.io_utils import write_atomic
+
+    write_atomic(path, json.dumps(results, indent=1))
 
 
 def report(results):
