@@ -34,7 +34,6 @@ timed one after the other cannot be compared closer than that.
 
 import json
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -172,12 +171,8 @@ def predict_cost(args, model_dir, data_dir):
     _, texts = _dev(data_dir)
     labels = _runner_labels(model_dir, texts)
     runner = labels()  # Traces.
-    times = []
-    for _ in range(args.repeat):
-        started = time.perf_counter()
-        labels()
-        times.append(time.perf_counter() - started)
-    return {"predict_ms_per_doc": 1e3 * float(np.median(times)) / len(texts)}, runner
+    seconds = common.rotated_rounds({"runner": labels}, args.repeat)["runner"]
+    return {"predict_ms_per_doc": 1e3 * float(np.median(seconds)) / len(texts)}, runner
 
 
 def export_check(args, model_dir, data_dir, variant, want):
